@@ -1,0 +1,97 @@
+package graylb
+
+import "context"
+
+// ContextHandler reads a named request value (a header) for the call
+// described by ctx. It returns "" when the value is absent. Implementations
+// must be safe for concurrent use and should not allocate.
+//
+// The httpctx package reads net/http headers (outgoing request first, then
+// the incoming request being served); grpcctx reads gRPC metadata.
+type ContextHandler interface {
+	Value(ctx context.Context, name string) string
+}
+
+// ContextHandlerFunc adapts a function to a ContextHandler.
+type ContextHandlerFunc func(ctx context.Context, name string) string
+
+// Value calls f(ctx, name).
+func (f ContextHandlerFunc) Value(ctx context.Context, name string) string { return f(ctx, name) }
+
+// ChainHandlers returns a ContextHandler that asks each handler in turn and
+// returns the first non-empty value. Nil handlers are skipped.
+func ChainHandlers(handlers ...ContextHandler) ContextHandler {
+	hs := make(chainHandler, 0, len(handlers))
+	for _, h := range handlers {
+		if h != nil {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+type chainHandler []ContextHandler
+
+func (c chainHandler) Value(ctx context.Context, name string) string {
+	for _, h := range c {
+		if v := h.Value(ctx, name); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// valuesKey is the context key of the program-set request values.
+type valuesKey struct{}
+
+// values is an immutable list of name/value pairs, newest first.
+type values struct {
+	parent      *values
+	name, value string
+}
+
+// WithValue returns a copy of ctx that carries value under name: the
+// request-scoped parameter of seed 000. The gray filter consults it after
+// the ContextHandler and before the caller's own flag, e.g.
+//
+//	ctx = graylb.WithValue(ctx, "gray", "true")
+func WithValue(ctx context.Context, name, value string) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	parent, _ := ctx.Value(valuesKey{}).(*values)
+	return context.WithValue(ctx, valuesKey{}, &values{parent: parent, name: name, value: value})
+}
+
+// ValueFrom returns the value set by WithValue under name, or "".
+func ValueFrom(ctx context.Context, name string) string {
+	if ctx == nil {
+		return ""
+	}
+	v, _ := ctx.Value(valuesKey{}).(*values)
+	for ; v != nil; v = v.parent {
+		if v.name == name {
+			return v.value
+		}
+	}
+	return ""
+}
+
+// Request is what a Stage sees of one call: its context and service, and a
+// way to read the call's named values.
+type Request struct {
+	Context context.Context
+	Service string
+	handler ContextHandler
+}
+
+// Value returns the request's named value: from the ContextHandler, else
+// from WithValue, else "".
+func (r Request) Value(name string) string {
+	if r.handler != nil {
+		if v := r.handler.Value(r.Context, name); v != "" {
+			return v
+		}
+	}
+	return ValueFrom(r.Context, name)
+}

@@ -1,0 +1,30 @@
+// Package graylb is a client-side, gray-aware load balancer.
+//
+// Services that share one registry run production ("prod") instances and gray
+// (canary) instances side by side. A gray instance says so in its metadata
+// (gray=true); a request says whether it is gray with a header (gray: true),
+// and every hop passes that header on. graylb picks only instances of the
+// request's kind:
+//
+//   - a prod request reaches prod instances only; with none, the pick fails
+//     with an error that wraps [ErrNoInstance];
+//   - a gray request reaches gray instances; when the list holds no gray
+//     instance at all it reaches every instance (the prod fall-back).
+//
+// The value "true" in any letter case means gray; anything else (absent,
+// empty, "false", "yes", " true") means prod. Nothing is trimmed.
+//
+// The request's value is the first non-empty one of: the gray header read
+// through the [ContextHandler] (net/http and gRPC adapters live in the httpctx
+// and grpcctx packages), a value the program put on the context with
+// [WithValue], and the calling service's own gray flag ([WithSelfGray]).
+//
+// A [LoadBalancer] runs an ordered chain of [ServerFilter]s, the [GrayFilter]
+// first, over a cached instance list from a [Supplier] (the in-memory
+// [Registry], or the Nacos supplier in the nacos package). Everything that
+// depends only on the instance list is computed once per list change, so a
+// pick on a stable list costs O(1) in the number of instances and allocates
+// nothing.
+//
+// This package depends on the standard library only.
+package graylb

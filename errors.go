@@ -1,0 +1,52 @@
+package graylb
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Errors returned by this package wrap one of them; test
+// with errors.Is.
+var (
+	// ErrNoInstance: the request's kind has no instance to pick.
+	ErrNoInstance = errors.New("graylb: no instance")
+	// ErrInvalidService: the service name is empty or too long.
+	ErrInvalidService = errors.New("graylb: invalid service name")
+	// ErrUnknownService: the supplier does not know the service.
+	ErrUnknownService = errors.New("graylb: unknown service")
+	// ErrInvalidInstance: an instance with no host, a bad port or a bad weight.
+	ErrInvalidInstance = errors.New("graylb: invalid instance")
+	// ErrInvalidRules: a rule document that does not parse or validate.
+	ErrInvalidRules = errors.New("graylb: invalid rules")
+	// ErrClosed: the LoadBalancer or Cache was closed.
+	ErrClosed = errors.New("graylb: closed")
+)
+
+// MaxServiceNameLen is the longest service name accepted.
+const MaxServiceNameLen = 512
+
+// NoInstanceError is returned when the request's kind has no instance. It
+// wraps ErrNoInstance and names the service and the request's kind.
+type NoInstanceError struct {
+	Service string
+	Kind    Kind
+}
+
+func (e *NoInstanceError) Error() string {
+	return fmt.Sprintf("graylb: no instance of %q for %s request", e.Service, e.Kind)
+}
+
+// Is reports whether target is ErrNoInstance.
+func (e *NoInstanceError) Is(target error) bool { return target == ErrNoInstance }
+
+// ValidateServiceName returns an error wrapping ErrInvalidService when name
+// is empty or longer than MaxServiceNameLen.
+func ValidateServiceName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidService)
+	case len(name) > MaxServiceNameLen:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidService, len(name), MaxServiceNameLen)
+	}
+	return nil
+}

@@ -1,0 +1,269 @@
+package graylb
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Rules are the run-time gray rules (DESIGN §3). The zero value routes by
+// the gray header and metadata alone. Rules are data: load them from a file
+// (FileRuleSource), from Nacos config (the nacos package), or set them with
+// LoadBalancer.SetRules.
+//
+// Precedence, strongest first: Closed (no request reaches a gray instance),
+// then Enabled=false (every instance serves every request), then the
+// request's kind, made gray by a GrayUsers match or by CanaryPercent.
+// GrayAddresses only change which instances count as gray.
+type Rules struct {
+	// Enabled turns gray routing on (nil or true) or off (false): when off
+	// every instance serves every request.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Closed is the rollback lever: no request reaches a gray instance;
+	// gray requests go to prod.
+	Closed bool `json:"closed,omitempty"`
+	// GrayUsers: a request whose user header is one of these is gray,
+	// whatever its gray header says.
+	GrayUsers []string `json:"grayUsers,omitempty"`
+	// GrayAddresses: an instance whose host or host:port is listed is gray,
+	// whatever its metadata says.
+	GrayAddresses []string `json:"grayAddresses,omitempty"`
+	// CanaryPercent (0-100, two decimals) of the requests whose kind was not
+	// set explicitly (no header, no context value, caller not gray) go gray;
+	// sticky by a hash of the user id when the request has one. A request
+	// that says gray: false stays prod.
+	CanaryPercent float64 `json:"canaryPercent,omitempty"`
+}
+
+// MaxRulesSize is the largest rule document accepted, in bytes.
+const MaxRulesSize = 4 << 20
+
+// Validate returns an error wrapping ErrInvalidRules when r is not usable.
+func (r Rules) Validate() error {
+	_, err := compileRules(r)
+	return err
+}
+
+// ParseRules parses and validates a JSON rule document. Unknown fields are
+// refused, so a misspelt key is an error rather than a silent no-op.
+func ParseRules(data []byte) (Rules, error) {
+	var r Rules
+	if len(data) > MaxRulesSize {
+		return r, fmt.Errorf("%w: document of %d bytes, at most %d", ErrInvalidRules, len(data), MaxRulesSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Rules{}, fmt.Errorf("%w: %v", ErrInvalidRules, err)
+	}
+	if dec.More() {
+		return Rules{}, fmt.Errorf("%w: trailing data after the document", ErrInvalidRules)
+	}
+	if err := r.Validate(); err != nil {
+		return Rules{}, err
+	}
+	return r, nil
+}
+
+const canaryScale = 10000 // canary resolution: 0.01 %
+
+// compiledRules is Rules prepared for the pick path.
+type compiledRules struct {
+	enabled bool
+	closed  bool
+	users   map[string]struct{}
+	addrs   map[string]struct{}
+	canary  uint32 // out of canaryScale
+}
+
+var defaultCompiledRules = &compiledRules{enabled: true}
+
+func compileRules(r Rules) (*compiledRules, error) {
+	c := &compiledRules{enabled: r.Enabled == nil || *r.Enabled, closed: r.Closed}
+	p := r.CanaryPercent
+	if math.IsNaN(p) || p < 0 || p > 100 {
+		return nil, fmt.Errorf("%w: canaryPercent %v is not within 0-100", ErrInvalidRules, p)
+	}
+	c.canary = uint32(math.Round(p * canaryScale / 100))
+	if len(r.GrayUsers) > 0 {
+		c.users = make(map[string]struct{}, len(r.GrayUsers))
+		for i, u := range r.GrayUsers {
+			if u == "" {
+				return nil, fmt.Errorf("%w: grayUsers[%d] is empty", ErrInvalidRules, i)
+			}
+			c.users[u] = struct{}{}
+		}
+	}
+	if len(r.GrayAddresses) > 0 {
+		c.addrs = make(map[string]struct{}, len(r.GrayAddresses))
+		for i, a := range r.GrayAddresses {
+			if err := validateAddress(a); err != nil {
+				return nil, fmt.Errorf("%w: grayAddresses[%d] %q: %v", ErrInvalidRules, i, a, err)
+			}
+			c.addrs[a] = struct{}{}
+		}
+	}
+	return c, nil
+}
+
+// validateAddress accepts "host" or "host:port" ("[v6]:port" for IPv6).
+func validateAddress(a string) error {
+	if a == "" {
+		return errors.New("empty")
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		// No port: the whole string is the host.
+		if ip := net.ParseIP(a); ip != nil {
+			return nil
+		}
+		for i := 0; i < len(a); i++ {
+			if c := a[i]; c <= ' ' || c == ':' || c == '/' || c >= 0x7f {
+				return errors.New("not a host or host:port")
+			}
+		}
+		return nil
+	}
+	if host == "" {
+		return errors.New("empty host")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return errors.New("port is not within 1-65535")
+	}
+	return nil
+}
+
+// grayAddress reports whether inst's host or host:port is a gray address.
+func (c *compiledRules) grayAddress(inst Instance) bool {
+	if len(c.addrs) == 0 {
+		return false
+	}
+	if _, ok := c.addrs[inst.Host]; ok {
+		return true
+	}
+	_, ok := c.addrs[inst.Addr()]
+	return ok
+}
+
+// RuleSource supplies Rules and tells of changes. Sources validate what they
+// load: a document that does not parse or validate is logged and skipped,
+// and the previous rules stay in force.
+type RuleSource interface {
+	// Load returns the current rules.
+	Load(ctx context.Context) (Rules, error)
+	// Watch calls fn with each new valid rule set until stop is called.
+	Watch(fn func(Rules)) (stop func(), err error)
+}
+
+// FileRuleSource reads a JSON rule document from a local file and polls it
+// for changes (the standard library has no file watcher).
+type FileRuleSource struct {
+	path     string
+	interval time.Duration
+	logger   *slog.Logger
+}
+
+// FileOption configures a FileRuleSource.
+type FileOption func(*FileRuleSource)
+
+// WithPollInterval sets how often the file is checked (default 1s).
+func WithPollInterval(d time.Duration) FileOption {
+	return func(s *FileRuleSource) {
+		if d > 0 {
+			s.interval = d
+		}
+	}
+}
+
+// WithFileLogger sets the logger for refused documents (default slog.Default()).
+func WithFileLogger(l *slog.Logger) FileOption {
+	return func(s *FileRuleSource) {
+		if l != nil {
+			s.logger = l
+		}
+	}
+}
+
+// NewFileRuleSource returns a source that reads path.
+func NewFileRuleSource(path string, opts ...FileOption) (*FileRuleSource, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: empty rule file path", ErrInvalidRules)
+	}
+	s := &FileRuleSource{path: path, interval: time.Second, logger: slog.Default()}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	return s, nil
+}
+
+// Load reads and parses the file.
+func (s *FileRuleSource) Load(ctx context.Context) (Rules, error) {
+	data, err := s.read()
+	if err != nil {
+		return Rules{}, err
+	}
+	r, err := ParseRules(data)
+	if err != nil {
+		return Rules{}, fmt.Errorf("%s: %w", s.path, err)
+	}
+	return r, nil
+}
+
+func (s *FileRuleSource) read() ([]byte, error) {
+	f, err := os.Open(s.path)
+	if err != nil {
+		return nil, fmt.Errorf("graylb: rules: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxRulesSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("graylb: rules: %w", err)
+	}
+	return data, nil
+}
+
+// Watch polls the file; each time its content changes and parses, fn is
+// called. A document that does not parse is logged and skipped.
+func (s *FileRuleSource) Watch(fn func(Rules)) (func(), error) {
+	if fn == nil {
+		return nil, errors.New("graylb: rules: nil watch function")
+	}
+	last, _ := s.read()
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(s.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			data, err := s.read()
+			if err != nil || bytes.Equal(data, last) {
+				continue
+			}
+			last = data
+			r, err := ParseRules(data)
+			if err != nil {
+				s.logger.Error("graylb: rule document refused; previous rules stay in force", "path", s.path, "err", err)
+				continue
+			}
+			fn(r)
+		}
+	}()
+	return func() { once.Do(func() { close(done) }) }, nil
+}

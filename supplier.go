@@ -1,0 +1,347 @@
+package graylb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Instance is one registered instance of a service. Once handed to graylb,
+// an Instance and its Metadata map are read-only.
+type Instance struct {
+	Service  string
+	Host     string
+	Port     int
+	Weight   float64 // Nacos weight; 0 gets no traffic
+	Healthy  bool
+	Enabled  bool
+	Cluster  string
+	Metadata map[string]string
+}
+
+// NewInstance returns a healthy, enabled instance of weight 1, the defaults
+// Nacos gives a registration.
+func NewInstance(service, host string, port int, metadata map[string]string) Instance {
+	return Instance{Service: service, Host: host, Port: port, Weight: 1, Healthy: true, Enabled: true, Metadata: metadata}
+}
+
+// Addr returns host:port.
+func (i Instance) Addr() string { return net.JoinHostPort(i.Host, strconv.Itoa(i.Port)) }
+
+// Usable reports whether the instance may receive traffic: healthy,
+// enabled, and of a positive, finite weight.
+func (i Instance) Usable() bool {
+	return i.Healthy && i.Enabled && i.Weight > 0 && !math.IsInf(i.Weight, 1)
+}
+
+// Validate returns an error wrapping ErrInvalidInstance (or
+// ErrInvalidService) when the instance cannot be registered.
+func (i Instance) Validate() error {
+	if err := ValidateServiceName(i.Service); err != nil {
+		return err
+	}
+	switch {
+	case i.Host == "":
+		return fmt.Errorf("%w: %s: empty host", ErrInvalidInstance, i.Service)
+	case i.Port < 1 || i.Port > 65535:
+		return fmt.Errorf("%w: %s: port %d is not within 1-65535", ErrInvalidInstance, i.Service, i.Port)
+	case math.IsNaN(i.Weight) || math.IsInf(i.Weight, 0) || i.Weight < 0:
+		return fmt.Errorf("%w: %s %s: weight %v", ErrInvalidInstance, i.Service, i.Addr(), i.Weight)
+	}
+	return nil
+}
+
+// Supplier gives the instance list of a service and tells of changes. The
+// in-memory Registry and the nacos package's supplier implement it.
+// Implementations must be safe for concurrent use; lists they hand over are
+// read-only from then on.
+type Supplier interface {
+	// Instances returns the current instances of service. An unknown
+	// service gives an error wrapping ErrUnknownService.
+	Instances(ctx context.Context, service string) ([]Instance, error)
+	// Watch calls fn with the full list each time it changes, until stop
+	// is called. Calls for one service do not overlap.
+	Watch(service string, fn func([]Instance)) (stop func(), err error)
+}
+
+// DefaultEmptyGrace is how long the Cache holds the last good list after
+// the source reports an empty one, before it asks the source again.
+const DefaultEmptyGrace = 30 * time.Second
+
+// Cache is the caching Supplier the LoadBalancer runs on. It keeps one
+// subscription per service to its source and fans changes out to its own
+// watchers (so unsubscribing one watcher never drops another). It keeps
+// only usable instances (healthy, enabled, weight > 0), serves the last good
+// list when the source fails, and protects against empty updates:
+//
+// With protection on (the default), an update that would empty a non-empty
+// list is refused, logged and counted, and the last good list keeps
+// serving. After the grace period (DefaultEmptyGrace) the Cache asks the
+// source once more: if the service is still empty, the empty list is
+// accepted, so a service that really went to zero instances does not stay
+// stale forever (nacos-sdk-go issue #781). A grace of zero or less holds the
+// last good list until a non-empty update arrives.
+type Cache struct {
+	src     Supplier
+	protect bool
+	grace   time.Duration
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*cacheEntry
+
+	refused atomic.Uint64
+	applied atomic.Uint64
+}
+
+// CacheOption configures a Cache.
+type CacheOption func(*Cache)
+
+// WithEmptyProtection turns empty-update protection on or off (default on).
+func WithEmptyProtection(on bool) CacheOption { return func(c *Cache) { c.protect = on } }
+
+// WithEmptyGrace sets the grace period of empty-update protection.
+func WithEmptyGrace(d time.Duration) CacheOption { return func(c *Cache) { c.grace = d } }
+
+// WithCacheLogger sets the Cache's logger (default slog.Default()).
+func WithCacheLogger(l *slog.Logger) CacheOption {
+	return func(c *Cache) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// NewCache returns a Cache over src.
+func NewCache(src Supplier, opts ...CacheOption) (*Cache, error) {
+	if src == nil {
+		return nil, errors.New("graylb: nil supplier")
+	}
+	c := &Cache{src: src, protect: true, grace: DefaultEmptyGrace, logger: slog.Default(), entries: map[string]*cacheEntry{}}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return c, nil
+}
+
+type cacheEntry struct {
+	ready chan struct{} // closed when seeded
+	err   error         // seed error, set before ready is closed
+
+	snap atomic.Pointer[[]Instance]
+
+	mu       sync.Mutex // serialises apply and delivery
+	stop     func()
+	watchers map[uint64]func([]Instance)
+	nextID   uint64
+	recheck  *time.Timer
+}
+
+// CacheStats counts what the Cache did.
+type CacheStats struct {
+	Applied      uint64 // updates that replaced a list
+	RefusedEmpty uint64 // empty updates refused by the protection
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() CacheStats {
+	return CacheStats{Applied: c.applied.Load(), RefusedEmpty: c.refused.Load()}
+}
+
+// Instances returns the cached usable instances of service, subscribing to
+// the source on first use.
+func (c *Cache) Instances(ctx context.Context, service string) ([]Instance, error) {
+	e, err := c.entry(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	return *e.snap.Load(), nil
+}
+
+// Watch calls fn with the usable instances of service each time they
+// change. Calls for one service do not overlap and come in order.
+func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
+	if fn == nil {
+		return nil, errors.New("graylb: nil watch function")
+	}
+	e, err := c.entry(context.Background(), service)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	id := e.nextID
+	e.nextID++
+	if e.watchers == nil {
+		e.watchers = map[uint64]func([]Instance){}
+	}
+	e.watchers[id] = fn
+	e.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.mu.Lock()
+			delete(e.watchers, id)
+			e.mu.Unlock()
+		})
+	}, nil
+}
+
+func (c *Cache) entry(ctx context.Context, service string) (*cacheEntry, error) {
+	if err := ValidateServiceName(service); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e := c.entries[service]
+	if e == nil {
+		e = &cacheEntry{ready: make(chan struct{})}
+		c.entries[service] = e
+		c.mu.Unlock()
+		c.seed(ctx, service, e)
+	} else {
+		c.mu.Unlock()
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e, nil
+}
+
+// seed subscribes to the source and queries it once.
+func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
+	defer close(e.ready)
+	stop, werr := c.src.Watch(service, func(list []Instance) { c.apply(service, e, list, false) })
+	list, qerr := c.src.Instances(ctx, service)
+	if qerr != nil {
+		if stop != nil {
+			stop()
+		}
+		e.err = fmt.Errorf("graylb: instances of %q: %w", service, qerr)
+		c.mu.Lock()
+		if c.entries[service] == e {
+			delete(c.entries, service)
+		}
+		c.mu.Unlock()
+		return
+	}
+	if werr != nil {
+		c.logger.Warn("graylb: watch failed; serving the seeded list without updates", "service", service, "err", werr)
+	}
+	e.mu.Lock()
+	e.stop = stop
+	if e.snap.Load() == nil { // a push may already have arrived
+		u := usable(list)
+		e.snap.Store(&u)
+	}
+	e.mu.Unlock()
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed && stop != nil { // Close ran while we seeded
+		stop()
+	}
+}
+
+func usable(list []Instance) []Instance {
+	out := make([]Instance, 0, len(list))
+	for _, in := range list {
+		if in.Usable() {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// apply installs a list from the source. force skips the empty protection.
+func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool) {
+	u := usable(list)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.snap.Load()
+	if len(u) == 0 && old != nil && len(*old) > 0 && c.protect && !force {
+		n := c.refused.Add(1)
+		c.logger.Warn("graylb: refused an update that would empty the instance list; keeping the last good list",
+			"service", service, "kept", len(*old), "refused", n)
+		if c.grace > 0 && e.recheck == nil {
+			e.recheck = time.AfterFunc(c.grace, func() { c.recheckEmpty(service, e) })
+		}
+		return
+	}
+	if e.recheck != nil {
+		e.recheck.Stop()
+		e.recheck = nil
+	}
+	e.snap.Store(&u)
+	c.applied.Add(1)
+	for _, fn := range e.watchers {
+		fn(u)
+	}
+}
+
+// recheckEmpty asks the source again once the grace period has passed.
+func (c *Cache) recheckEmpty(service string, e *cacheEntry) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := c.src.Instances(ctx, service)
+	e.mu.Lock()
+	e.recheck = nil
+	e.mu.Unlock()
+	if err != nil {
+		c.logger.Warn("graylb: re-query after an empty update failed; keeping the last good list", "service", service, "err", err)
+		return
+	}
+	if len(usable(list)) == 0 {
+		c.logger.Warn("graylb: service is still empty after the grace period; accepting the empty list", "service", service)
+	}
+	c.apply(service, e, list, true)
+}
+
+// Close stops every subscription. Later calls return ErrClosed.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	entries := c.entries
+	c.entries = nil
+	c.mu.Unlock()
+	for _, e := range entries {
+		<-e.ready
+		e.mu.Lock()
+		if e.recheck != nil {
+			e.recheck.Stop()
+			e.recheck = nil
+		}
+		stop := e.stop
+		e.stop = nil
+		e.watchers = nil
+		e.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	}
+	return nil
+}
