@@ -167,8 +167,10 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		observer: cfg.observer,
 		logger:   cfg.logger,
 	}
-	if len(cfg.handlers) > 0 {
-		lb.handler = ChainHandlers(cfg.handlers...)
+	if h := ChainHandlers(cfg.handlers...).(chainHandler); len(h) == 1 {
+		lb.handler = h[0]
+	} else if len(h) > 1 {
+		lb.handler = h
 	}
 	lb.rules.Store(defaultCompiledRules)
 	lb.services.Store(&map[string]*service{})

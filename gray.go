@@ -125,13 +125,28 @@ func (f *GrayFilter) Build(in BuildInfo) Stage {
 	if rl == nil {
 		rl = defaultCompiledRules
 	}
-	st := &grayStage{f: f, rules: rl, all: in.Instances}
+	// One backing array: prod fills it from the front, gray from the back.
+	n := len(in.Instances)
+	buf := make([]Instance, n)
+	p, g := 0, n
 	for _, inst := range in.Instances {
 		if f.instanceKind(inst, rl) == Gray {
-			st.gray = append(st.gray, inst)
+			g--
+			buf[g] = inst
 		} else {
-			st.prod = append(st.prod, inst)
+			buf[p] = inst
+			p++
 		}
+	}
+	gray := buf[g:]
+	for i, j := 0, len(gray)-1; i < j; i, j = i+1, j-1 { // keep the list's order
+		gray[i], gray[j] = gray[j], gray[i]
+	}
+	st := &grayStage{f: f, rules: rl, prod: buf[:p:p], gray: gray}
+	// "all" is reachable only when routing is off or no gray instance
+	// exists; otherwise leave it empty so later filters skip building it.
+	if !rl.closed && (!rl.enabled || len(gray) == 0) {
+		st.all = in.Instances
 	}
 	return st
 }

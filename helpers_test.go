@@ -3,6 +3,7 @@ package graylb
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"testing"
 
@@ -89,3 +90,7 @@ func mix(name string, md ...[]string) []Instance {
 }
 
 var _ = fmt.Sprint
+
+func writeFile(path, content string) error {
+	return os.WriteFile(path, []byte(content), 0o600)
+}

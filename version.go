@@ -60,21 +60,33 @@ func (f *VersionFilter) Order() int { return f.order }
 
 // Build groups the candidates by version.
 func (f *VersionFilter) Build(in BuildInfo) Stage {
+	// Two passes: count each group, then lay the groups out in one array.
 	st := &versionStage{f: f, index: map[string]int{}}
-	st.subsets = [][]Instance{in.Instances, nil} // 0: all, 1: no version
-	for _, inst := range in.Instances {
-		v := inst.Metadata[f.metaKey]
-		if v == "" {
-			st.subsets[1] = append(st.subsets[1], inst)
-			continue
+	sizes := []int{len(in.Instances), 0} // 0: all, 1: no version, 2...: by version
+	group := make([]int32, len(in.Instances))
+	for k, inst := range in.Instances {
+		i := 1
+		if v := inst.Metadata[f.metaKey]; v != "" {
+			var ok bool
+			if i, ok = st.index[v]; !ok {
+				i = len(sizes)
+				st.index[v] = i
+				sizes = append(sizes, 0)
+			}
 		}
-		i, ok := st.index[v]
-		if !ok {
-			i = len(st.subsets)
-			st.index[v] = i
-			st.subsets = append(st.subsets, nil)
-		}
-		st.subsets[i] = append(st.subsets[i], inst)
+		group[k] = int32(i)
+		sizes[i]++
+	}
+	buf := make([]Instance, len(in.Instances))
+	st.subsets = make([][]Instance, len(sizes))
+	st.subsets[0] = in.Instances
+	off := 0
+	for i := 1; i < len(sizes); i++ {
+		st.subsets[i] = buf[off : off : off+sizes[i]]
+		off += sizes[i]
+	}
+	for k, inst := range in.Instances {
+		st.subsets[group[k]] = append(st.subsets[group[k]], inst)
 	}
 	return st
 }

@@ -1,0 +1,184 @@
+package graylb
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeSource is a Supplier whose pushes and query answers the test controls.
+type fakeSource struct {
+	mu      sync.Mutex
+	list    []Instance
+	err     error
+	watches map[int]func([]Instance)
+	next    int
+	queries int
+}
+
+func (f *fakeSource) Instances(ctx context.Context, service string) ([]Instance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries++
+	return f.list, f.err
+}
+
+func (f *fakeSource) Watch(service string, fn func([]Instance)) (func(), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.watches == nil {
+		f.watches = map[int]func([]Instance){}
+	}
+	id := f.next
+	f.next++
+	f.watches[id] = fn
+	return func() { f.mu.Lock(); delete(f.watches, id); f.mu.Unlock() }, nil
+}
+
+func (f *fakeSource) push(list []Instance) {
+	f.mu.Lock()
+	f.list = list
+	ws := make([]func([]Instance), 0, len(f.watches))
+	for _, w := range f.watches {
+		ws = append(ws, w)
+	}
+	f.mu.Unlock()
+	for _, w := range ws {
+		w(list)
+	}
+}
+
+func (f *fakeSource) watchCount() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.watches) }
+
+func TestCache_EmptyProtectionRefusesThenAcceptsAfterGrace(t *testing.T) {
+	src := &fakeSource{list: []Instance{inst("svc", 1)}}
+	c, err := NewCache(src, WithEmptyGrace(50*time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close()
+	got, err := c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	src.push(nil)
+	got, _ = c.Instances(context.Background(), "svc")
+	assert.Len(t, got, 1, "empty push refused")
+	assert.EqualValues(t, 1, c.Stats().RefusedEmpty)
+	require.Eventually(t, func() bool {
+		got, _ := c.Instances(context.Background(), "svc")
+		return len(got) == 0
+	}, 5*time.Second, 5*time.Millisecond, "still empty after the grace period: accepted (no stale forever)")
+}
+
+func TestCache_EmptyProtectionRecoveredBeforeGrace(t *testing.T) {
+	src := &fakeSource{list: []Instance{inst("svc", 1)}}
+	c, _ := NewCache(src, WithEmptyGrace(30*time.Millisecond))
+	defer c.Close()
+	_, err := c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	src.push(nil)
+	src.push([]Instance{inst("svc", 2)})
+	time.Sleep(100 * time.Millisecond)
+	got, _ := c.Instances(context.Background(), "svc")
+	require.Len(t, got, 1)
+	assert.Equal(t, 2, got[0].Port)
+}
+
+func TestCache_EmptyProtectionQueryFailsKeepsLastGood(t *testing.T) {
+	src := &fakeSource{list: []Instance{inst("svc", 1)}}
+	c, _ := NewCache(src, WithEmptyGrace(10*time.Millisecond))
+	defer c.Close()
+	_, err := c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	src.mu.Lock()
+	src.err = errors.New("registry down")
+	src.mu.Unlock()
+	src.push(nil)
+	time.Sleep(80 * time.Millisecond)
+	got, _ := c.Instances(context.Background(), "svc")
+	assert.Len(t, got, 1, "a failed re-query keeps the last good list")
+}
+
+func TestCache_WithoutProtection(t *testing.T) {
+	src := &fakeSource{list: []Instance{inst("svc", 1)}}
+	c, _ := NewCache(src, WithEmptyProtection(false))
+	defer c.Close()
+	_, err := c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	src.push(nil)
+	got, _ := c.Instances(context.Background(), "svc")
+	assert.Empty(t, got)
+}
+
+func TestCache_KeepsOnlyUsable(t *testing.T) {
+	sick, off, zero := inst("svc", 2), inst("svc", 3), inst("svc", 4)
+	sick.Healthy, off.Enabled, zero.Weight = false, false, 0
+	src := &fakeSource{list: []Instance{inst("svc", 1), sick, off, zero}}
+	c, _ := NewCache(src)
+	defer c.Close()
+	got, err := c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.0.1:1"}, addrs(got))
+}
+
+func TestCache_OneSubscriptionFannedOut(t *testing.T) {
+	src := &fakeSource{list: []Instance{inst("svc", 1)}}
+	c, _ := NewCache(src)
+	var a, b [][]Instance
+	stopA, err := c.Watch("svc", func(l []Instance) { a = append(a, l) })
+	require.NoError(t, err)
+	_, err = c.Watch("svc", func(l []Instance) { b = append(b, l) })
+	require.NoError(t, err)
+	assert.Equal(t, 1, src.watchCount(), "one subscription per service")
+	stopA()
+	src.push([]Instance{inst("svc", 2)})
+	assert.Empty(t, a)
+	assert.Len(t, b, 1, "stopping one watcher leaves the other (nacos-sdk-go #835)")
+	require.NoError(t, c.Close())
+	assert.Equal(t, 0, src.watchCount(), "Close unsubscribes")
+	_, err = c.Instances(context.Background(), "svc")
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+func TestCache_SeedFailureIsRetried(t *testing.T) {
+	src := &fakeSource{err: errors.New("down")}
+	c, _ := NewCache(src)
+	defer c.Close()
+	_, err := c.Instances(context.Background(), "svc")
+	require.Error(t, err)
+	assert.Equal(t, 0, src.watchCount(), "failed seed leaves no subscription")
+	src.mu.Lock()
+	src.err, src.list = nil, []Instance{inst("svc", 1)}
+	src.mu.Unlock()
+	got, err := c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	assert.Len(t, got, 1)
+}
+
+func TestRegistry_BadInput(t *testing.T) {
+	r := NewRegistry()
+	assert.ErrorIs(t, r.Register(Instance{}), ErrInvalidService)
+	assert.ErrorIs(t, r.Register(Instance{Service: "s"}), ErrInvalidInstance)
+	assert.ErrorIs(t, r.Register(Instance{Service: "s", Host: "h", Port: 70000}), ErrInvalidInstance)
+	bad := inst("s", 1)
+	bad.Weight = -1
+	assert.ErrorIs(t, r.Register(bad), ErrInvalidInstance)
+	assert.ErrorIs(t, r.Deregister("s", "h:1"), ErrUnknownService)
+	require.NoError(t, r.Register(inst("s", 1)))
+	assert.ErrorIs(t, r.Deregister("s", "h:1"), ErrInvalidInstance)
+	assert.Error(t, r.Update("s", "127.0.0.1:1", nil))
+	assert.ErrorIs(t, r.Update("s", "127.0.0.1:1", func(i *Instance) { i.Weight = -2 }), ErrInvalidInstance)
+	_, err := r.Watch("", func([]Instance) {})
+	assert.ErrorIs(t, err, ErrInvalidService)
+	_, err = r.Watch("s", nil)
+	assert.Error(t, err)
+	md := map[string]string{"gray": "true"}
+	require.NoError(t, r.Register(NewInstance("s", "127.0.0.1", 2, md)))
+	md["gray"] = "false"
+	got, _ := r.Instances(context.Background(), "s")
+	assert.Equal(t, "true", got[1].Metadata["gray"], "registry copied the metadata")
+}
