@@ -128,10 +128,10 @@ func (f stageFunc) Choose(r Request) int  { return f(r) }
 
 type buildFunc struct{ fn func(BuildInfo) Stage }
 
-func (b buildFunc) Order() int                { return 0 }
+func (b buildFunc) Order() int               { return 0 }
 func (b buildFunc) Build(in BuildInfo) Stage { return b.fn(in) }
 
-func filterOf(s Stage) ServerFilter                      { return buildFunc{func(BuildInfo) Stage { return s }} }
+func filterOf(s Stage) ServerFilter                       { return buildFunc{func(BuildInfo) Stage { return s }} }
 func filterOfBuild(fn func(BuildInfo) Stage) ServerFilter { return buildFunc{fn} }
 
 func TestRoundRobin_Cycles(t *testing.T) {
