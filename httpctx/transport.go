@@ -1,0 +1,216 @@
+package httpctx
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+
+	"github.com/graylb/graylb"
+)
+
+// ErrNoHost: the request URL has no host to resolve.
+var ErrNoHost = errors.New("httpctx: request URL has no host")
+
+// Transport is an http.RoundTripper that resolves http://<service>/... (or
+// https) through a graylb.LoadBalancer and sends the request to the
+// picked instance.
+//
+// Contract, as net/http's RoundTripper:
+//   - it is safe for concurrent use;
+//   - it does not modify the caller's request: it sends a clone whose URL
+//     host (and Host header) is the picked instance's host:port;
+//   - it returns an error only when no response was obtained, and then
+//     the request body is closed;
+//   - on the clone it sets the propagated headers kept by Middleware that
+//     the caller did not set, and the gray header to the kind it routed
+//     ("true" or "false"), so later hops route the same way even when a
+//     gray-user rule or a canary draw made the decision.
+//
+// A host with a port, or that is an IP address, is not a service name: the
+// request goes to the base transport unchanged. A service name the
+// supplier does not know is refused with an error wrapping
+// graylb.ErrUnknownService, unless WithPassthroughUnknown is set. graylb
+// errors come back wrapped, so errors.Is works through *url.Error.
+//
+// A connection failure (nothing was sent) is retried on another instance of
+// the same kind, at most MaxRetries times (default 2), when the request is
+// idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or an
+// Idempotency-Key header) and its body can be replayed (no body, or
+// GetBody set). A gray request is retried on gray instances while one
+// exists, a prod request only on prod.
+type Transport struct {
+	lb          *graylb.LoadBalancer
+	base        http.RoundTripper
+	maxRetries  int
+	grayHeader  string
+	passthrough bool
+}
+
+// TransportOption configures a Transport.
+type TransportOption func(*Transport)
+
+// WithBase sets the transport requests are sent with (default
+// http.DefaultTransport).
+func WithBase(rt http.RoundTripper) TransportOption {
+	return func(t *Transport) {
+		if rt != nil {
+			t.base = rt
+		}
+	}
+}
+
+// WithMaxRetries bounds the retries after a connection failure (default 2;
+// 0 turns retries off).
+func WithMaxRetries(n int) TransportOption {
+	return func(t *Transport) {
+		if n >= 0 {
+			t.maxRetries = n
+		}
+	}
+}
+
+// WithPassthroughUnknown sends a request whose host is not a known service
+// to the base transport unchanged, instead of failing.
+func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.passthrough = true } }
+
+// NewTransport returns a Transport over lb. Build lb with
+// graylb.WithContextHandler(httpctx.Handler()) so it reads the headers.
+func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
+	t := &Transport{lb: lb, base: http.DefaultTransport, maxRetries: 2, grayHeader: graylb.DefaultGrayHeader}
+	if lb != nil {
+		t.grayHeader = lb.GrayFilter().Header()
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(t)
+		}
+	}
+	return t
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req == nil || req.URL == nil {
+		closeBody(req)
+		return nil, fmt.Errorf("httpctx: nil request or URL")
+	}
+	if t == nil || t.lb == nil {
+		closeBody(req)
+		return nil, errors.New("httpctx: Transport has no LoadBalancer")
+	}
+	host := req.URL.Host
+	if host == "" {
+		closeBody(req)
+		return nil, fmt.Errorf("%w: %q", ErrNoHost, req.URL.String())
+	}
+	if !isServiceName(host) {
+		return t.base.RoundTrip(req)
+	}
+	ctx := WithOutgoing(req.Context(), req.Header)
+	route, err := t.lb.Route(ctx, host)
+	if err != nil {
+		if t.passthrough && errors.Is(err, graylb.ErrUnknownService) {
+			return t.base.RoundTrip(req)
+		}
+		closeBody(req)
+		return nil, fmt.Errorf("httpctx: %s %s: %w", req.Method, host, err)
+	}
+
+	retries := 0
+	if t.maxRetries > 0 && retryable(req) {
+		retries = min(t.maxRetries, route.Len()-1)
+	}
+	tried := make([]string, 0, retries+1)
+	for attempt := 0; ; attempt++ {
+		inst := next(route, tried)
+		addr := inst.Addr()
+		tried = append(tried, addr)
+		out := req.Clone(req.Context())
+		out.URL.Host = addr
+		out.Host = ""
+		t.propagate(req, out, route.Kind)
+		if attempt > 0 && req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, fmt.Errorf("httpctx: replaying the body: %w", err)
+			}
+			out.Body = body
+		}
+		resp, err := t.base.RoundTrip(out)
+		if err == nil || attempt >= retries || !connectFailure(err) {
+			return resp, err
+		}
+	}
+}
+
+// next picks from the route, avoiding instances already tried when it can.
+func next(r graylb.Route, tried []string) graylb.Instance {
+	in := r.Next()
+	for i := 0; i < r.Len() && contains(tried, in.Addr()); i++ {
+		in = r.Next()
+	}
+	return in
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// propagate sets the incoming propagated headers the caller did not set,
+// and the gray header to the routed kind.
+func (t *Transport) propagate(orig, out *http.Request, kind graylb.Kind) {
+	for k, v := range Incoming(orig.Context()) {
+		if _, ok := out.Header[k]; !ok {
+			out.Header[k] = v
+		}
+	}
+	if kind == graylb.Gray {
+		out.Header.Set(t.grayHeader, "true")
+	} else {
+		out.Header.Set(t.grayHeader, "false")
+	}
+}
+
+func retryable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+// connectFailure reports whether err means the connection was never made.
+func connectFailure(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// isServiceName: no port, not an IP address.
+func isServiceName(host string) bool {
+	if strings.Contains(host, ":") || strings.HasPrefix(host, "[") {
+		return false
+	}
+	return net.ParseIP(host) == nil
+}
+
+func closeBody(req *http.Request) {
+	if req != nil && req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
