@@ -258,7 +258,10 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 			return Route{}, err
 		}
 	}
-	t := s.tree.Load()
+	return lb.route(ctx, service, s.tree.Load())
+}
+
+func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Route, error) {
 	n, kind, outcome := t.route(Request{Context: ctx, Service: service, handler: lb.handler})
 	if lb.observer != nil {
 		lb.observer(service, kind, outcome)
@@ -276,6 +279,23 @@ type Route struct {
 	leaf    *node
 }
 
+// Picker returns the policy's picker over the candidates (nil when there
+// are none), for adapters whose Policy picks more than an index.
+func (r Route) Picker() Picker {
+	if r.leaf == nil {
+		return nil
+	}
+	return r.leaf.picker
+}
+
+// Instances returns the candidates. The slice is shared: do not modify it.
+func (r Route) Instances() []Instance {
+	if r.leaf == nil {
+		return nil
+	}
+	return r.leaf.instances
+}
+
 // Len returns the number of candidates.
 func (r Route) Len() int {
 	if r.leaf == nil {
@@ -291,6 +311,76 @@ func (r Route) Next() Instance {
 		return Instance{}
 	}
 	return r.leaf.instances[r.leaf.picker.Next()]
+}
+
+// Supplier returns the Cache the LoadBalancer reads instances from.
+func (lb *LoadBalancer) Supplier() *Cache { return lb.cache }
+
+// Router is a routing snapshot over an explicit instance list, built with a
+// LoadBalancer's filters, rules, handler and observer: what the gRPC
+// balancer uses over the instances of its connections. It follows rule
+// changes: the first Route after a change rebuilds it once. Safe for
+// concurrent use.
+type Router struct {
+	lb      *LoadBalancer
+	service string
+	list    []Instance
+	policy  Policy
+	mu      sync.Mutex
+	cur     atomic.Pointer[routerState]
+}
+
+type routerState struct {
+	rules *compiledRules
+	tree  *tree
+}
+
+// NewRouter builds a Router for service over list (usable instances only)
+// with policy, or the LoadBalancer's policy when nil.
+func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy) (*Router, error) {
+	if err := ValidateServiceName(service); err != nil {
+		return nil, err
+	}
+	if policy == nil {
+		policy = lb.policy
+	}
+	r := &Router{lb: lb, service: service, list: usable(list), policy: policy}
+	if _, err := r.build(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Router) build() (*routerState, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rules := r.lb.rules.Load()
+	if st := r.cur.Load(); st != nil && st.rules == rules {
+		return st, nil
+	}
+	t, err := buildTree(r.service, r.list, r.lb.filters, rules, r.policy)
+	if err != nil {
+		return nil, err
+	}
+	st := &routerState{rules: rules, tree: t}
+	r.cur.Store(st)
+	return st, nil
+}
+
+// Route runs the chain for the request in ctx.
+func (r *Router) Route(ctx context.Context) (Route, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	st := r.cur.Load()
+	if st.rules != r.lb.rules.Load() {
+		if nst, err := r.build(); err == nil {
+			st = nst
+		} else {
+			r.lb.logger.Error("graylb: keeping the previous routing", "service", r.service, "err", err)
+		}
+	}
+	return r.lb.route(ctx, r.service, st.tree)
 }
 
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {

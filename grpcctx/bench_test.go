@@ -1,0 +1,74 @@
+package grpcctx
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+)
+
+// BenchmarkBalancerOverhead sends unary RPCs over loopback to the same two
+// backends through the graylb balancer and through grpc's round_robin,
+// interleaved, and reports graylb's time as a ratio of round_robin's and
+// the allocations per RPC graylb adds.
+func BenchmarkBalancerOverhead(b *testing.B) {
+	reg := graylb.NewRegistry()
+	a1 := serve(b, reg, "svc", &testServer{name: "one"}, nil)
+	a2 := serve(b, reg, "svc", &testServer{name: "two"}, nil)
+	gc := dial(b, reg, "svc")
+
+	r := manual.NewBuilderWithScheme("bench")
+	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: a1.Addr()}, {Addr: a2.Addr()}}})
+	conn, err := grpc.NewClient("bench:///svc", grpc.WithResolvers(r),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	rc := testgrpc.NewTestServiceClient(conn)
+
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "gray", "false")
+	req := &testgrpc.SimpleRequest{}
+	rrDo := func() {
+		if _, err := rc.UnaryCall(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	glDo := func() {
+		if _, err := gc.UnaryCall(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < 100; i++ {
+		rrDo()
+		glDo()
+	}
+	var tRR, tGL time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		first, second, t1, t2 := rrDo, glDo, &tRR, &tGL
+		if i&1 == 1 {
+			first, second, t1, t2 = glDo, rrDo, &tGL, &tRR
+		}
+		s := time.Now()
+		first()
+		m := time.Now()
+		second()
+		e := time.Now()
+		*t1 += m.Sub(s)
+		*t2 += e.Sub(m)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tGL)/float64(tRR), "ratio")
+	b.ReportMetric(testing.AllocsPerRun(500, glDo)-testing.AllocsPerRun(500, rrDo), "extra-allocs/rpc")
+}
+

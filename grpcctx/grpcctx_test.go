@@ -1,0 +1,317 @@
+package grpcctx
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// testServer answers with its name, after its next hop's answer when it
+// has one: "middle>backend".
+type testServer struct {
+	testgrpc.UnimplementedTestServiceServer
+	name string
+	next testgrpc.TestServiceClient
+	hits atomic.Int64
+}
+
+func (s *testServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	s.hits.Add(1)
+	id := s.name
+	if s.next != nil {
+		r, err := s.next.UnaryCall(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		id += ">" + r.GetServerId()
+	}
+	return &testgrpc.SimpleResponse{ServerId: id}, nil
+}
+
+func (s *testServer) StreamingOutputCall(req *testgrpc.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+	id := s.name
+	if s.next != nil {
+		st, err := s.next.StreamingOutputCall(stream.Context(), req)
+		if err != nil {
+			return err
+		}
+		r, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		id += ">" + string(r.GetPayload().GetBody())
+	}
+	return stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte(id)}})
+}
+
+// serve starts srv on loopback and registers it as an instance of service.
+func serve(t testing.TB, reg *graylb.Registry, service string, srv *testServer, md map[string]string) graylb.Instance {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := grpc.NewServer(ServerOptions()...)
+	testgrpc.RegisterTestServiceServer(s, srv)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	a := lis.Addr().(*net.TCPAddr)
+	in := graylb.NewInstance(service, a.IP.String(), a.Port, md)
+	require.NoError(t, reg.Register(in))
+	return in
+}
+
+func dial(t testing.TB, reg *graylb.Registry, service string, opts ...graylb.Option) testgrpc.TestServiceClient {
+	t.Helper()
+	lb, err := graylb.New(reg, append([]graylb.Option{graylb.WithContextHandler(Handler())}, opts...)...)
+	require.NoError(t, err)
+	conn, err := grpc.NewClient("nacos:///"+service, append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(); lb.Close() })
+	return testgrpc.NewTestServiceClient(conn)
+}
+
+func call(t testing.TB, c testgrpc.TestServiceClient, gray string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if gray != "-" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "gray", gray)
+	}
+	r, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+	if err != nil {
+		return "", err
+	}
+	return r.GetServerId(), nil
+}
+
+func TestBalancer_DecisionTable(t *testing.T) {
+	reg := graylb.NewRegistry()
+	serve(t, reg, "svc", &testServer{name: "prod-1"}, nil)
+	serve(t, reg, "svc", &testServer{name: "prod-2"}, map[string]string{"gray": "false"})
+	grayInst := serve(t, reg, "svc", &testServer{name: "gray"}, map[string]string{"gray": "true"})
+	c := dial(t, reg, "svc")
+	prod := []string{"prod-1", "prod-2"}
+	for _, tc := range []struct {
+		gray string
+		want []string
+	}{
+		{"-", prod}, {"", prod}, {"true", []string{"gray"}}, {"TRUE", []string{"gray"}}, {"True", []string{"gray"}},
+		{"false", prod}, {"FALSE", prod}, {"junk", prod}, {" true", prod},
+	} {
+		seen := map[string]bool{}
+		for i := 0; i < 8; i++ {
+			got, err := call(t, c, tc.gray)
+			require.NoError(t, err, "gray=%q", tc.gray)
+			assert.Contains(t, tc.want, got, "gray=%q", tc.gray)
+			seen[got] = true
+		}
+		assert.Len(t, seen, len(tc.want), "gray=%q reaches every instance of its kind", tc.gray)
+	}
+
+	// No gray instance: gray requests fall back to prod.
+	require.NoError(t, reg.Deregister("svc", grayInst.Addr()))
+	require.Eventually(t, func() bool {
+		got, err := call(t, c, "true")
+		return err == nil && strings.HasPrefix(got, "prod")
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestBalancer_ProdWithOnlyGrayIsUnavailable(t *testing.T) {
+	reg := graylb.NewRegistry()
+	serve(t, reg, "svc", &testServer{name: "gray"}, map[string]string{"gray": "true"})
+	c := dial(t, reg, "svc")
+	got, err := call(t, c, "true")
+	require.NoError(t, err)
+	require.Equal(t, "gray", got)
+	_, err = call(t, c, "false")
+	require.Error(t, err)
+	assert.Equal(t, codes.Unavailable, status.Code(err))
+	assert.Contains(t, err.Error(), `"svc"`)
+	assert.Contains(t, err.Error(), "prod request")
+}
+
+func TestBalancer_QueuesWhenKindHasNoReadyConnection(t *testing.T) {
+	reg := graylb.NewRegistry()
+	serve(t, reg, "svc", &testServer{name: "prod"}, nil)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := l.Addr().(*net.TCPAddr)
+	l.Close()
+	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", dead.Port, map[string]string{"gray": "true"})))
+	c := dial(t, reg, "svc")
+	got, err := call(t, c, "false")
+	require.NoError(t, err)
+	require.Equal(t, "prod", got)
+
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "gray", "true"), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+	require.Error(t, err, "a gray request waits for the gray instance; it is not sent to prod")
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
+}
+
+func TestThreeHops_UnaryAndStream(t *testing.T) {
+	reg := graylb.NewRegistry()
+	serve(t, reg, "backend", &testServer{name: "b-prod"}, nil)
+	serve(t, reg, "backend", &testServer{name: "b-gray"}, map[string]string{"gray": "true"})
+	next := dial(t, reg, "backend")
+	serve(t, reg, "middle", &testServer{name: "m-prod", next: next}, nil)
+	serve(t, reg, "middle", &testServer{name: "m-gray", next: next}, map[string]string{"gray": "true"})
+	c := dial(t, reg, "middle")
+
+	for _, tc := range []struct{ gray, want string }{{"true", "m-gray>b-gray"}, {"-", "m-prod>b-prod"}, {"junk", "m-prod>b-prod"}} {
+		for i := 0; i < 4; i++ {
+			got, err := call(t, c, tc.gray)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got, "unary, gray=%q", tc.gray)
+
+			ctx := context.Background()
+			if tc.gray != "-" {
+				ctx = metadata.AppendToOutgoingContext(ctx, "gray", tc.gray)
+			}
+			st, err := c.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+			require.NoError(t, err)
+			r, err := st.Recv()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(r.GetPayload().GetBody()), "stream, gray=%q", tc.gray)
+		}
+	}
+}
+
+func TestBalancer_ChurnProdNeverReachesGray(t *testing.T) {
+	{
+		reg := graylb.NewRegistry()
+		var grayServers, prodServers []*testServer
+		var grayInsts, prodInsts []graylb.Instance
+		for i := 0; i < 3; i++ {
+			g := &testServer{name: fmt.Sprintf("gray-%d", i)}
+			p := &testServer{name: fmt.Sprintf("prod-%d", i)}
+			grayInsts = append(grayInsts, serve(t, reg, "svc", g, map[string]string{"gray": "true"}))
+			prodInsts = append(prodInsts, serve(t, reg, "svc", p, nil))
+			grayServers, prodServers = append(grayServers, g), append(prodServers, p)
+		}
+		c := dial(t, reg, "svc", graylb.WithCacheOptions(graylb.WithEmptyProtection(false)))
+		var violations, calls, failures atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				gray := []string{"true", "false", "-", "TRUE"}[g]
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					got, err := call(t, c, gray)
+					calls.Add(1)
+					if err != nil {
+						failures.Add(1)
+						continue
+					}
+					if (gray == "false" || gray == "-") && strings.HasPrefix(got, "gray") {
+						violations.Add(1)
+					}
+				}
+			}(g)
+		}
+		// Churn: take instances out and put them back, keeping one prod
+		// instance, for 100 changes.
+		for i := 0; i < 100; i++ {
+			k := i % 3
+			if i%2 == 0 {
+				require.NoError(t, reg.Deregister("svc", grayInsts[k].Addr()))
+				if k > 0 {
+					require.NoError(t, reg.Deregister("svc", prodInsts[k].Addr()))
+				}
+			} else {
+				require.NoError(t, reg.Register(grayInsts[k]))
+				require.NoError(t, reg.Register(prodInsts[k]))
+			}
+			time.Sleep(3 * time.Millisecond)
+		}
+		close(stop)
+		wg.Wait()
+		t.Logf("calls %d, failures %d, violations %d", calls.Load(), failures.Load(), violations.Load())
+		require.Zero(t, violations.Load())
+		require.Positive(t, calls.Load())
+		var grayHits int64
+		for _, s := range grayServers {
+			grayHits += s.hits.Load()
+		}
+		assert.Positive(t, grayHits)
+		_ = prodServers
+	}
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("inner", func(t *testing.T) {
+		reg := graylb.NewRegistry()
+		serve(t, reg, "svc", &testServer{name: "p"}, nil)
+		c := dial(t, reg, "svc")
+		for i := 0; i < 10; i++ {
+			_, err := call(t, c, "-")
+			require.NoError(t, err)
+		}
+	})
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= before+1 }, 5*time.Second, 20*time.Millisecond,
+		"goroutines before %d, after %d", before, runtime.NumGoroutine())
+}
+
+func TestResolver_BadTarget(t *testing.T) {
+	reg := graylb.NewRegistry()
+	lb, err := graylb.New(reg)
+	require.NoError(t, err)
+	defer lb.Close()
+	conn, err := grpc.NewClient("nacos:///", append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err = testgrpc.NewTestServiceClient(conn).UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		conn.Close()
+	}
+	require.Error(t, err)
+	conn, err = grpc.NewClient("nacos:///unknown", append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = testgrpc.NewTestServiceClient(conn).UnaryCall(ctx, &testgrpc.SimpleRequest{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unknown service")
+	conn.Close()
+}
+
+func TestHandler(t *testing.T) {
+	h := Handler()
+	in := metadata.NewIncomingContext(context.Background(), metadata.Pairs("gray", "true", "uid", "u1"))
+	assert.Equal(t, "true", h.Value(in, "gray"))
+	assert.Equal(t, "true", h.Value(in, "GRAY"))
+	out := metadata.AppendToOutgoingContext(in, "gray", "false")
+	assert.Equal(t, "false", h.Value(out, "gray"), "outgoing before incoming")
+	assert.Equal(t, "u1", h.Value(out, "uid"))
+	kept := (&options{keys: DefaultKeys()}).keep(in)
+	assert.Equal(t, "u1", h.Value(kept, "uid"))
+	assert.Equal(t, "", h.Value(kept, "version"))
+	assert.Equal(t, "", h.Value(context.Background(), "gray"))
+	octx := metadata.NewOutgoingContext(kept, metadata.Pairs("gray", "TRUE"))
+	// grpc-go's ValueFromOutgoingContext copies the value slice: one
+	// allocation when the call has outgoing metadata, none otherwise.
+	assert.LessOrEqual(t, testing.AllocsPerRun(100, func() { h.Value(octx, "gray") }), 1.0)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Value(kept, "uid") }))
+}
