@@ -71,4 +71,3 @@ func BenchmarkBalancerOverhead(b *testing.B) {
 	b.ReportMetric(float64(tGL)/float64(tRR), "ratio")
 	b.ReportMetric(testing.AllocsPerRun(500, glDo)-testing.AllocsPerRun(500, rrDo), "extra-allocs/rpc")
 }
-
