@@ -1,14 +1,27 @@
+SHELL := /bin/bash
 # graylb: make demo, make test (see README.md).
 GO       ?= go
 # Every Go module in the repository (the library and its side modules).
 MODULES  := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 FUZZTIME ?= 30s
 
-.PHONY: test test-unit demo bench fuzz lint
+.PHONY: test test-unit demo bench fuzz lint nacos-up nacos-down
 
-## test: the full suite with -race over every module.
-test: lint test-unit
+NACOS_ADDR ?= 127.0.0.1:8848
 
+## test: the full suite with -race over every module, with a local Nacos-compatible
+## server (scripts/nacos.sh) for the integration tests.
+test: lint
+	@scripts/nacos.sh start
+	@set -e; trap 'scripts/nacos.sh stop' EXIT; \
+	for m in $(MODULES); do echo "== go test $$m"; \
+		(cd $$m && $(GO) test -race -count=1 ./...); done; \
+	echo "== go test ./nacos integration (real Nacos at $(NACOS_ADDR); without -race, see nacos/integration_test.go)"; \
+	GRAYLB_NACOS_ADDR=$(NACOS_ADDR) GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
+		$(GO) test -count=1 -run Integration -v ./nacos 2>&1 | grep -E '^(=== RUN|--- |\s+integration_test|ok|FAIL|PASS)|Error' ; \
+	test $${PIPESTATUS[0]} -eq 0
+
+## test-unit: the suite without a Nacos server (integration tests skip).
 test-unit:
 	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
 
@@ -30,3 +43,9 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+
+## nacos-up / nacos-down: start or stop the local Nacos-compatible server.
+nacos-up:
+	scripts/nacos.sh start
+nacos-down:
+	scripts/nacos.sh stop

@@ -1,0 +1,235 @@
+package nacos
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/config_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+)
+
+// ErrConfig: the options do not describe a usable Nacos client.
+var ErrConfig = errors.New("nacos: invalid configuration")
+
+// Option configures the clients this package builds.
+type Option func(*config)
+
+type config struct {
+	servers     []string
+	namespace   string
+	group       string
+	clusters    []string
+	username    string
+	password    string
+	accessKey   string
+	secretKey   string
+	tls         *constant.TLSConfig
+	timeout     time.Duration
+	cacheDir    string
+	logDir      string
+	logLevel    string
+	loadCache   bool
+	logger      *slog.Logger
+	naming      naming_client.INamingClient
+	configCl    config_client.IConfigClient
+	namingOwned bool
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{
+		servers:   []string{"127.0.0.1:8848"},
+		group:     constant.DEFAULT_GROUP,
+		timeout:   5 * time.Second,
+		logLevel:  "warn",
+		loadCache: true,
+		logger:    slog.Default(),
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return c
+}
+
+// WithServers sets the Nacos servers, "host:port" each (HTTP port; the
+// gRPC port is that plus 1000). Several addresses make a cluster. Default
+// 127.0.0.1:8848.
+func WithServers(addrs ...string) Option { return func(c *config) { c.servers = append([]string(nil), addrs...) } }
+
+// WithNamespace sets the namespace id (default public).
+func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
+
+// WithGroup sets the group (default DEFAULT_GROUP).
+func WithGroup(g string) Option {
+	return func(c *config) {
+		if g != "" {
+			c.group = g
+		}
+	}
+}
+
+// WithClusters limits the instances to these clusters.
+func WithClusters(clusters ...string) Option {
+	return func(c *config) { c.clusters = append([]string(nil), clusters...) }
+}
+
+// WithCredentials sets the username and password. They are passed to the
+// SDK only; they never appear in logs or errors.
+func WithCredentials(username, password string) Option {
+	return func(c *config) { c.username, c.password = username, password }
+}
+
+// WithAccessKey sets the access key and secret key (passed to the SDK only).
+func WithAccessKey(accessKey, secretKey string) Option {
+	return func(c *config) { c.accessKey, c.secretKey = accessKey, secretKey }
+}
+
+// WithTLS turns TLS on with the SDK's TLS settings.
+func WithTLS(t constant.TLSConfig) Option {
+	return func(c *config) {
+		t.Appointed, t.Enable = true, true
+		c.tls = &t
+	}
+}
+
+// WithTimeout sets the SDK's request timeout (default 5s).
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// WithCacheDir sets the SDK's disk cache folder, from which a process
+// started while Nacos is unreachable serves its first lists.
+func WithCacheDir(dir string) Option { return func(c *config) { c.cacheDir = dir } }
+
+// WithLogDir sets the SDK's log folder.
+func WithLogDir(dir string) Option { return func(c *config) { c.logDir = dir } }
+
+// WithLogLevel sets the SDK's log level (default warn).
+func WithLogLevel(level string) Option { return func(c *config) { c.logLevel = level } }
+
+// WithoutDiskCacheAtStart does not load the SDK's disk cache at start.
+func WithoutDiskCacheAtStart() Option { return func(c *config) { c.loadCache = false } }
+
+// WithLogger sets graylb's logger for this package (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// WithNamingClient uses an existing SDK naming client instead of building
+// one; Close then leaves it open.
+func WithNamingClient(nc naming_client.INamingClient) Option {
+	return func(c *config) { c.naming = nc }
+}
+
+// WithConfigClient uses an existing SDK config client for the rule source.
+func WithConfigClient(cc config_client.IConfigClient) Option {
+	return func(c *config) { c.configCl = cc }
+}
+
+func (c *config) params() (vo.NacosClientParam, error) {
+	if len(c.servers) == 0 {
+		return vo.NacosClientParam{}, fmt.Errorf("%w: no server address", ErrConfig)
+	}
+	scs := make([]constant.ServerConfig, 0, len(c.servers))
+	for _, a := range c.servers {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return vo.NacosClientParam{}, fmt.Errorf("%w: server %q: %v", ErrConfig, a, err)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || p == 0 || p > 64535 || host == "" {
+			return vo.NacosClientParam{}, fmt.Errorf("%w: server %q: want host:port with a port below 64536", ErrConfig, a)
+		}
+		scs = append(scs, *constant.NewServerConfig(host, p, constant.WithContextPath("/nacos")))
+	}
+	opts := []constant.ClientOption{
+		constant.WithNamespaceId(c.namespace),
+		constant.WithTimeoutMs(uint64(c.timeout / time.Millisecond)),
+		constant.WithNotLoadCacheAtStart(!c.loadCache),
+		// graylb's Cache decides about empty lists (see graylb.Cache): the
+		// SDK must hand them over rather than drop them (#781).
+		constant.WithUpdateCacheWhenEmpty(true),
+		constant.WithLogLevel(c.logLevel),
+		constant.WithUsername(c.username),
+		constant.WithPassword(c.password),
+		constant.WithAccessKey(c.accessKey),
+		constant.WithSecretKey(c.secretKey),
+	}
+	if c.cacheDir != "" {
+		opts = append(opts, constant.WithCacheDir(c.cacheDir))
+	}
+	if c.logDir != "" {
+		opts = append(opts, constant.WithLogDir(c.logDir))
+	}
+	if c.tls != nil {
+		opts = append(opts, constant.WithTLS(*c.tls))
+	}
+	return vo.NacosClientParam{ClientConfig: constant.NewClientConfig(opts...), ServerConfigs: scs}, nil
+}
+
+func (c *config) namingClient() (naming_client.INamingClient, bool, error) {
+	if c.naming != nil {
+		return c.naming, false, nil
+	}
+	p, err := c.params()
+	if err != nil {
+		return nil, false, err
+	}
+	nc, err := clients.NewNamingClient(p)
+	if err != nil {
+		return nil, false, fmt.Errorf("nacos: naming client: %w", redact(err, c))
+	}
+	return nc, true, nil
+}
+
+func (c *config) configClient() (config_client.IConfigClient, bool, error) {
+	if c.configCl != nil {
+		return c.configCl, false, nil
+	}
+	p, err := c.params()
+	if err != nil {
+		return nil, false, err
+	}
+	cc, err := clients.NewConfigClient(p)
+	if err != nil {
+		return nil, false, fmt.Errorf("nacos: config client: %w", redact(err, c))
+	}
+	return cc, true, nil
+}
+
+// redact replaces any credential that an SDK error might quote.
+func redact(err error, c *config) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	changed := false
+	for _, secret := range []string{c.password, c.secretKey, c.accessKey} {
+		if len(secret) >= 3 && strings.Contains(msg, secret) {
+			msg = strings.ReplaceAll(msg, secret, "[redacted]")
+			changed = true
+		}
+	}
+	if !changed {
+		return err
+	}
+	return errors.New(msg)
+}
+

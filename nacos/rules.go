@@ -1,0 +1,110 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/graylb/graylb"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+)
+
+// configClient is the part of the SDK's config client the RuleSource uses.
+type configClient interface {
+	GetConfig(param vo.ConfigParam) (string, error)
+	ListenConfig(param vo.ConfigParam) error
+	CancelListenConfig(param vo.ConfigParam) error
+}
+
+// DefaultRulesDataID is the data id of the rule document.
+const DefaultRulesDataID = "graylb-rules.json"
+
+// RuleSource is a graylb.RuleSource over Nacos config: a JSON rule
+// document (see graylb.Rules) under a data id and group, reloaded live
+// through the SDK's config listener. A document that does not parse or
+// validate is refused with a logged error; the previous rules stay in
+// force.
+type RuleSource struct {
+	client  configClient
+	closeFn func()
+	dataID  string
+	group   string
+	logger  *slog.Logger
+}
+
+// NewRuleSource returns a RuleSource for dataID (DefaultRulesDataID when
+// empty) in the group of the options.
+func NewRuleSource(dataID string, opts ...Option) (*RuleSource, error) {
+	c := newConfig(opts)
+	cc, owned, err := c.configClient()
+	if err != nil {
+		return nil, err
+	}
+	if dataID == "" {
+		dataID = DefaultRulesDataID
+	}
+	r := &RuleSource{client: cc, dataID: dataID, group: c.group, logger: c.logger}
+	if owned {
+		r.closeFn = cc.CloseClient
+	}
+	return r, nil
+}
+
+// Load reads and parses the document. A missing document gives the zero
+// Rules (routing by header and metadata alone).
+func (r *RuleSource) Load(ctx context.Context) (graylb.Rules, error) {
+	data, err := r.client.GetConfig(vo.ConfigParam{DataId: r.dataID, Group: r.group})
+	if err != nil {
+		return graylb.Rules{}, fmt.Errorf("nacos: rules %s/%s: %w", r.group, r.dataID, err)
+	}
+	if data == "" {
+		return graylb.Rules{}, nil
+	}
+	rules, err := graylb.ParseRules([]byte(data))
+	if err != nil {
+		return graylb.Rules{}, fmt.Errorf("nacos: rules %s/%s: %w", r.group, r.dataID, err)
+	}
+	return rules, nil
+}
+
+// Watch calls fn with each new valid document until stop is called.
+func (r *RuleSource) Watch(fn func(graylb.Rules)) (func(), error) {
+	if fn == nil {
+		return nil, errors.New("nacos: nil watch function")
+	}
+	param := vo.ConfigParam{DataId: r.dataID, Group: r.group, OnChange: func(_, _, _, data string) {
+		if data == "" {
+			r.logger.Warn("nacos: rule document removed; keeping the current rules", "dataId", r.dataID, "group", r.group)
+			return
+		}
+		rules, err := graylb.ParseRules([]byte(data))
+		if err != nil {
+			r.logger.Error("nacos: rule document refused; previous rules stay in force", "dataId", r.dataID, "group", r.group, "err", err)
+			return
+		}
+		fn(rules)
+	}}
+	if err := r.client.ListenConfig(param); err != nil {
+		return nil, fmt.Errorf("nacos: listen rules %s/%s: %w", r.group, r.dataID, err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if err := r.client.CancelListenConfig(vo.ConfigParam{DataId: r.dataID, Group: r.group}); err != nil {
+				r.logger.Warn("nacos: cancel rules listener failed", "err", firstLine(err))
+			}
+		})
+	}, nil
+}
+
+// Close closes the SDK client if the RuleSource built it.
+func (r *RuleSource) Close() error {
+	if r.closeFn != nil {
+		r.closeFn()
+	}
+	return nil
+}
+
+var _ graylb.RuleSource = (*RuleSource)(nil)

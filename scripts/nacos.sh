@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Installs, starts and stops the Nacos-compatible server the integration tests use:
+# r-nacos (crate "rnacos"), on loopback, HTTP 8848 and gRPC 9848.
+#
+#   scripts/nacos.sh install   build it once (cargo), reused while the binary is there
+#   scripts/nacos.sh start     start it (idempotent) and wait until it answers
+#   scripts/nacos.sh stop      stop it (idempotent); kill -9 with "stop -9"
+#   scripts/nacos.sh status    exit 0 when it answers
+#
+# NACOS_HOME (default .nacos/ in the repository) holds its data, log and pid file.
+set -euo pipefail
+RNACOS_VERSION=${RNACOS_VERSION:-0.8.8}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+NACOS_HOME=${NACOS_HOME:-$ROOT/.nacos}
+HTTP_PORT=${NACOS_HTTP_PORT:-8848}
+GRPC_PORT=$((HTTP_PORT + 1000))
+CONSOLE_PORT=${NACOS_CONSOLE_PORT:-$((HTTP_PORT + 2000))}
+PIDFILE=$NACOS_HOME/rnacos-$HTTP_PORT.pid
+mkdir -p "$NACOS_HOME"
+
+find_bin() {
+  for b in "${RNACOS_BIN:-}" "$NACOS_HOME/bin/rnacos" "$(command -v rnacos 2>/dev/null || true)" "$HOME/.cargo/bin/rnacos"; do
+    if [ -n "$b" ] && [ -x "$b" ] && "$b" --version 2>/dev/null | grep -q "$RNACOS_VERSION"; then echo "$b"; return 0; fi
+  done
+  return 1
+}
+
+answers() {
+  curl -fsS -m 2 -o /dev/null "http://127.0.0.1:$HTTP_PORT/nacos/v1/ns/instance/list?serviceName=graylb-probe" 2>/dev/null &&
+    (exec 3<>"/dev/tcp/127.0.0.1/$GRPC_PORT") 2>/dev/null
+}
+
+install() {
+  if bin=$(find_bin); then echo "r-nacos $RNACOS_VERSION: $bin" >&2; echo "$bin"; return 0; fi
+  echo "building r-nacos $RNACOS_VERSION with cargo (one time, about 10 minutes on 2 cores)" >&2
+  cargo install --locked --quiet --root "$NACOS_HOME" rnacos --version "$RNACOS_VERSION"
+  find_bin
+}
+
+start() {
+  if answers; then echo "nacos already answers on 127.0.0.1:$HTTP_PORT"; return 0; fi
+  bin=$(install | tail -n 1)
+  mkdir -p "$NACOS_HOME/data-$HTTP_PORT"
+  RNACOS_SDK_HOST=127.0.0.1 RNACOS_HTTP_PORT=$HTTP_PORT RNACOS_GRPC_PORT=$GRPC_PORT \
+    RNACOS_HTTP_CONSOLE_PORT=$CONSOLE_PORT RNACOS_CONFIG_DB_DIR="$NACOS_HOME/data-$HTTP_PORT" \
+    RNACOS_DATA_DIR="$NACOS_HOME/data-$HTTP_PORT" \
+    nohup "$bin" >"$NACOS_HOME/rnacos-$HTTP_PORT.log" 2>&1 &
+  echo $! >"$PIDFILE"
+  for _ in $(seq 1 150); do
+    if answers; then echo "nacos (r-nacos $RNACOS_VERSION) answers on 127.0.0.1:$HTTP_PORT, gRPC $GRPC_PORT"; return 0; fi
+    sleep 0.2
+  done
+  echo "nacos did not answer within 30s; log:" >&2
+  tail -n 30 "$NACOS_HOME/rnacos-$HTTP_PORT.log" >&2 || true
+  return 1
+}
+
+stop() {
+  sig=${1:-TERM}
+  if [ -f "$PIDFILE" ]; then
+    pid=$(cat "$PIDFILE")
+    kill "-${sig#-}" "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$PIDFILE"
+  fi
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  stop) stop "${2:-TERM}" ;;
+  status) answers ;;
+  *) echo "usage: $0 install|start|stop [-9]|status" >&2; exit 2 ;;
+esac
