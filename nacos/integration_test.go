@@ -209,7 +209,9 @@ func TestIntegration_Rules(t *testing.T) {
 	assert.Equal(t, []int{7101}, ports(t, lb, alice, svc, 4), "a broken document leaves the old rules")
 
 	publish(`{}`)
-	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7101}, ports(t, lb, alice, svc, 4)) && assert.ObjectsAreEqual([]int{7102}, ports(t, lb, grayCtx, svc, 4)) },
+	require.Eventually(t, func() bool {
+		return assert.ObjectsAreEqual([]int{7101}, ports(t, lb, alice, svc, 4)) && assert.ObjectsAreEqual([]int{7102}, ports(t, lb, grayCtx, svc, 4))
+	},
 		10*time.Second, 20*time.Millisecond)
 }
 
@@ -318,4 +320,3 @@ func TestIntegration_Restart(t *testing.T) {
 	t.Logf("picks during the outage and restart: %d, failed %d; new registration routed %v after restart", picked.Load(), failed.Load(), time.Since(restart).Round(time.Millisecond))
 	assert.Zero(t, failed.Load())
 }
-

@@ -63,7 +63,9 @@ func newConfig(opts []Option) *config {
 // WithServers sets the Nacos servers, "host:port" each (HTTP port; the
 // gRPC port is that plus 1000). Several addresses make a cluster. Default
 // 127.0.0.1:8848.
-func WithServers(addrs ...string) Option { return func(c *config) { c.servers = append([]string(nil), addrs...) } }
+func WithServers(addrs ...string) Option {
+	return func(c *config) { c.servers = append([]string(nil), addrs...) }
+}
 
 // WithNamespace sets the namespace id (default public).
 func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
@@ -232,4 +234,3 @@ func redact(err error, c *config) error {
 	}
 	return errors.New(msg)
 }
-
