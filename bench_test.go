@@ -212,3 +212,33 @@ func TestSeedPortAgreesWithGrayFilter(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPickParallelPolicy compares the policies under parallel picks at
+// 100 instances: run with -cpu 1,2 to see which contend.
+func BenchmarkPickParallelPolicy(b *testing.B) {
+	ctxs := benchContexts()
+	for _, pc := range []struct {
+		name string
+		p    Policy
+	}{{"round_robin", RoundRobin()}, {"strict_round_robin", StrictRoundRobin()}, {"random", Random()}, {"weighted_round_robin", WeightedRoundRobin()}} {
+		b.Run(pc.name, func(b *testing.B) {
+			lb, err := New(&fakeSource{list: benchList(100)}, WithContextHandler(testHandler), WithFilters(NewVersionFilter()), WithPolicy(pc.p))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lb.Close()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					if _, err := lb.Pick(ctxs[i&1], "svc"); err != nil {
+						b.Error(err)
+						return
+					}
+					i++
+				}
+			})
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,12 +135,41 @@ func (b buildFunc) Build(in BuildInfo) Stage { return b.fn(in) }
 func filterOf(s Stage) ServerFilter                       { return buildFunc{func(BuildInfo) Stage { return s }} }
 func filterOfBuild(fn func(BuildInfo) Stage) ServerFilter { return buildFunc{fn} }
 
-func TestRoundRobin_Cycles(t *testing.T) {
+func TestStrictRoundRobin_Cycles(t *testing.T) {
 	list := []Instance{inst("svc", 1), inst("svc", 2), inst("svc", 3)}
-	p := RoundRobin().NewPicker(list)
+	p := StrictRoundRobin().NewPicker(list)
 	first := p.Next()
 	for i := 1; i < 30; i++ {
 		assert.Equal(t, (first+i)%3, p.Next())
+	}
+}
+
+func TestRoundRobin_EvenShares(t *testing.T) {
+	list := make([]Instance, 7)
+	p := RoundRobin().NewPicker(list)
+	counts := make([]int, len(list))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]int, len(list))
+			for i := 0; i < 7000; i++ {
+				local[p.Next()]++
+			}
+			mu.Lock()
+			for i, c := range local {
+				counts[i] += c
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for i, c := range counts {
+		// Each core rotates strictly; shards switch only when a goroutine
+		// moves or the pool is emptied, so shares stay within a few turns.
+		assert.InDelta(t, 4000, c, 400, "instance %d", i)
 	}
 }
 

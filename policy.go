@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"sync/atomic"
 )
 
@@ -27,8 +28,17 @@ type PolicyFunc func(instances []Instance) Picker
 func (f PolicyFunc) NewPicker(instances []Instance) Picker { return f(instances) }
 
 // RoundRobin returns the round-robin policy (the default): each candidate
-// in turn, from a random starting point, as grpc-go's round_robin does.
+// in turn, from a random starting point. Each core keeps its own rotation
+// (see rotor), so concurrent picks on several cores do not contend on one
+// counter; the share of every candidate is even, but picks on different
+// cores are not interleaved in one global order. StrictRoundRobin keeps a
+// single global order at the cost of that contention.
 func RoundRobin() Policy { return PolicyFunc(newRoundRobin) }
+
+// StrictRoundRobin returns round robin over one shared atomic counter, as
+// grpc-go's round_robin and Spring Cloud LoadBalancer do: one global order
+// of turns, but two cores picking at once slow each other down.
+func StrictRoundRobin() Policy { return PolicyFunc(newStrictRoundRobin) }
 
 // Random returns the uniform random policy (seeds 002 and 004). It keeps no
 // shared state, so concurrent picks do not contend.
@@ -49,24 +59,75 @@ type counter struct {
 	_ [56]byte
 }
 
+// rotorShards is how many counters a rotor spreads its turns over.
+const rotorShards = 8
+
+// rotor hands out turns for a round-robin walk without a counter shared by
+// every core: each P (via sync.Pool's per-P slot) keeps to one of a few
+// counters, each on its own cache line and started at its own random
+// offset. One goroutine, or one core, sees a strict rotation; several cores
+// each rotate on their own counter, and picks do not slow each other down
+// (a single shared counter costs 2-6x per pick when two cores pick at once).
+// A shard id is allocated once per P, again only after a GC empties the pool.
+type rotor struct {
+	shards [rotorShards]counter
+	ids    atomic.Uint32
+	pool   sync.Pool
+}
+
+func newRotor(n uint64) *rotor {
+	r := &rotor{}
+	for i := range r.shards {
+		r.shards[i].n.Store(rand.Uint64N(max(n, 1)))
+	}
+	return r
+}
+
+// next returns the next turn.
+func (r *rotor) next() uint64 {
+	id, _ := r.pool.Get().(*uint32)
+	if id == nil {
+		id = new(uint32)
+		*id = r.ids.Add(1) % rotorShards
+	}
+	t := r.shards[*id].n.Add(1) - 1
+	r.pool.Put(id)
+	return t
+}
+
 type roundRobin struct {
+	n uint64
+	r *rotor
+}
+
+type strictRoundRobin struct {
 	n uint64
 	c counter
 }
 
-func newRoundRobin(list []Instance) Picker {
-	p := &roundRobin{n: uint64(len(list))}
-	if p.n > 0 {
-		p.c.n.Store(rand.Uint64N(p.n))
-	}
+func newStrictRoundRobin(list []Instance) Picker {
+	p := &strictRoundRobin{n: uint64(len(list))}
+	p.c.n.Store(rand.Uint64N(max(p.n, 1)))
 	return p
+}
+
+func (p *strictRoundRobin) Next() int {
+	if p.n == 0 {
+		return 0
+	}
+	return int((p.c.n.Add(1) - 1) % p.n)
+}
+
+func newRoundRobin(list []Instance) Picker {
+	n := uint64(len(list))
+	return &roundRobin{n: n, r: newRotor(n)}
 }
 
 func (p *roundRobin) Next() int {
 	if p.n == 0 {
 		return 0
 	}
-	return int((p.c.n.Add(1) - 1) % p.n)
+	return int(p.r.next() % p.n)
 }
 
 type random struct{ n uint64 }
@@ -82,7 +143,7 @@ func (p random) Next() int {
 
 type weighted struct {
 	schedule []int32
-	c        counter
+	r        *rotor
 }
 
 // newWeighted lays out a schedule in which candidate i appears c_i times,
@@ -91,7 +152,7 @@ type weighted struct {
 func newWeighted(list []Instance) Picker {
 	n := len(list)
 	if n == 0 {
-		return &weighted{}
+		return &weighted{r: newRotor(0)}
 	}
 	minW := math.Inf(1)
 	for _, in := range list {
@@ -112,7 +173,7 @@ func newWeighted(list []Instance) Picker {
 		for i := range s {
 			s[i] = int32(i)
 		}
-		return &weighted{schedule: s}
+		return &weighted{schedule: s, r: newRotor(uint64(n))}
 	}
 	limit := float64(max(1<<16, 8*n))
 	scale := 1.0
@@ -148,9 +209,7 @@ func newWeighted(list []Instance) Picker {
 	for k, sl := range slots {
 		s[k] = sl.i
 	}
-	p := &weighted{schedule: s}
-	p.c.n.Store(rand.Uint64N(uint64(len(s))))
-	return p
+	return &weighted{schedule: s, r: newRotor(uint64(len(s)))}
 }
 
 func (p *weighted) Next() int {
@@ -158,5 +217,5 @@ func (p *weighted) Next() int {
 	if n == 0 {
 		return 0
 	}
-	return int(p.schedule[(p.c.n.Add(1)-1)%n])
+	return int(p.schedule[p.r.next()%n])
 }
