@@ -29,9 +29,12 @@ test-unit:
 demo:
 	$(GO) run ./examples/quickstart
 
-## bench: the root package's benchmarks (-benchmem), 1 and 2 CPUs.
+## bench: the root package's benchmarks (-benchmem, 1 and 2 CPUs), then every peer side by side
+## (bench/ module) against a local Nacos: writes BENCHMARKS.md and docs/bench-pick.png.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 .
+	@scripts/nacos.sh start
+	@trap 'scripts/nacos.sh stop' EXIT; cd bench && $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR)
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:

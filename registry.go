@@ -113,6 +113,10 @@ func (r *Registry) mutate(service, addr string, fn func(*regService)) error {
 func (r *Registry) changed(service string, s *regService) {
 	s.seq++
 	seq := s.seq
+	if len(s.watchers) == 0 {
+		r.mu.Unlock()
+		return
+	}
 	list := s.list()
 	watchers := make([]func([]Instance), 0, len(s.watchers))
 	ids := make([]uint64, 0, len(s.watchers))
