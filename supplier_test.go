@@ -182,3 +182,68 @@ func TestRegistry_BadInput(t *testing.T) {
 	got, _ := r.Instances(context.Background(), "s")
 	assert.Equal(t, "true", got[1].Metadata["gray"], "registry copied the metadata")
 }
+
+func TestCache_HoldsSuddenLossOfAllProd(t *testing.T) {
+	p1, p2, g1 := inst("svc", 1), inst("svc", 2), inst("svc", 3, "gray", "true")
+	src := &fakeSource{list: []Instance{p1, p2, g1}}
+	lb, err := New(src, WithContextHandler(testHandler), WithCacheOptions(WithShrinkProtection(0, 100*time.Millisecond)))
+	require.NoError(t, err)
+	defer lb.Close()
+	prod := context.Background()
+	_, err = lb.Pick(prod, "svc")
+	require.NoError(t, err)
+
+	// After a registry restart the gray client registered again first.
+	src.push([]Instance{g1})
+	in, err := lb.Pick(prod, "svc")
+	require.NoError(t, err, "the list without any prod instance is held")
+	assert.NotEqual(t, 3, in.Port)
+	assert.EqualValues(t, 1, lb.Supplier().Stats().HeldShrinks)
+	// A prod instance is back: applied at once.
+	src.push([]Instance{g1, p2})
+	got, err := pickedSet(t, lb, prod, "svc", 4)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.0.1:2"}, got)
+
+	// Held lists are applied when the settle period ends.
+	src.push([]Instance{g1})
+	require.Eventually(t, func() bool {
+		_, err := lb.Pick(prod, "svc")
+		return errors.Is(err, ErrNoInstance)
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestCache_DoesNotHoldOrdinaryChanges(t *testing.T) {
+	p1, g1 := inst("svc", 1), inst("svc", 3, "gray", "true")
+	src := &fakeSource{list: []Instance{p1, g1}}
+	lb, err := New(src, WithContextHandler(testHandler))
+	require.NoError(t, err)
+	defer lb.Close()
+	g := withHeaders(context.Background(), "gray", "true")
+	_, err = lb.Pick(g, "svc")
+	require.NoError(t, err)
+	src.push([]Instance{p1}) // the last gray instance leaves: gray falls back at once
+	in, err := lb.Pick(g, "svc")
+	require.NoError(t, err)
+	assert.Equal(t, 1, in.Port)
+	flipped := inst("svc", 1, "gray", "true") // the last prod flips to gray: applied at once
+	src.push([]Instance{flipped})
+	_, err = lb.Pick(context.Background(), "svc")
+	require.ErrorIs(t, err, ErrNoInstance)
+	assert.Zero(t, lb.Supplier().Stats().HeldShrinks)
+}
+
+func TestCache_ShrinkProtectionByShare(t *testing.T) {
+	list := []Instance{inst("svc", 1), inst("svc", 2), inst("svc", 3), inst("svc", 4)}
+	src := &fakeSource{list: list}
+	c, _ := NewCache(src, WithShrinkProtection(0.5, time.Hour))
+	defer c.Close()
+	_, err := c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	src.push(list[:1])
+	got, _ := c.Instances(context.Background(), "svc")
+	assert.Len(t, got, 4, "keeping 1 of 4 is held")
+	src.push(list[:2])
+	got, _ = c.Instances(context.Background(), "svc")
+	assert.Len(t, got, 2, "keeping half is applied")
+}

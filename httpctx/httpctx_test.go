@@ -186,7 +186,10 @@ func TestTransport_RetriesConnectionFailureOnSameKind(t *testing.T) {
 			assert.True(t, errors.As(err, &ue))
 		}
 	}
-	assert.Equal(t, 5, failures, "round robin over 2 prod instances: every other POST hits the dead one")
+	// Round robin over 2 prod instances sends about every other POST to the
+	// dead one; were POSTs retried, none would fail.
+	assert.Positive(t, failures, "a POST that hit the dead instance is not retried")
+	assert.Less(t, failures, 10)
 
 	// The only gray instance dead: gray requests fail rather than go to prod.
 	require.NoError(t, reg.Deregister("svc", gray.Listener.Addr().String()))
@@ -312,4 +315,35 @@ func TestHandler_OutgoingBeforeIncoming(t *testing.T) {
 	assert.Equal(t, "", h.Value(ctx, "version"))
 	assert.Equal(t, "", h.Value(context.Background(), "gray"))
 	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Value(ctx, "gray") }))
+}
+
+func TestTransport_BaseTransportErrors(t *testing.T) {
+	reg := graylb.NewRegistry()
+	srv := named("x")
+	defer srv.Close()
+	register(t, reg, "svc", srv, nil)
+	srv2 := named("y")
+	defer srv2.Close()
+	register(t, reg, "svc", srv2, nil)
+	lb, _ := graylb.New(reg, graylb.WithContextHandler(Handler()))
+	defer lb.Close()
+	var calls atomic.Int64
+	boom := errors.New("tls: handshake failure")
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls.Add(1)
+		return nil, boom
+	})
+	_, err := (&http.Client{Transport: NewTransport(lb, WithBase(base))}).Get("http://svc/")
+	require.ErrorIs(t, err, boom, "the base transport's error comes back, wrapped")
+	assert.EqualValues(t, 1, calls.Load(), "only connection failures are retried")
+
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	calls.Store(0)
+	base = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls.Add(1)
+		return nil, refused
+	})
+	_, err = (&http.Client{Transport: NewTransport(lb, WithBase(base), WithMaxRetries(5))}).Get("http://svc/")
+	require.Error(t, err)
+	assert.EqualValues(t, 2, calls.Load(), "retries are bounded by the candidates: each instance once")
 }

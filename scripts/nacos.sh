@@ -6,7 +6,11 @@
 #   scripts/nacos.sh start     start it (idempotent) and wait until it answers
 #   scripts/nacos.sh stop      stop it (idempotent); kill -9 with "stop -9"
 #   scripts/nacos.sh status    exit 0 when it answers
+#   scripts/nacos.sh cluster-start N   a fresh N-node raft cluster on HTTP ports 18848, 18858, ...
+#   scripts/nacos.sh cluster-stop N [-9]   stop it; "cluster-node-stop I" / "cluster-node-start I" one node
 #
+# NACOS_HTTP_PORT (default 8848) picks the node the start/stop/status commands act on; its
+# gRPC port is HTTP + 1000 and its console HTTP + 2000.
 # NACOS_HOME (default .nacos/ in the repository) holds its data, log and pid file.
 set -euo pipefail
 RNACOS_VERSION=${RNACOS_VERSION:-0.8.8}
@@ -41,6 +45,7 @@ start() {
   if answers; then echo "nacos already answers on 127.0.0.1:$HTTP_PORT"; return 0; fi
   bin=$(install | tail -n 1)
   mkdir -p "$NACOS_HOME/data-$HTTP_PORT"
+  RNACOS_RAFT_NODE_ID=${NACOS_NODE_ID:-1} RNACOS_RAFT_JOIN_ADDR=${NACOS_JOIN:-} \
   RNACOS_SDK_HOST=127.0.0.1 RNACOS_HTTP_PORT=$HTTP_PORT RNACOS_GRPC_PORT=$GRPC_PORT \
     RNACOS_HTTP_CONSOLE_PORT=$CONSOLE_PORT RNACOS_CONFIG_DB_DIR="$NACOS_HOME/data-$HTTP_PORT" \
     RNACOS_DATA_DIR="$NACOS_HOME/data-$HTTP_PORT" \
@@ -66,10 +71,25 @@ stop() {
   fi
 }
 
+CLUSTER_BASE=18848
+node() { # node I CMD...: run this script for cluster node I (1-based)
+  local i=$1; shift
+  NACOS_HTTP_PORT=$((CLUSTER_BASE + (i - 1) * 10)) NACOS_CONSOLE_PORT=$((CLUSTER_BASE + 3000 + i)) \
+    NACOS_NODE_ID=$i NACOS_JOIN=$([ "$i" -gt 1 ] && echo "127.0.0.1:$((CLUSTER_BASE + 1000))" || true) \
+    "$0" "$@"
+}
+
 case "${1:-}" in
   install) install ;;
   start) start ;;
   stop) stop "${2:-TERM}" ;;
   status) answers ;;
-  *) echo "usage: $0 install|start|stop [-9]|status" >&2; exit 2 ;;
+  cluster-start)
+    n=${2:-3}
+    for i in $(seq 1 "$n"); do node "$i" stop -9; rm -rf "$NACOS_HOME/data-$((CLUSTER_BASE + (i - 1) * 10))"; done
+    for i in $(seq 1 "$n"); do node "$i" start; done ;;
+  cluster-stop) for i in $(seq 1 "${2:-3}"); do node "$i" stop "${3:-TERM}"; done ;;
+  cluster-node-stop) node "$2" stop -9 ;;
+  cluster-node-start) node "$2" start ;;
+  *) echo "usage: $0 install|start|stop [-9]|status|cluster-start N|cluster-stop N|cluster-node-stop I|cluster-node-start I" >&2; exit 2 ;;
 esac

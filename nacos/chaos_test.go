@@ -1,0 +1,227 @@
+package nacos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/httpctx"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fragment appends a row to the folder named by GRAYLB_RELIABILITY_OUT
+// (make test-reliability gathers them into RELIABILITY.md).
+func fragment(t *testing.T, name, text string) {
+	t.Log(text)
+	if dir := os.Getenv("GRAYLB_RELIABILITY_OUT"); dir != "" {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".md"), []byte(text), 0o644))
+	}
+}
+
+func script(t *testing.T) func(args ...string) {
+	t.Helper()
+	s := os.Getenv("GRAYLB_NACOS_SCRIPT")
+	if s == "" {
+		t.Skip("set GRAYLB_NACOS_SCRIPT to scripts/nacos.sh to run the chaos tests (make test does)")
+	}
+	return func(args ...string) {
+		out, err := exec.Command(s, args...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+}
+
+// backend is an HTTP instance registered in Nacos through its own client.
+type backend struct {
+	name string
+	srv  *httptest.Server
+	reg  *Registration
+}
+
+func startBackend(t *testing.T, service, name string, gray bool, servers ...string) *backend {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) }))
+	t.Cleanup(srv.Close)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	dir := t.TempDir()
+	reg, err := Register(context.Background(), Service{Name: service, Host: "127.0.0.1", Port: port, Gray: &gray},
+		WithServers(servers...), WithCacheDir(dir), WithLogDir(dir), WithLogLevel("error"))
+	require.NoError(t, err)
+	t.Cleanup(func() { reg.Close() })
+	return &backend{name: name, srv: srv, reg: reg}
+}
+
+// load sends requests through the graylb RoundTripper at a bounded rate
+// (about 100 a second, loopback only) until stopped, alternating gray and
+// prod, and counts failures and wrong-kind answers.
+type load struct {
+	client                  *http.Client
+	service                 string
+	sent, failed, wrongKind atomic.Int64 // wrongKind: a prod request answered by gray
+	fellBack                atomic.Int64 // a gray request answered by prod (no gray instance listed then)
+	firstErr                atomic.Value
+	stop                    chan struct{}
+	done                    sync.WaitGroup
+}
+
+func newLoad(client *http.Client, service string) *load {
+	return &load{client: client, service: service, stop: make(chan struct{})}
+}
+
+func (l *load) start() {
+	l.done.Add(1)
+	go func() {
+		defer l.done.Done()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			gray := i%2 == 0
+			got, err := l.get(gray)
+			l.sent.Add(1)
+			if err != nil {
+				if l.failed.Add(1) == 1 {
+					l.firstErr.Store(err.Error())
+				}
+				continue
+			}
+			switch {
+			case !gray && strings.HasPrefix(got, "gray"):
+				l.wrongKind.Add(1)
+			case gray && !strings.HasPrefix(got, "gray"):
+				l.fellBack.Add(1)
+			}
+		}
+	}()
+}
+
+func (l *load) get(gray bool) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.service+"/", nil)
+	req.Header.Set("gray", fmt.Sprint(gray))
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+func (l *load) finish() { close(l.stop); l.done.Wait() }
+
+func newHTTPClient(t *testing.T, servers ...string) *http.Client {
+	t.Helper()
+	dir := t.TempDir()
+	sup, err := NewSupplier(WithServers(servers...), WithCacheDir(dir), WithLogDir(dir), WithLogLevel("error"))
+	require.NoError(t, err)
+	lb, err := graylb.New(sup, graylb.WithContextHandler(httpctx.Handler()))
+	require.NoError(t, err)
+	t.Cleanup(func() { lb.Close(); sup.Close() })
+	return &http.Client{Transport: httpctx.NewTransport(lb)}
+}
+
+// waitRouted polls gray requests until one is answered by name.
+func waitRouted(t *testing.T, l *load, name string, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		if got, err := l.get(true); err == nil && got == name {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s not routed to within %v", name, within)
+	return 0
+}
+
+// TestIntegration_ChaosHTTP: steady load through the HTTP RoundTripper
+// while the Nacos server is killed (SIGKILL) and restarted.
+func TestIntegration_ChaosHTTP(t *testing.T) {
+	addr := nacosAddr(t)
+	ctl := script(t)
+	t.Cleanup(func() { exec.Command(os.Getenv("GRAYLB_NACOS_SCRIPT"), "start").Run() })
+	svc := uniqueService(t)
+	startBackend(t, svc, "prod-1", false, addr)
+	startBackend(t, svc, "prod-2", false, addr)
+	startBackend(t, svc, "gray-1", true, addr)
+	client := newHTTPClient(t, addr)
+	l := newLoad(client, svc)
+	waitRouted(t, l, "gray-1", 10*time.Second) // the service is visible: start the load
+	l.start()
+	time.Sleep(time.Second)
+	before := l.sent.Load()
+
+	ctl("stop", "-9")
+	time.Sleep(3 * time.Second)
+	ctl("start")
+	restarted := time.Now()
+	// A new gray instance registers after the restart; gray requests then
+	// go to gray-1 and gray-2 in turn.
+	startBackend(t, svc, "gray-2", true, addr)
+	recovery := waitRouted(t, l, "gray-2", 30*time.Second) // from its registration
+	sinceRestart := time.Since(restarted)
+	time.Sleep(time.Second)
+	l.finish()
+	fragment(t, "chaos-http", fmt.Sprintf(
+		"| chaos: Nacos SIGKILLed, down 3 s, restarted; load through the HTTP RoundTripper | standalone r-nacos | %d requests (%d from the kill on) | — | %d failed requests | %d prod on gray, %d gray on prod | a new registration routed %v after the restart (%v after registering) |\n",
+		l.sent.Load(), l.sent.Load()-before, l.failed.Load(), l.wrongKind.Load(), l.fellBack.Load(), sinceRestart.Round(10*time.Millisecond), recovery.Round(10*time.Millisecond)))
+	if v := l.firstErr.Load(); v != nil {
+		t.Errorf("first failure: %v", v)
+	}
+	assert.Zero(t, l.failed.Load(), "failed requests while the last good list exists")
+	assert.Zero(t, l.wrongKind.Load(), "prod requests answered by gray")
+	assert.Zero(t, l.fellBack.Load(), "the last good list keeps the gray instance through the outage")
+	assert.Less(t, sinceRestart, 5*time.Second, "a registration after the restart is routed to within 5s")
+}
+
+// TestIntegration_Cluster: three Nacos nodes; the supplier has all their
+// addresses; one node stops under load.
+func TestIntegration_Cluster(t *testing.T) {
+	nacosAddr(t)
+	ctl := script(t)
+	ctl("cluster-start", "3")
+	t.Cleanup(func() { exec.Command(os.Getenv("GRAYLB_NACOS_SCRIPT"), "cluster-stop", "3", "-9").Run() })
+	nodes := []string{"127.0.0.1:18848", "127.0.0.1:18858", "127.0.0.1:18868"}
+	svc := uniqueService(t)
+	startBackend(t, svc, "prod-1", false, nodes...)
+	startBackend(t, svc, "gray-1", true, nodes...)
+	client := newHTTPClient(t, nodes...)
+	l := newLoad(client, svc)
+	waitRouted(t, l, "gray-1", 15*time.Second)
+	l.start()
+	time.Sleep(time.Second)
+
+	stopped := time.Now()
+	ctl("cluster-node-stop", "1")
+	time.Sleep(2 * time.Second)
+	startBackend(t, svc, "gray-2", true, nodes[1:]...)
+	routed := waitRouted(t, l, "gray-2", 30*time.Second)
+	time.Sleep(time.Second)
+	l.finish()
+	fragment(t, "cluster", fmt.Sprintf(
+		"| cluster: node 1 of 3 SIGKILLed under load; the supplier has all 3 addresses | 3 r-nacos nodes (raft) | %d requests | — | %d failed requests | %d prod on gray, %d gray on prod | a registration after the stop routed %v after registering (%v after the stop) |\n",
+		l.sent.Load(), l.failed.Load(), l.wrongKind.Load(), l.fellBack.Load(), routed.Round(10*time.Millisecond), time.Since(stopped).Round(10*time.Millisecond)))
+	if v := l.firstErr.Load(); v != nil {
+		t.Errorf("first failure: %v", v)
+	}
+	assert.Zero(t, l.failed.Load())
+	assert.Zero(t, l.wrongKind.Load(), "prod requests answered by gray")
+}
