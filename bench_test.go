@@ -65,25 +65,30 @@ func BenchmarkPick(b *testing.B) {
 }
 
 func BenchmarkPickParallel(b *testing.B) {
-	ctxs := benchContexts()
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
 			lb := benchLB(b, n)
 			defer lb.Close()
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					if _, err := lb.Pick(ctxs[i&1], "svc"); err != nil {
-						b.Error(err)
-						return
-					}
-					i++
-				}
-			})
+			pickInParallel(b, lb)
 		})
 	}
+}
+
+// pickInParallel picks on every P, alternating gray and prod requests.
+func pickInParallel(b *testing.B, lb *LoadBalancer) {
+	ctxs := benchContexts()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := lb.Pick(ctxs[i&1], "svc"); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
 }
 
 func BenchmarkUpdate(b *testing.B) {
@@ -216,7 +221,6 @@ func TestSeedPortAgreesWithGrayFilter(t *testing.T) {
 // BenchmarkPickParallelPolicy compares the policies under parallel picks at
 // 100 instances: run with -cpu 1,2 to see which contend.
 func BenchmarkPickParallelPolicy(b *testing.B) {
-	ctxs := benchContexts()
 	for _, pc := range []struct {
 		name string
 		p    Policy
@@ -227,18 +231,7 @@ func BenchmarkPickParallelPolicy(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer lb.Close()
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					if _, err := lb.Pick(ctxs[i&1], "svc"); err != nil {
-						b.Error(err)
-						return
-					}
-					i++
-				}
-			})
+			pickInParallel(b, lb)
 		})
 	}
 }

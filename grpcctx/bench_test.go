@@ -3,9 +3,9 @@ package grpcctx
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/internal/benchutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -51,23 +51,5 @@ func BenchmarkBalancerOverhead(b *testing.B) {
 		rrDo()
 		glDo()
 	}
-	var tRR, tGL time.Duration
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		first, second, t1, t2 := rrDo, glDo, &tRR, &tGL
-		if i&1 == 1 {
-			first, second, t1, t2 = glDo, rrDo, &tGL, &tRR
-		}
-		s := time.Now()
-		first()
-		m := time.Now()
-		second()
-		e := time.Now()
-		*t1 += m.Sub(s)
-		*t2 += e.Sub(m)
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(tGL)/float64(tRR), "ratio")
-	b.ReportMetric(testing.AllocsPerRun(500, glDo)-testing.AllocsPerRun(500, rrDo), "extra-allocs/rpc")
+	benchutil.Interleave(b, rrDo, glDo, "extra-allocs/rpc")
 }

@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/internal/benchutil"
 )
 
 // BenchmarkTransportOverhead calls the same loopback server through the
@@ -44,24 +44,5 @@ func BenchmarkTransportOverhead(b *testing.B) {
 		plainDo()
 		grayDo()
 	}
-	var tPlain, tGray time.Duration
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		first, second, t1, t2 := plainDo, grayDo, &tPlain, &tGray
-		if i&1 == 1 {
-			first, second, t1, t2 = grayDo, plainDo, &tGray, &tPlain
-		}
-		s := time.Now()
-		first()
-		m := time.Now()
-		second()
-		e := time.Now()
-		*t1 += m.Sub(s)
-		*t2 += e.Sub(m)
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(tGray)/float64(tPlain), "ratio")
-	extra := testing.AllocsPerRun(200, grayDo) - testing.AllocsPerRun(200, plainDo)
-	b.ReportMetric(extra, "extra-allocs/req")
+	benchutil.Interleave(b, plainDo, grayDo, "extra-allocs/req")
 }
