@@ -367,6 +367,11 @@ func (r *Router) build() (*routerState, error) {
 	}
 	t, err := buildTree(r.service, r.list, r.lb.filters, rules, r.policy)
 	if err != nil {
+		if old := r.cur.Load(); old != nil {
+			// Keep the old routing under the new rules' mark: one log line
+			// per rules change, not one per pick.
+			r.cur.Store(&routerState{rules: rules, tree: old.tree})
+		}
 		return nil, err
 	}
 	st := &routerState{rules: rules, tree: t}
