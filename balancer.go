@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Outcome is what a pick did, for an Observer.
@@ -196,7 +197,10 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		lb.cache, lb.ownsCache = c, true
 	}
 	if src := cfg.ruleSource; src != nil {
-		if r, err := src.Load(context.Background()); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r, err := src.Load(ctx)
+		cancel()
+		if err != nil {
 			lb.logger.Error("graylb: loading rules failed; keeping the current rules", "err", err)
 		} else if err := lb.SetRules(r); err != nil {
 			lb.logger.Error("graylb: rules refused; keeping the current rules", "err", err)

@@ -125,8 +125,10 @@ func WithEmptyProtection(on bool) CacheOption { return func(c *Cache) { c.protec
 // WithEmptyGrace sets the grace period of empty-update protection.
 func WithEmptyGrace(d time.Duration) CacheOption { return func(c *Cache) { c.grace = d } }
 
-// DefaultSettle is how long the Cache holds a sudden shrink (see Cache).
-const DefaultSettle = 3 * time.Second
+// DefaultSettle is how long the Cache holds a sudden shrink (see Cache):
+// long enough for Nacos clients to reconnect and register again after a
+// server restart or a cluster node's loss (5-7 s measured with r-nacos).
+const DefaultSettle = 10 * time.Second
 
 // WithShrinkProtection also holds an update that keeps less than keep
 // (0-1; default 0, off) of the last good list, for up to settle (default

@@ -182,7 +182,11 @@ func TestIntegration_Rules(t *testing.T) {
 	t.Cleanup(cc.CloseClient)
 	dataID := svc + ".json"
 	publish := func(doc string) {
-		ok, err := cc.PublishConfig(vo.ConfigParam{DataId: dataID, Group: "DEFAULT_GROUP", Content: doc})
+		var err error
+		ok := false
+		for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			ok, err = cc.PublishConfig(vo.ConfigParam{DataId: dataID, Group: "DEFAULT_GROUP", Content: doc}) // retried while the client connects
+		}
 		require.NoError(t, err)
 		require.True(t, ok)
 	}

@@ -89,6 +89,7 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 	}}
 	if owned {
 		r.closeFn = nc.CloseClient
+		waitConnected(nc, c.timeout)
 	}
 	ok, err := nc.RegisterInstance(vo.RegisterInstanceParam{
 		Ip: inst.Host, Port: uint64(inst.Port), Weight: inst.Weight, Enable: true, Healthy: true,

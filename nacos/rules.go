@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
@@ -53,11 +54,20 @@ func NewRuleSource(dataID string, opts ...Option) (*RuleSource, error) {
 }
 
 // Load reads and parses the document. A missing document gives the zero
-// Rules (routing by header and metadata alone).
+// Rules (routing by header and metadata alone). While the SDK client is
+// still connecting, Load retries until ctx is done.
 func (r *RuleSource) Load(ctx context.Context) (graylb.Rules, error) {
-	data, err := r.client.GetConfig(vo.ConfigParam{DataId: r.dataID, Group: r.group})
-	if err != nil {
-		return graylb.Rules{}, fmt.Errorf("nacos: rules %s/%s: %w", r.group, r.dataID, err)
+	var data string
+	var err error
+	for {
+		if data, err = r.client.GetConfig(vo.ConfigParam{DataId: r.dataID, Group: r.group}); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return graylb.Rules{}, fmt.Errorf("nacos: rules %s/%s: %s", r.group, r.dataID, firstLine(err))
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	if data == "" {
 		return graylb.Rules{}, nil

@@ -56,7 +56,7 @@ done
   echo "What the chaos test found and graylb now does: after a restart, r-nacos is empty and clients register"
   echo "again one by one, so the first push after the restart can hold only the gray instance. Applied, it would"
   echo "fail every prod request until a prod client re-registers. The cache refuses the empty push (empty-update"
-  echo "protection) and holds a list in which every prod instance has vanished for up to 3 s (\`DefaultSettle\`),"
+  echo "protection) and holds a list in which every prod instance has vanished for up to 10 s (\`DefaultSettle\`),"
   echo "applying the next list that has prod instances again at once."
   echo
   echo "## Fuzzing"
