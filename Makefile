@@ -18,7 +18,7 @@ test: lint
 		(cd $$m && $(GO) test -race -count=1 ./...); done; \
 	echo "== go test ./nacos integration (real Nacos at $(NACOS_ADDR); without -race, see nacos/integration_test.go)"; \
 	GRAYLB_NACOS_ADDR=$(NACOS_ADDR) GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
-		$(GO) test -count=1 -run Integration -v ./nacos 2>&1 | grep -E '^(=== RUN|--- |\s+integration_test|ok|FAIL|PASS)|Error' ; \
+		$(GO) test -count=1 -run Integration -v ./nacos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+|Error' ; \
 	test $${PIPESTATUS[0]} -eq 0
 
 ## test-reliability: churn 30s, chaos and cluster against Nacos, each fuzz target FUZZTIME;

@@ -138,12 +138,13 @@ func newHTTPClient(t *testing.T, servers ...string) *http.Client {
 	return &http.Client{Transport: httpctx.NewTransport(lb)}
 }
 
-// waitRouted polls gray requests until one is answered by name.
+// waitRouted polls requests of name's kind until one is answered by name.
 func waitRouted(t *testing.T, l *load, name string, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
+	gray := strings.HasPrefix(name, "gray")
 	for time.Since(start) < within {
-		if got, err := l.get(true); err == nil && got == name {
+		if got, err := l.get(gray); err == nil && got == name {
 			return time.Since(start)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -165,6 +166,8 @@ func TestIntegration_ChaosHTTP(t *testing.T) {
 	client := newHTTPClient(t, addr)
 	l := newLoad(client, svc)
 	waitRouted(t, l, "gray-1", 10*time.Second) // the service is visible: start the load
+	waitRouted(t, l, "prod-1", 10*time.Second)
+	waitRouted(t, l, "prod-2", 10*time.Second)
 	l.start()
 	time.Sleep(time.Second)
 	before := l.sent.Load()
@@ -205,7 +208,10 @@ func TestIntegration_Cluster(t *testing.T) {
 	startBackend(t, svc, "gray-1", true, nodes...)
 	client := newHTTPClient(t, nodes...)
 	l := newLoad(client, svc)
-	waitRouted(t, l, "gray-1", 15*time.Second)
+	// A new cluster takes a while to form and share registrations: start
+	// the load once both instances are routed to.
+	waitRouted(t, l, "gray-1", 30*time.Second)
+	waitRouted(t, l, "prod-1", 30*time.Second)
 	l.start()
 	time.Sleep(time.Second)
 
