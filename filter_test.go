@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -317,3 +318,34 @@ func TestFileRuleSource(t *testing.T) {
 }
 
 var _ = errors.Is
+
+func TestOddMetadataAndNames(t *testing.T) {
+	big := strings.Repeat("x", 1<<16)
+	odd := []map[string]string{
+		nil, {}, {"": "true"}, {"gray": big}, {"GRAY": "true"}, {"gray\x00": "true"},
+		{"gray": "tru\u00e9"}, {"gray": "\u0074rue"}, {"version": big}, {"gray": "true", "version": ""},
+	}
+	reg := NewRegistry()
+	for i, md := range odd {
+		require.NoError(t, reg.Register(NewInstance("svc", "127.0.0.1", 5000+i, md)))
+	}
+	lb, err := New(reg, WithContextHandler(testHandler), WithFilters(NewVersionFilter()), WithPolicy(WeightedRoundRobin()))
+	require.NoError(t, err)
+	defer lb.Close()
+	for _, v := range []string{"", "true", big, "\x00", "\u0074rue"} {
+		for _, ver := range []string{"", big, "v1"} {
+			in, err := lb.Pick(withHeaders(context.Background(), "gray", v, "version", ver), "svc")
+			require.NoError(t, err)
+			if !IsGray(v) {
+				assert.False(t, IsGray(in.Metadata["gray"]), "prod request on %v", in.Metadata)
+			} else {
+				assert.True(t, IsGray(in.Metadata["gray"]))
+			}
+		}
+	}
+	// Names: an instance name with odd bytes is still just a name.
+	require.NoError(t, reg.Register(NewInstance("svc with spaces/and\u00e9", "::1", 80, nil)))
+	_, err = lb.Pick(context.Background(), "svc with spaces/and\u00e9")
+	require.NoError(t, err)
+	assert.Equal(t, "[::1]:80", NewInstance("s", "::1", 80, nil).Addr())
+}

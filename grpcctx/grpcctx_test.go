@@ -315,3 +315,26 @@ func TestHandler(t *testing.T) {
 	assert.LessOrEqual(t, testing.AllocsPerRun(100, func() { h.Value(octx, "gray") }), 1.0)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Value(kept, "uid") }))
 }
+
+// TestBalancer_FlipFollows flips an instance to gray while RPCs run:
+// routing follows, and once gray requests reach it, prod requests do not.
+func TestBalancer_FlipFollows(t *testing.T) {
+	reg := graylb.NewRegistry()
+	serve(t, reg, "svc", &testServer{name: "prod"}, nil)
+	flip := serve(t, reg, "svc", &testServer{name: "flipper"}, nil)
+	c := dial(t, reg, "svc")
+	require.Eventually(t, func() bool { got, err := call(t, c, "false"); return err == nil && got == "flipper" }, 5*time.Second, 5*time.Millisecond)
+
+	require.NoError(t, reg.SetMetadata("svc", flip.Addr(), "gray", "true"))
+	require.Eventually(t, func() bool { got, err := call(t, c, "true"); return err == nil && got == "flipper" }, 5*time.Second, 5*time.Millisecond)
+	for i := 0; i < 50; i++ {
+		got, err := call(t, c, "false")
+		require.NoError(t, err)
+		require.Equal(t, "prod", got, "a prod RPC reached the flipped instance")
+	}
+	require.NoError(t, reg.SetMetadata("svc", flip.Addr(), "gray", "false"))
+	require.Eventually(t, func() bool { got, err := call(t, c, "false"); return err == nil && got == "flipper" }, 5*time.Second, 5*time.Millisecond)
+	got, err := call(t, c, "true")
+	require.NoError(t, err)
+	assert.Contains(t, []string{"prod", "flipper"}, got, "no gray instance left: gray falls back to prod")
+}
