@@ -45,36 +45,11 @@ func TestVersionFilter(t *testing.T) {
 	}
 }
 
-// zoneFilter prefers instances of the caller's cluster.
-type zoneFilter struct{ order int }
+// passStage yields its candidates unchanged.
+type passStage struct{ all []Instance }
 
-func (z zoneFilter) Order() int { return z.order }
-func (z zoneFilter) Build(in BuildInfo) Stage {
-	st := &zoneStage{subsets: [][]Instance{in.Instances}, index: map[string]int{}}
-	for _, i := range in.Instances {
-		k, ok := st.index[i.Cluster]
-		if !ok {
-			k = len(st.subsets)
-			st.index[i.Cluster] = k
-			st.subsets = append(st.subsets, nil)
-		}
-		st.subsets[k] = append(st.subsets[k], i)
-	}
-	return st
-}
-
-type zoneStage struct {
-	subsets [][]Instance
-	index   map[string]int
-}
-
-func (s *zoneStage) Subsets() [][]Instance { return s.subsets }
-func (s *zoneStage) Choose(r Request) int {
-	if i, ok := s.index[r.Value("zone")]; ok {
-		return i
-	}
-	return 0
-}
+func (s passStage) Subsets() [][]Instance { return [][]Instance{s.all} }
+func (s passStage) Choose(Request) int    { return 0 }
 
 type orderRecorder struct {
 	order int
@@ -84,7 +59,7 @@ type orderRecorder struct {
 func (o orderRecorder) Order() int { return o.order }
 func (o orderRecorder) Build(in BuildInfo) Stage {
 	*o.log = append(*o.log, o.order)
-	return &zoneStage{subsets: [][]Instance{in.Instances}}
+	return passStage{in.Instances}
 }
 
 func TestChain_OrderAndCustomFilters(t *testing.T) {
@@ -111,7 +86,7 @@ func TestChain_PanickingBuildKeepsPrevious(t *testing.T) {
 		if boom {
 			panic("boom")
 		}
-		return &zoneStage{subsets: [][]Instance{in.Instances}}
+		return passStage{in.Instances}
 	})
 	lb, reg := newTestLB(t, []Instance{inst("svc", 1)}, WithFilters(f))
 	_, err := lb.Pick(context.Background(), "svc")
