@@ -39,7 +39,7 @@ demo:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 .
 	@scripts/nacos.sh start
-	@trap 'scripts/nacos.sh stop' EXIT; cd bench && $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR)
+	@trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; cd bench && $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR)
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:
