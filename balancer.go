@@ -222,6 +222,9 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 // Handler returns the LoadBalancer's ContextHandler chain (nil if none).
 func (lb *LoadBalancer) Handler() ContextHandler { return lb.handler }
 
+// Policy returns the load-balancing policy.
+func (lb *LoadBalancer) Policy() Policy { return lb.policy }
+
 // GrayFilter returns the chain's GrayFilter.
 func (lb *LoadBalancer) GrayFilter() *GrayFilter { return lb.gray }
 

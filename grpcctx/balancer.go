@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/graylb/graylb"
 	"google.golang.org/grpc"
@@ -170,15 +169,16 @@ func (pickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 	if err != nil {
 		return base.NewErrPicker(status.Error(codes.Unavailable, err.Error()))
 	}
-	router, err := src.lb.NewRouter(src.service, list, readyPolicy{ready: ready})
+	router, err := src.lb.NewRouter(src.service, list, readyPolicy{ready: ready, inner: src.lb.Policy()})
 	if err != nil {
 		return base.NewErrPicker(status.Error(codes.Internal, err.Error()))
 	}
 	return &picker{router: router}
 }
 
-// picker runs the chain with the RPC's context; Pick does not block and,
-// on the common path, does not allocate.
+// picker runs the chain with the RPC's context and the LoadBalancer's
+// policy over the READY connections of the chosen candidates; Pick does not
+// block and, on the common path, does not allocate.
 //
 // Unlike the HTTP Transport it does not write the routed kind into the
 // call's metadata: PickResult.Metadata costs 13 allocations per RPC in
@@ -204,38 +204,47 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	return balancer.PickResult{SubConn: sc}, nil
 }
 
-// readyPolicy builds, for each leaf of the routing tree, a round robin over
-// the leaf's instances that have a READY connection.
-type readyPolicy struct{ ready map[string]balancer.SubConn }
+// readyPolicy builds, for each leaf of the routing tree, the
+// LoadBalancer's own policy (round robin, weighted, random) over the leaf's
+// instances that have a READY connection.
+type readyPolicy struct {
+	ready map[string]balancer.SubConn
+	inner graylb.Policy
+}
 
 func (p readyPolicy) NewPicker(list []graylb.Instance) graylb.Picker {
 	rp := &readyPicker{}
+	var readyList []graylb.Instance
 	for i, in := range list {
 		if sc, ok := p.ready[in.Addr()]; ok {
 			rp.idx = append(rp.idx, i)
 			rp.scs = append(rp.scs, sc)
+			readyList = append(readyList, in)
 		}
+	}
+	if len(readyList) > 0 {
+		rp.inner = p.inner.NewPicker(readyList)
 	}
 	return rp
 }
 
+// readyPicker picks among a leaf's READY connections.
 type readyPicker struct {
-	idx []int
-	scs []balancer.SubConn
-	_   [64]byte
-	n   atomic.Uint64
+	idx   []int // leaf index of each READY instance
+	scs   []balancer.SubConn
+	inner graylb.Picker // over the READY instances
 }
 
 func (p *readyPicker) Next() int {
-	if len(p.idx) == 0 {
+	if p.inner == nil {
 		return 0
 	}
-	return p.idx[(p.n.Add(1)-1)%uint64(len(p.idx))]
+	return p.idx[p.inner.Next()]
 }
 
 func (p *readyPicker) next() balancer.SubConn {
-	if p == nil || len(p.scs) == 0 {
+	if p == nil || p.inner == nil {
 		return nil
 	}
-	return p.scs[(p.n.Add(1)-1)%uint64(len(p.scs))]
+	return p.scs[p.inner.Next()]
 }

@@ -338,3 +338,19 @@ func TestBalancer_FlipFollows(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, []string{"prod", "flipper"}, got, "no gray instance left: gray falls back to prod")
 }
+
+func TestBalancer_HonoursWeightedPolicy(t *testing.T) {
+	reg := graylb.NewRegistry()
+	heavy := serve(t, reg, "svc", &testServer{name: "heavy"}, nil)
+	serve(t, reg, "svc", &testServer{name: "light"}, nil)
+	require.NoError(t, reg.Update("svc", heavy.Addr(), func(in *graylb.Instance) { in.Weight = 3 }))
+	c := dial(t, reg, "svc", graylb.WithPolicy(graylb.WeightedRoundRobin()))
+	require.Eventually(t, func() bool { got, err := call(t, c, "-"); return err == nil && got == "light" }, 5*time.Second, 5*time.Millisecond)
+	counts := map[string]int{}
+	for i := 0; i < 400; i++ {
+		got, err := call(t, c, "-")
+		require.NoError(t, err)
+		counts[got]++
+	}
+	assert.InDelta(t, 300, counts["heavy"], 30, "weight 3 of 4 gets about three quarters: %v", counts)
+}
