@@ -155,8 +155,8 @@ func TestIntegration_GrayRouting(t *testing.T) {
 	// r-nacos merges naming pushes in 500 ms windows checked every 500 ms,
 	// so a change reaches any client 0.5-1 s after it is made; graylb
 	// applies a push synchronously in the SDK's callback. Guard against
-	// anything beyond that window.
-	assert.Less(t, took[len(took)-1], 1500*time.Millisecond, "max flip latency")
+	// anything well beyond that window (a loaded CI machine adds some).
+	assert.Less(t, took[len(took)-1], 2*time.Second, "max flip latency")
 
 	// Deregister every gray instance: gray falls back to prod, prod never sees gray.
 	deregister(t, gc, svc, 7003)
