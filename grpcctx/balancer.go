@@ -74,7 +74,8 @@ func InstanceOf(a resolver.Address) (graylb.Instance, bool) {
 // address carries its instance (metadata, weight) as an attribute. The
 // resolver follows the Supplier's changes through lb's Cache, which never
 // hands over an empty list over a non-empty one while its empty-update
-// protection holds (see graylb.Cache).
+// protection holds (see graylb.Cache); an empty list it does hand over is
+// pushed as it is.
 func NewResolverBuilder(lb *graylb.LoadBalancer) resolver.Builder { return &resolverBuilder{lb: lb} }
 
 type resolverBuilder struct{ lb *graylb.LoadBalancer }
@@ -128,11 +129,12 @@ func (r *nacosResolver) push(list []graylb.Instance) {
 	if r.closed {
 		return
 	}
-	if len(addrs) == 0 {
-		r.cc.ReportError(fmt.Errorf("grpcctx: %q has no instance", r.service))
-		return
+	// The Cache hands over an empty list only when the service really
+	// emptied (protection off, or still empty after its grace period):
+	// pass it on, and RPCs fail with Unavailable.
+	if err := r.cc.UpdateState(resolver.State{Addresses: addrs}); err != nil && len(addrs) > 0 {
+		r.cc.ReportError(fmt.Errorf("grpcctx: %q: %w", r.service, err))
 	}
-	r.cc.UpdateState(resolver.State{Addresses: addrs})
 }
 
 func (r *nacosResolver) ResolveNow(resolver.ResolveNowOptions) {}

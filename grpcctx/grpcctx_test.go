@@ -354,3 +354,23 @@ func TestBalancer_HonoursWeightedPolicy(t *testing.T) {
 	}
 	assert.InDelta(t, 300, counts["heavy"], 45, "weight 3 of 4 gets about three quarters: %v", counts)
 }
+
+func TestResolver_PushesARealEmptyList(t *testing.T) {
+	reg := graylb.NewRegistry()
+	in := serve(t, reg, "svc", &testServer{name: "only"}, nil)
+	protected := dial(t, reg, "svc")
+	open := dial(t, reg, "svc", graylb.WithCacheOptions(graylb.WithEmptyProtection(false)))
+	for _, c := range []testgrpc.TestServiceClient{protected, open} {
+		got, err := call(t, c, "-")
+		require.NoError(t, err)
+		require.Equal(t, "only", got)
+	}
+	require.NoError(t, reg.Deregister("svc", in.Addr()))
+	got, err := call(t, protected, "-")
+	require.NoError(t, err, "protection keeps the last good list")
+	assert.Equal(t, "only", got)
+	require.Eventually(t, func() bool {
+		_, err := call(t, open, "-")
+		return status.Code(err) == codes.Unavailable
+	}, 5*time.Second, 10*time.Millisecond, "without protection the empty list reaches the balancer")
+}
