@@ -105,6 +105,11 @@ func TestBalancer_DecisionTable(t *testing.T) {
 	grayInst := serve(t, reg, "svc", &testServer{name: "gray"}, map[string]string{"gray": "true"})
 	c := dial(t, reg, "svc")
 	prod := []string{"prod-1", "prod-2"}
+	// Connections turn READY one by one; the table wants them all.
+	for _, want := range []struct{ gray, name string }{{"false", "prod-1"}, {"false", "prod-2"}, {"true", "gray"}} {
+		require.Eventually(t, func() bool { got, err := call(t, c, want.gray); return err == nil && got == want.name },
+			5*time.Second, time.Millisecond, "%s never answered", want.name)
+	}
 	for _, tc := range []struct {
 		gray string
 		want []string
