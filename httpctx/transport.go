@@ -146,11 +146,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// next picks from the route, avoiding instances already tried when it can.
+// next picks from the route with its policy; if that instance was tried
+// already (a retry), it takes the next untried candidate after it, so every
+// retry reaches a new instance. The scan runs on the retry path only.
 func next(r graylb.Route, tried []string) graylb.Instance {
 	in := r.Next()
-	for i := 0; i < r.Len() && contains(tried, in.Addr()); i++ {
-		in = r.Next()
+	if !contains(tried, in.Addr()) {
+		return in
+	}
+	list := r.Instances()
+	start := 0
+	for i := range list {
+		if list[i].Addr() == in.Addr() {
+			start = i
+			break
+		}
+	}
+	for k := 1; k <= len(list); k++ {
+		if c := list[(start+k)%len(list)]; !contains(tried, c.Addr()) {
+			return c
+		}
 	}
 	return in
 }
