@@ -57,7 +57,7 @@ func (f *fakeSource) watchCount() int { f.mu.Lock(); defer f.mu.Unlock(); return
 
 func TestCache_EmptyProtectionRefusesThenAcceptsAfterGrace(t *testing.T) {
 	src := &fakeSource{list: []Instance{inst("svc", 1)}}
-	c, err := NewCache(src, WithEmptyGrace(50*time.Millisecond))
+	c, err := NewCache(src, WithEmptyGrace(500*time.Millisecond))
 	require.NoError(t, err)
 	defer c.Close()
 	got, err := c.Instances(context.Background(), "svc")
@@ -186,7 +186,7 @@ func TestRegistry_BadInput(t *testing.T) {
 func TestCache_HoldsSuddenLossOfAllProd(t *testing.T) {
 	p1, p2, g1 := inst("svc", 1), inst("svc", 2), inst("svc", 3, "gray", "true")
 	src := &fakeSource{list: []Instance{p1, p2, g1}}
-	lb, err := New(src, WithContextHandler(testHandler), WithCacheOptions(WithShrinkProtection(0, 100*time.Millisecond)))
+	lb, err := New(src, WithContextHandler(testHandler), WithCacheOptions(WithShrinkProtection(0, 500*time.Millisecond)))
 	require.NoError(t, err)
 	defer lb.Close()
 	prod := context.Background()
