@@ -371,9 +371,21 @@ func (c *Cache) suddenShrink(old, next []Instance) bool {
 	// A guarded partition lost every instance, and those instances left
 	// the list (a kind flip keeps its address and is applied at once).
 	have := map[string]bool{}
-	addrs := make(map[string]bool, len(next))
 	for _, in := range next {
 		have[c.partition(in)] = true
+	}
+	missing := false
+	for _, in := range old {
+		if k := c.partition(in); k != "" && !have[k] {
+			missing = true
+			break
+		}
+	}
+	if !missing { // the usual case: no address strings built
+		return false
+	}
+	addrs := make(map[string]bool, len(next))
+	for _, in := range next {
 		addrs[in.Addr()] = true
 	}
 	lost := map[string]bool{}
