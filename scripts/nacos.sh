@@ -41,7 +41,33 @@ install() {
   find_bin
 }
 
+# raft_ready: a config write (it goes through r-nacos's raft log) succeeds.
+raft_ready() {
+  for _ in $(seq 1 100); do
+    r=$(curl -s -m 2 -X POST "http://127.0.0.1:$HTTP_PORT/nacos/v1/cs/configs" \
+      -d "dataId=graylb-probe&group=DEFAULT_GROUP&content=ok" 2>/dev/null || true)
+    [ "$r" = "true" ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 start() {
+  # r-nacos 0.8.8 can panic while it starts (raftapply.rs:421, a request reaching raft before it
+  # is wired up): check that it stays up and its raft takes writes, and retry.
+  if answers && [ ! -f "$PIDFILE" ]; then echo "nacos already answers on 127.0.0.1:$HTTP_PORT"; return 0; fi
+  for attempt in 1 2 3; do
+    if start_once && sleep 1 && [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && answers; then
+      if [ -n "${NACOS_JOIN:-}" ] || raft_ready; then return 0; fi
+    fi
+    echo "nacos on $HTTP_PORT did not come up cleanly (attempt $attempt); restarting it" >&2
+    tail -n 5 "$NACOS_HOME/rnacos-$HTTP_PORT.log" >&2 || true
+    stop -9
+  done
+  return 1
+}
+
+start_once() {
   if answers; then echo "nacos already answers on 127.0.0.1:$HTTP_PORT"; return 0; fi
   bin=$(install | tail -n 1)
   mkdir -p "$NACOS_HOME/data-$HTTP_PORT"
@@ -86,8 +112,22 @@ case "${1:-}" in
   status) answers ;;
   cluster-start)
     n=${2:-3}
-    for i in $(seq 1 "$n"); do node "$i" stop -9; rm -rf "$NACOS_HOME/data-$((CLUSTER_BASE + (i - 1) * 10))"; done
-    for i in $(seq 1 "$n"); do node "$i" start; done ;;
+    for attempt in 1 2 3; do
+      for i in $(seq 1 "$n"); do node "$i" stop -9; rm -rf "$NACOS_HOME/data-$((CLUSTER_BASE + (i - 1) * 10))"; done
+      ok=1
+      for i in $(seq 1 "$n"); do node "$i" start || { ok=0; break; }; done
+      # every node alive, and a write on node 1 readable on the last node
+      for i in $(seq 1 "$n"); do node "$i" status || ok=0; done
+      if [ $ok = 1 ]; then
+        for _ in $(seq 1 50); do
+          got=$(curl -s -m 2 "http://127.0.0.1:$((CLUSTER_BASE + (n - 1) * 10))/nacos/v1/cs/configs?dataId=graylb-probe&group=DEFAULT_GROUP" || true)
+          [ "$got" = "ok" ] && { echo "cluster of $n nodes up"; exit 0; }
+          sleep 0.2
+        done
+      fi
+      echo "cluster did not form (attempt $attempt); starting it again" >&2
+    done
+    exit 1 ;;
   cluster-stop) for i in $(seq 1 "${2:-3}"); do node "$i" stop "${3:-TERM}"; done ;;
   cluster-node-stop) node "$2" stop -9 ;;
   cluster-node-start) node "$2" start ;;
