@@ -75,30 +75,34 @@ func run() error {
 		}
 		return s.Stop, nil
 	}
-	for _, s := range []struct {
-		name string
-		gray bool
-	}{{"backend-prod", false}, {"backend-gray", true}} {
-		stop, err := start("backend", s.name, s.gray, nil)
-		if err != nil {
-			return err
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
 		}
-		defer stop()
+	}()
+	// startPair runs a prod and a gray instance of service.
+	startPair := func(service string, next testgrpc.TestServiceClient) error {
+		for _, gray := range []bool{false, true} {
+			name := service + map[bool]string{false: "-prod", true: "-gray"}[gray]
+			stop, err := start(service, name, gray, next)
+			if err != nil {
+				return err
+			}
+			stops = append(stops, stop)
+		}
+		return nil
+	}
+	if err := startPair("backend", nil); err != nil {
+		return err
 	}
 	backend, closeBackend, err := dial("backend")
 	if err != nil {
 		return err
 	}
 	defer closeBackend()
-	for _, s := range []struct {
-		name string
-		gray bool
-	}{{"middle-prod", false}, {"middle-gray", true}} {
-		stop, err := start("middle", s.name, s.gray, backend)
-		if err != nil {
-			return err
-		}
-		defer stop()
+	if err := startPair("middle", backend); err != nil {
+		return err
 	}
 	middle, closeMiddle, err := dial("middle")
 	if err != nil {
