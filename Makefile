@@ -1,6 +1,9 @@
 SHELL := /bin/bash
 # graylb: make demo, make test (see README.md).
 GO       ?= go
+# Each module is built and tested against its own go.mod (the versions it declares), not the
+# development workspace (go.work).
+export GOWORK := off
 # Every Go module in the repository (the library and its side modules).
 MODULES  := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 FUZZTIME ?= 30s
@@ -18,7 +21,7 @@ test: lint
 		(cd $$m && $(GO) test -race -count=1 ./...); done; \
 	echo "== go test ./nacos integration (real Nacos at $(NACOS_ADDR); without -race, see nacos/integration_test.go)"; \
 	GRAYLB_NACOS_ADDR=$(NACOS_ADDR) GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
-		$(GO) test -count=1 -run Integration -v ./nacos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+|Error' ; \
+		(cd nacos && $(GO) test -count=1 -run Integration -v .) 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|_test.go:[0-9]+|Error' ; \
 	test $${PIPESTATUS[0]} -eq 0
 
 ## test-reliability: churn 30s, chaos and cluster against Nacos, each fuzz target FUZZTIME;
@@ -32,7 +35,7 @@ test-unit:
 
 ## demo: the quickstart; needs nothing but Go.
 demo:
-	$(GO) run ./examples/quickstart
+	cd examples && $(GO) run ./quickstart
 
 ## bench: the root package's benchmarks (-benchmem, 1 and 2 CPUs), then every peer side by side
 ## (bench/ module) against a local Nacos: writes BENCHMARKS.md and docs/bench-pick.png.

@@ -15,7 +15,7 @@ scripts/nacos.sh start
 echo "== churn for $CHURN (-race)"
 GRAYLB_CHURN_DURATION=$CHURN go test -race -count=1 -run '^TestChurn$' .
 echo "== chaos and cluster against Nacos"
-go test -count=1 -run 'TestIntegration_(ChaosHTTP|Cluster)$' ./nacos
+(cd nacos && GOWORK=off go test -count=1 -run 'TestIntegration_(ChaosHTTP|Cluster)$' .)
 
 fuzzrows=""
 for t in $(go test -list '^Fuzz' . | grep '^Fuzz'); do

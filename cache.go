@@ -1,0 +1,400 @@
+package graylb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultEmptyGrace is how long the Cache holds the last good list after
+// the source reports an empty one, before it asks the source again.
+const DefaultEmptyGrace = 30 * time.Second
+
+// Cache is the caching Supplier the LoadBalancer runs on. It keeps one
+// subscription per service to its source and fans changes out to its own
+// watchers (so unsubscribing one watcher never drops another). It keeps
+// only usable instances (healthy, enabled, weight > 0), serves the last good
+// list when the source fails, and protects against empty updates:
+//
+// With protection on (the default), an update that would empty a non-empty
+// list is refused, logged and counted, and the last good list keeps
+// serving. After the grace period (DefaultEmptyGrace) the Cache asks the
+// source once more: if the service is still empty, the empty list is
+// accepted, so a service that really went to zero instances does not stay
+// stale forever (nacos-sdk-go issue #781). A grace of zero or less holds the
+// last good list until a non-empty update arrives.
+//
+// With the same protection, a sudden shrink (an update that loses every
+// instance of a guarded partition: for a LoadBalancer, all the prod
+// instances while gray ones remain; see WithPartition and
+// WithShrinkProtection) is held for up to DefaultSettle: that is what a
+// registry shows while its clients register again after a restart, gray
+// ones first by chance. A later update that is no longer a sudden shrink is
+// applied at once; at the end of the period the newest held list is
+// applied. Other changes are never delayed.
+type Cache struct {
+	src     Supplier
+	protect bool
+	grace   time.Duration
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*cacheEntry
+
+	shrinkKeep float64
+	settle     time.Duration
+	partition  func(Instance) string
+
+	refused atomic.Uint64
+	applied atomic.Uint64
+	held    atomic.Uint64
+}
+
+// CacheOption configures a Cache.
+type CacheOption func(*Cache)
+
+// WithEmptyProtection turns empty-update protection on or off (default on).
+func WithEmptyProtection(on bool) CacheOption { return func(c *Cache) { c.protect = on } }
+
+// WithEmptyGrace sets the grace period of empty-update protection.
+func WithEmptyGrace(d time.Duration) CacheOption { return func(c *Cache) { c.grace = d } }
+
+// DefaultSettle is how long the Cache holds a sudden shrink (see Cache):
+// long enough for Nacos clients to reconnect and register again after a
+// server restart or a cluster node's loss (5-7 s measured with r-nacos).
+const DefaultSettle = 10 * time.Second
+
+// WithShrinkProtection also holds an update that keeps less than keep
+// (0-1; default 0, off) of the last good list, for up to settle (default
+// DefaultSettle). Off by default: instances that deregister before they
+// shut down should stop getting traffic at once.
+func WithShrinkProtection(keep float64, settle time.Duration) CacheOption {
+	return func(c *Cache) { c.shrinkKeep, c.settle = keep, settle }
+}
+
+// WithPartition makes an update in which every instance of a guarded
+// partition (instances with the same non-empty key) leaves the list a
+// sudden shrink (instances that only changed partition do not count).
+// graylb.New guards the prod instances: a list that loses all of them at
+// once (while gray ones remain) is held, since every prod request would
+// fail on it; losing all gray instances is applied at once, as gray
+// requests then fall back to prod. nil turns it off.
+func WithPartition(key func(Instance) string) CacheOption {
+	return func(c *Cache) { c.partition = key }
+}
+
+// WithCacheLogger sets the Cache's logger (default slog.Default()).
+func WithCacheLogger(l *slog.Logger) CacheOption {
+	return func(c *Cache) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// NewCache returns a Cache over src.
+func NewCache(src Supplier, opts ...CacheOption) (*Cache, error) {
+	if src == nil {
+		return nil, errors.New("graylb: nil supplier")
+	}
+	c := &Cache{src: src, protect: true, grace: DefaultEmptyGrace, logger: slog.Default(), entries: map[string]*cacheEntry{},
+		settle: DefaultSettle}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return c, nil
+}
+
+type cacheEntry struct {
+	ready chan struct{} // closed when seeded
+	err   error         // seed error, set before ready is closed
+
+	snap atomic.Pointer[[]Instance]
+
+	mu       sync.Mutex // serialises apply and delivery
+	stop     func()
+	watchers map[uint64]func([]Instance)
+	nextID   uint64
+	recheck  *time.Timer
+	pending  *[]Instance // a held sudden shrink, newest first
+	settleT  *time.Timer
+}
+
+// CacheStats counts what the Cache did.
+type CacheStats struct {
+	Applied      uint64 // updates that replaced a list
+	RefusedEmpty uint64 // empty updates refused by the protection
+	HeldShrinks  uint64 // sudden shrinks held for the settle period
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() CacheStats {
+	return CacheStats{Applied: c.applied.Load(), RefusedEmpty: c.refused.Load(), HeldShrinks: c.held.Load()}
+}
+
+// Instances returns the cached usable instances of service, subscribing to
+// the source on first use.
+func (c *Cache) Instances(ctx context.Context, service string) ([]Instance, error) {
+	e, err := c.entry(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	return *e.snap.Load(), nil
+}
+
+// Watch calls fn with the usable instances of service each time they
+// change. Calls for one service do not overlap and come in order.
+func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
+	if fn == nil {
+		return nil, errors.New("graylb: nil watch function")
+	}
+	e, err := c.entry(context.Background(), service)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	id := e.nextID
+	e.nextID++
+	if e.watchers == nil {
+		e.watchers = map[uint64]func([]Instance){}
+	}
+	e.watchers[id] = fn
+	e.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.mu.Lock()
+			delete(e.watchers, id)
+			e.mu.Unlock()
+		})
+	}, nil
+}
+
+func (c *Cache) entry(ctx context.Context, service string) (*cacheEntry, error) {
+	if err := ValidateServiceName(service); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e := c.entries[service]
+	if e == nil {
+		e = &cacheEntry{ready: make(chan struct{})}
+		c.entries[service] = e
+		c.mu.Unlock()
+		c.seed(ctx, service, e)
+	} else {
+		c.mu.Unlock()
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e, nil
+}
+
+// seed subscribes to the source and queries it once.
+func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
+	defer close(e.ready)
+	stop, werr := c.src.Watch(service, func(list []Instance) { c.apply(service, e, list, false) })
+	list, qerr := c.src.Instances(ctx, service)
+	if qerr != nil {
+		if stop != nil {
+			stop()
+		}
+		e.err = fmt.Errorf("graylb: instances of %q: %w", service, qerr)
+		c.mu.Lock()
+		if c.entries[service] == e {
+			delete(c.entries, service)
+		}
+		c.mu.Unlock()
+		return
+	}
+	if werr != nil {
+		c.logger.Warn("graylb: watch failed; serving the seeded list without updates", "service", service, "err", werr)
+	}
+	e.mu.Lock()
+	e.stop = stop
+	if e.snap.Load() == nil { // a push may already have arrived
+		u := usable(list)
+		e.snap.Store(&u)
+	}
+	e.mu.Unlock()
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed && stop != nil { // Close ran while we seeded
+		stop()
+	}
+}
+
+// apply installs a list from the source. force skips the empty protection.
+func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool) {
+	u := usable(list)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.snap.Load()
+	if len(u) == 0 && old != nil && len(*old) > 0 && c.protect && !force {
+		n := c.refused.Add(1)
+		c.logger.Warn("graylb: refused an update that would empty the instance list; keeping the last good list",
+			"service", service, "kept", len(*old), "refused", n)
+		if c.grace > 0 && e.recheck == nil {
+			e.recheck = time.AfterFunc(c.grace, func() { c.recheckEmpty(service, e) })
+		}
+		return
+	}
+	if e.recheck != nil {
+		e.recheck.Stop()
+		e.recheck = nil
+	}
+	if !force && old != nil && c.protect && c.suddenShrink(*old, u) {
+		e.pending = &u
+		n := c.held.Add(1)
+		if e.settleT == nil {
+			e.settleT = time.AfterFunc(c.settle, func() { c.settled(service, e) })
+			c.logger.Warn("graylb: holding a sudden shrink of the instance list while the registry settles",
+				"service", service, "from", len(*old), "to", len(u), "held", n)
+		}
+		return
+	}
+	if e.settleT != nil {
+		e.settleT.Stop()
+		e.settleT, e.pending = nil, nil
+	}
+	e.snap.Store(&u)
+	c.applied.Add(1)
+	for _, fn := range e.watchers {
+		fn(u)
+	}
+}
+
+// suddenShrink reports whether next keeps less than shrinkKeep of old, or
+// loses every instance of one of old's partitions. Such lists are what a
+// registry shows while it refills after a restart, one client at a time.
+func (c *Cache) suddenShrink(old, next []Instance) bool {
+	if len(old) == 0 || c.settle <= 0 {
+		return false
+	}
+	if c.shrinkKeep > 0 && float64(len(next)) < c.shrinkKeep*float64(len(old)) {
+		return true
+	}
+	if c.partition == nil {
+		return false
+	}
+	// A guarded partition lost every instance, and those instances left
+	// the list (a kind flip keeps its address and is applied at once).
+	have := map[string]bool{}
+	for _, in := range next {
+		have[c.partition(in)] = true
+	}
+	missing := false
+	for _, in := range old {
+		if k := c.partition(in); k != "" && !have[k] {
+			missing = true
+			break
+		}
+	}
+	if !missing { // the usual case: no address strings built
+		return false
+	}
+	addrs := make(map[string]bool, len(next))
+	for _, in := range next {
+		addrs[in.Addr()] = true
+	}
+	lost := map[string]bool{}
+	for _, in := range old {
+		k := c.partition(in)
+		if k == "" || have[k] {
+			continue
+		}
+		if addrs[in.Addr()] {
+			lost[k] = false // it changed partition: not a disappearance
+		} else if _, seen := lost[k]; !seen {
+			lost[k] = true
+		}
+	}
+	for _, vanished := range lost {
+		if vanished {
+			return true
+		}
+	}
+	return false
+}
+
+// settled applies the newest held list once the settle period is over.
+func (c *Cache) settled(service string, e *cacheEntry) {
+	e.mu.Lock()
+	p := e.pending
+	e.settleT, e.pending = nil, nil
+	e.mu.Unlock()
+	if p != nil {
+		c.apply(service, e, *p, true)
+	}
+}
+
+// recheckEmpty asks the source again once the grace period has passed.
+func (c *Cache) recheckEmpty(service string, e *cacheEntry) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := c.src.Instances(ctx, service)
+	e.mu.Lock()
+	e.recheck = nil
+	e.mu.Unlock()
+	if err != nil {
+		c.logger.Warn("graylb: re-query after an empty update failed; keeping the last good list", "service", service, "err", err)
+		return
+	}
+	if len(usable(list)) == 0 {
+		c.logger.Warn("graylb: service is still empty after the grace period; accepting the empty list", "service", service)
+	}
+	c.apply(service, e, list, true)
+}
+
+// Close stops every subscription. Later calls return ErrClosed.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	entries := c.entries
+	c.entries = nil
+	c.mu.Unlock()
+	for _, e := range entries {
+		<-e.ready
+		e.mu.Lock()
+		if e.recheck != nil {
+			e.recheck.Stop()
+			e.recheck = nil
+		}
+		if e.settleT != nil {
+			e.settleT.Stop()
+			e.settleT, e.pending = nil, nil
+		}
+		stop := e.stop
+		e.stop = nil
+		e.watchers = nil
+		e.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	}
+	return nil
+}
