@@ -3,6 +3,7 @@ package graylb
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Errors returned by this package wrap one of them; test
@@ -40,13 +41,26 @@ func (e *NoInstanceError) Error() string {
 func (e *NoInstanceError) Is(target error) bool { return target == ErrNoInstance }
 
 // ValidateServiceName returns an error wrapping ErrInvalidService when name
-// is empty or longer than MaxServiceNameLen.
+// is empty, longer than MaxServiceNameLen, or holds what could break out of
+// a URL host, a header or a log line: a control character or space, '/',
+// '\\', '?', '#', or "..". Nacos group prefixes ("GROUP@@name") and
+// Dubbo-style names ("providers:com.acme.Api::") are accepted.
 func ValidateServiceName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty", ErrInvalidService)
 	case len(name) > MaxServiceNameLen:
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidService, len(name), MaxServiceNameLen)
+	case strings.Contains(name, ".."):
+		return fmt.Errorf("%w: %q holds \"..\"", ErrInvalidService, name)
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c <= ' ' || c == 0x7f:
+			return fmt.Errorf("%w: %q holds a control character or space", ErrInvalidService, name)
+		case c == '/' || c == '\\' || c == '?' || c == '#':
+			return fmt.Errorf("%w: %q holds %q", ErrInvalidService, name, c)
+		}
 	}
 	return nil
 }

@@ -318,9 +318,11 @@ func TestOddMetadataAndNames(t *testing.T) {
 			}
 		}
 	}
-	// Names: an instance name with odd bytes is still just a name.
-	require.NoError(t, reg.Register(NewInstance("svc with spaces/and\u00e9", "::1", 80, nil)))
-	_, err = lb.Pick(context.Background(), "svc with spaces/and\u00e9")
+	// Names: non-ASCII bytes are still just a name; a space or '/' could
+	// break out of a URL and is refused.
+	require.NoError(t, reg.Register(NewInstance("svc-and\u00e9", "::1", 80, nil)))
+	_, err = lb.Pick(context.Background(), "svc-and\u00e9")
 	require.NoError(t, err)
+	assert.ErrorIs(t, reg.Register(NewInstance("svc with spaces/and", "::1", 80, nil)), ErrInvalidService)
 	assert.Equal(t, "[::1]:80", NewInstance("s", "::1", 80, nil).Addr())
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"strconv"
 )
 
@@ -36,7 +37,10 @@ func (i Instance) Usable() bool {
 }
 
 // Validate returns an error wrapping ErrInvalidInstance (or
-// ErrInvalidService) when the instance cannot be registered.
+// ErrInvalidService) when the instance cannot be registered or routed to:
+// the host must be an IP address (an IPv6 zone allowed) or a host name of
+// letters, digits, '-', '_' and '.', at most 253 bytes, so that no pick can
+// build a URL or a header out of it that says more than host:port.
 func (i Instance) Validate() error {
 	if err := ValidateServiceName(i.Service); err != nil {
 		return err
@@ -44,6 +48,8 @@ func (i Instance) Validate() error {
 	switch {
 	case i.Host == "":
 		return fmt.Errorf("%w: %s: empty host", ErrInvalidInstance, i.Service)
+	case !validHost(i.Host):
+		return fmt.Errorf("%w: %s: host %q is not an IP address or a host name", ErrInvalidInstance, i.Service, i.Host)
 	case i.Port < 1 || i.Port > 65535:
 		return fmt.Errorf("%w: %s: port %d is not within 1-65535", ErrInvalidInstance, i.Service, i.Port)
 	case math.IsNaN(i.Weight) || math.IsInf(i.Weight, 0) || i.Weight < 0:
@@ -61,4 +67,24 @@ func usable(list []Instance) []Instance {
 		}
 	}
 	return out
+}
+
+// validHost reports whether h is an IP address or a host name made of
+// ASCII letters, digits, '-', '_' and '.' (at most 253 bytes).
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	if len(h) > 253 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
