@@ -28,14 +28,25 @@ const DefaultEmptyGrace = 30 * time.Second
 // stale forever (nacos-sdk-go issue #781). A grace of zero or less holds the
 // last good list until a non-empty update arrives.
 //
-// With the same protection, a sudden shrink (an update that loses every
-// instance of a guarded partition: for a LoadBalancer, all the prod
-// instances while gray ones remain; see WithPartition and
-// WithShrinkProtection) is held for up to DefaultSettle: that is what a
-// registry shows while its clients register again after a restart, gray
-// ones first by chance. A later update that is no longer a sudden shrink is
-// applied at once; at the end of the period the newest held list is
-// applied. Other changes are never delayed.
+// With the same protection, a sudden shrink (an update in which every
+// instance of a kind vanished; see WithPartition and WithShrinkProtection)
+// can be held: that is what a registry shows while its clients register
+// again after a restart, in whatever order they reconnect. When the source
+// reports registry refills (it implements Refiller), a sudden shrink is
+// held only while a refill is under way, and then for every kind (prod and
+// gray alike: a refill changes nothing for traffic of either kind), until
+// the refill window ends; outside a refill it is applied at the next update,
+// so a deliberate deregistration takes effect at once. A source that does
+// not report refills gets the guarded kinds (non-empty partition keys: for
+// a LoadBalancer, prod) held for up to DefaultSettle. A later update that is
+// no longer a sudden shrink is applied at once; when the hold ends the
+// newest held list is applied. Other changes are never delayed.
+//
+// A service whose first query fails is remembered for a short while (see
+// WithSeedRetry): callers asking for it meanwhile get the same error at
+// once instead of waiting on an unreachable source again. At most
+// maxSeedFailures names are remembered, so memory stays bounded whatever
+// names callers send.
 type Cache struct {
 	src     Supplier
 	protect bool
@@ -49,6 +60,9 @@ type Cache struct {
 	shrinkKeep float64
 	settle     time.Duration
 	partition  func(Instance) string
+
+	seedRetry time.Duration
+	failed    map[string]seedFailure // guarded by mu; at most maxSeedFailures
 
 	refused atomic.Uint64
 	applied atomic.Uint64
@@ -77,16 +91,58 @@ func WithShrinkProtection(keep float64, settle time.Duration) CacheOption {
 	return func(c *Cache) { c.shrinkKeep, c.settle = keep, settle }
 }
 
-// WithPartition makes an update in which every instance of a guarded
-// partition (instances with the same non-empty key) leaves the list a
-// sudden shrink (instances that only changed partition do not count).
-// graylb.New guards the prod instances: a list that loses all of them at
-// once (while gray ones remain) is held, since every prod request would
-// fail on it; losing all gray instances is applied at once, as gray
-// requests then fall back to prod. nil turns it off.
+// Refiller is implemented by a Supplier whose registry can lose its
+// instance lists and fill them again as its clients reconnect and register
+// anew (a restarted registry server, a lost cluster node, a client that
+// reconnected). While a refill is under way the lists it hands over may
+// lack instances that are alive and only re-registering.
+//
+// RefillUntil returns the end of the current refill window; a zero or past
+// time means the registry is settled and every list reflects deliberate
+// registrations and deregistrations. It must be cheap and safe for
+// concurrent use; the Cache calls it on list changes only.
+type Refiller interface {
+	RefillUntil() time.Time
+}
+
+// maxRefillHold bounds how long one sudden shrink is held while a
+// Refiller keeps extending its refill window, in multiples of the settle
+// period.
+const maxRefillHold = 3
+
+// WithPartition sets the kind of each instance (instances with the same
+// key form a partition; for a LoadBalancer, the routing kind). An update
+// in which every instance of a partition left the list is a sudden shrink
+// (instances that only changed partition do not count). While the source
+// refills (see Refiller) every partition is guarded, the one with the
+// empty key included; otherwise, and for sources that are not Refillers,
+// only partitions with a non-empty key are. graylb.New guards the prod
+// instances that way: outside a refill, losing all gray instances is
+// applied at once, as gray requests then fall back to prod. The function
+// is called on list changes only and must classify as routing does at
+// that moment. nil turns it off.
 func WithPartition(key func(Instance) string) CacheOption {
 	return func(c *Cache) { c.partition = key }
 }
+
+// DefaultSeedRetry is how long the Cache remembers that the first query
+// of a service failed (see WithSeedRetry).
+const DefaultSeedRetry = time.Second
+
+// maxSeedFailures bounds the failed first queries the Cache remembers.
+const maxSeedFailures = 4096
+
+type seedFailure struct {
+	err   error
+	until time.Time
+}
+
+// WithSeedRetry sets how long a failed first query of a service is
+// remembered (default DefaultSeedRetry): calls for that service within the
+// period return the same error without asking the source again; the first
+// call after it asks again, so the Cache recovers on its own. Zero or less
+// asks the source on every call.
+func WithSeedRetry(d time.Duration) CacheOption { return func(c *Cache) { c.seedRetry = d } }
 
 // WithCacheLogger sets the Cache's logger (default slog.Default()).
 func WithCacheLogger(l *slog.Logger) CacheOption {
@@ -103,7 +159,7 @@ func NewCache(src Supplier, opts ...CacheOption) (*Cache, error) {
 		return nil, errors.New("graylb: nil supplier")
 	}
 	c := &Cache{src: src, protect: true, grace: DefaultEmptyGrace, logger: slog.Default(), entries: map[string]*cacheEntry{},
-		settle: DefaultSettle}
+		settle: DefaultSettle, seedRetry: DefaultSeedRetry, failed: map[string]seedFailure{}}
 	for _, o := range opts {
 		if o != nil {
 			o(c)
@@ -125,6 +181,7 @@ type cacheEntry struct {
 	recheck  *time.Timer
 	pending  *[]Instance // a held sudden shrink, newest first
 	settleT  *time.Timer
+	heldAt   time.Time // when the current hold began
 }
 
 // CacheStats counts what the Cache did.
@@ -191,6 +248,13 @@ func (c *Cache) entry(ctx context.Context, service string) (*cacheEntry, error) 
 	}
 	e := c.entries[service]
 	if e == nil {
+		if f, ok := c.failed[service]; ok {
+			if time.Now().Before(f.until) {
+				c.mu.Unlock()
+				return nil, f.err
+			}
+			delete(c.failed, service)
+		}
 		e = &cacheEntry{ready: make(chan struct{})}
 		c.entries[service] = e
 		c.mu.Unlock()
@@ -223,6 +287,11 @@ func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 		if c.entries[service] == e {
 			delete(c.entries, service)
 		}
+		// The caller's own deadline or cancellation says nothing about the
+		// source: only the source's failures are remembered.
+		if c.seedRetry > 0 && ctx.Err() == nil && c.failed != nil {
+			c.rememberFailure(service, e.err)
+		}
 		c.mu.Unlock()
 		return
 	}
@@ -244,6 +313,27 @@ func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 	}
 }
 
+// rememberFailure records a failed first query; c.mu is held. The map
+// never holds more than maxSeedFailures names: expired ones go first, then
+// any one.
+func (c *Cache) rememberFailure(service string, err error) {
+	now := time.Now()
+	if len(c.failed) >= maxSeedFailures {
+		for k, f := range c.failed {
+			if !now.Before(f.until) {
+				delete(c.failed, k)
+			}
+		}
+		for k := range c.failed {
+			if len(c.failed) < maxSeedFailures {
+				break
+			}
+			delete(c.failed, k)
+		}
+	}
+	c.failed[service] = seedFailure{err: err, until: now.Add(c.seedRetry)}
+}
+
 // apply installs a list from the source. force skips the empty protection.
 func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool) {
 	u := usable(list)
@@ -263,15 +353,18 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 		e.recheck.Stop()
 		e.recheck = nil
 	}
-	if !force && old != nil && c.protect && c.suddenShrink(*old, u) {
-		e.pending = &u
-		n := c.held.Add(1)
-		if e.settleT == nil {
-			e.settleT = time.AfterFunc(c.settle, func() { c.settled(service, e) })
-			c.logger.Warn("graylb: holding a sudden shrink of the instance list while the registry settles",
-				"service", service, "from", len(*old), "to", len(u), "held", n)
+	if !force && old != nil && c.protect {
+		if wait, refill, ok := c.holdFor(); ok && c.suddenShrink(*old, u, refill) {
+			e.pending = &u
+			n := c.held.Add(1)
+			if e.settleT == nil {
+				e.heldAt = time.Now()
+				e.settleT = time.AfterFunc(wait, func() { c.settled(service, e) })
+				c.logger.Warn("graylb: holding a sudden shrink of the instance list while the registry settles",
+					"service", service, "from", len(*old), "to", len(u), "refill", refill, "held", n)
+			}
+			return
 		}
-		return
 	}
 	if e.settleT != nil {
 		e.settleT.Stop()
@@ -284,11 +377,29 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 	}
 }
 
+// holdFor reports whether a sudden shrink may be held now, for how long,
+// and whether the source is refilling (then every partition is guarded).
+func (c *Cache) holdFor() (wait time.Duration, refill, ok bool) {
+	if c.settle <= 0 {
+		return 0, false, false
+	}
+	r, isRefiller := c.src.(Refiller)
+	if !isRefiller {
+		return c.settle, false, true
+	}
+	wait = time.Until(r.RefillUntil())
+	if wait <= 0 {
+		return 0, false, false
+	}
+	return wait, true, true
+}
+
 // suddenShrink reports whether next keeps less than shrinkKeep of old, or
-// loses every instance of one of old's partitions. Such lists are what a
-// registry shows while it refills after a restart, one client at a time.
-func (c *Cache) suddenShrink(old, next []Instance) bool {
-	if len(old) == 0 || c.settle <= 0 {
+// loses every instance of one of old's guarded partitions (all of them,
+// the empty key included, when all is set). Such lists are what a registry
+// shows while it refills after a restart, one client at a time.
+func (c *Cache) suddenShrink(old, next []Instance, all bool) bool {
+	if len(old) == 0 {
 		return false
 	}
 	if c.shrinkKeep > 0 && float64(len(next)) < c.shrinkKeep*float64(len(old)) {
@@ -305,7 +416,7 @@ func (c *Cache) suddenShrink(old, next []Instance) bool {
 	}
 	missing := false
 	for _, in := range old {
-		if k := c.partition(in); k != "" && !have[k] {
+		if k := c.partition(in); (all || k != "") && !have[k] {
 			missing = true
 			break
 		}
@@ -320,7 +431,7 @@ func (c *Cache) suddenShrink(old, next []Instance) bool {
 	lost := map[string]bool{}
 	for _, in := range old {
 		k := c.partition(in)
-		if k == "" || have[k] {
+		if (!all && k == "") || have[k] {
 			continue
 		}
 		if addrs[in.Addr()] {
@@ -337,9 +448,26 @@ func (c *Cache) suddenShrink(old, next []Instance) bool {
 	return false
 }
 
-// settled applies the newest held list once the settle period is over.
+// settled applies the newest held list once the hold is over: the settle
+// period, or the source's refill window. A refill window that was extended
+// meanwhile extends the hold, up to maxRefillHold settle periods in all.
 func (c *Cache) settled(service string, e *cacheEntry) {
 	e.mu.Lock()
+	if e.settleT == nil { // applied or stopped meanwhile
+		e.mu.Unlock()
+		return
+	}
+	if r, ok := c.src.(Refiller); ok {
+		limit := e.heldAt.Add(maxRefillHold * c.settle)
+		if until := r.RefillUntil(); until.After(time.Now()) && time.Now().Before(limit) {
+			if until.After(limit) {
+				until = limit
+			}
+			e.settleT = time.AfterFunc(time.Until(until), func() { c.settled(service, e) })
+			e.mu.Unlock()
+			return
+		}
+	}
 	p := e.pending
 	e.settleT, e.pending = nil, nil
 	e.mu.Unlock()

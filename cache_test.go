@@ -3,6 +3,7 @@ package graylb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -146,7 +147,7 @@ func TestCache_OneSubscriptionFannedOut(t *testing.T) {
 
 func TestCache_SeedFailureIsRetried(t *testing.T) {
 	src := &fakeSource{err: errors.New("down")}
-	c, _ := NewCache(src)
+	c, _ := NewCache(src, WithSeedRetry(0))
 	defer c.Close()
 	_, err := c.Instances(context.Background(), "svc")
 	require.Error(t, err)
@@ -246,4 +247,184 @@ func TestCache_ShrinkProtectionByShare(t *testing.T) {
 	src.push(list[:2])
 	got, _ = c.Instances(context.Background(), "svc")
 	assert.Len(t, got, 2, "keeping half is applied")
+}
+
+// refillSource is a fakeSource that reports registry refills.
+type refillSource struct {
+	fakeSource
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (r *refillSource) RefillUntil() time.Time { r.mu.Lock(); defer r.mu.Unlock(); return r.until }
+
+func (r *refillSource) refillFor(d time.Duration) {
+	r.mu.Lock()
+	r.until = time.Now().Add(d)
+	r.mu.Unlock()
+}
+
+// A registry restart: the first pushes after it hold the prod instances
+// before the gray one has registered again. Gray stays gray while the
+// registry refills; the list is applied once the gray instance is back.
+func TestCache_RefillHoldsVanishedGray(t *testing.T) {
+	p1, p2, g1 := inst("svc", 1), inst("svc", 2), inst("svc", 3, "gray", "true")
+	src := &refillSource{}
+	src.list = []Instance{p1, p2, g1}
+	lb, err := New(src, WithContextHandler(testHandler))
+	require.NoError(t, err)
+	defer lb.Close()
+	gray := withHeaders(context.Background(), "gray", "true")
+	_, err = lb.Pick(gray, "svc")
+	require.NoError(t, err)
+
+	src.refillFor(time.Hour)
+	src.push([]Instance{p1})     // prod-2 and gray-1 not yet back
+	src.push([]Instance{p1, p2}) // every gray instance still missing
+	for i := 0; i < 10; i++ {
+		in, err := lb.Pick(gray, "svc")
+		require.NoError(t, err)
+		assert.Equal(t, 3, in.Port, "gray requests stay on gray while the registry refills")
+	}
+	assert.EqualValues(t, 2, lb.Supplier().Stats().HeldShrinks)
+	src.push([]Instance{g1}) // every prod instance missing: held as well
+	in, err := lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	assert.NotEqual(t, 3, in.Port)
+
+	src.push([]Instance{p1, p2, g1}) // refilled: applied at once
+	assert.EqualValues(t, 3, lb.Supplier().Stats().HeldShrinks)
+	in, err = lb.Pick(gray, "svc")
+	require.NoError(t, err)
+	assert.Equal(t, 3, in.Port)
+}
+
+// Outside a refill window a deliberate deregistration of every prod (or
+// every gray) instance applies at the next update.
+func TestCache_DeliberateDeregistrationAppliesAtOnce(t *testing.T) {
+	p1, p2, g1 := inst("svc", 1), inst("svc", 2), inst("svc", 3, "gray", "true")
+	src := &refillSource{}
+	src.list = []Instance{p1, p2, g1}
+	lb, err := New(src, WithContextHandler(testHandler))
+	require.NoError(t, err)
+	defer lb.Close()
+	_, err = lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	src.push([]Instance{g1})
+	_, err = lb.Pick(context.Background(), "svc")
+	require.ErrorIs(t, err, ErrNoInstance, "every prod instance deregistered: prod fails at once")
+	src.push([]Instance{p1, p2, g1})
+	src.push([]Instance{p1, p2})
+	in, err := lb.Pick(withHeaders(context.Background(), "gray", "true"), "svc")
+	require.NoError(t, err)
+	assert.NotEqual(t, 3, in.Port, "every gray instance deregistered: gray falls back at once")
+	assert.Zero(t, lb.Supplier().Stats().HeldShrinks)
+}
+
+// A held list is applied when the refill window ends.
+func TestCache_RefillHoldEndsWithTheWindow(t *testing.T) {
+	p1, g1 := inst("svc", 1), inst("svc", 3, "gray", "true")
+	src := &refillSource{}
+	src.list = []Instance{p1, g1}
+	c, err := NewCache(src, WithPartition(func(in Instance) string {
+		if in.Metadata["gray"] == "true" {
+			return ""
+		}
+		return "prod"
+	}))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	src.refillFor(300 * time.Millisecond)
+	start := time.Now()
+	src.push([]Instance{p1})
+	got, _ := c.Instances(context.Background(), "svc")
+	require.Len(t, got, 2, "held while refilling")
+	require.Eventually(t, func() bool {
+		got, _ := c.Instances(context.Background(), "svc")
+		return len(got) == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Less(t, time.Since(start), 3*time.Second, "applied at the end of the window, not after DefaultSettle")
+}
+
+// countingSource fails every query and counts them.
+type countingSource struct {
+	fakeSource
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *countingSource) Instances(ctx context.Context, service string) ([]Instance, error) {
+	s.mu.Lock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[service]++
+	s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.fakeSource.Instances(ctx, service)
+}
+
+func (s *countingSource) count(service string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[service]
+}
+
+// With the registry unreachable, a service that has no list fails fast
+// after the first failure, with its cause, and recovers on its own.
+func TestCache_FailedSeedFailsFastThenRecovers(t *testing.T) {
+	src := &countingSource{}
+	src.err = errors.New("registry unreachable")
+	c, err := NewCache(src, WithSeedRetry(200*time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close()
+	for i := 0; i < 50; i++ {
+		_, err := c.Instances(context.Background(), "svc")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "registry unreachable", "the cause is named")
+	}
+	assert.Equal(t, 1, src.count("svc"), "the source is asked once per retry period")
+	src.fakeSource.mu.Lock()
+	src.err, src.list = nil, []Instance{inst("svc", 1)}
+	src.fakeSource.mu.Unlock()
+	require.Eventually(t, func() bool {
+		got, err := c.Instances(context.Background(), "svc")
+		return err == nil && len(got) == 1
+	}, 5*time.Second, 10*time.Millisecond, "recovers on its own")
+}
+
+// The remembered failures stay bounded whatever names callers send.
+func TestCache_FailedSeedsBounded(t *testing.T) {
+	src := &countingSource{}
+	src.err = ErrUnknownService
+	c, err := NewCache(src, WithSeedRetry(time.Hour))
+	require.NoError(t, err)
+	defer c.Close()
+	for i := 0; i < 3*maxSeedFailures; i++ {
+		_, err := c.Instances(context.Background(), fmt.Sprintf("unknown-%d", i))
+		require.ErrorIs(t, err, ErrUnknownService)
+	}
+	c.mu.Lock()
+	n, entries := len(c.failed), len(c.entries)
+	c.mu.Unlock()
+	assert.LessOrEqual(t, n, maxSeedFailures)
+	assert.Zero(t, entries)
+}
+
+// A caller's own deadline is not remembered as the source's failure.
+func TestCache_CallerDeadlineNotRemembered(t *testing.T) {
+	src := &countingSource{}
+	src.list = []Instance{inst("svc", 1)}
+	c, _ := NewCache(src)
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _ = c.Instances(ctx, "svc")
+	got, err := c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	assert.Len(t, got, 1)
 }
