@@ -2,6 +2,8 @@ package graylb
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -27,16 +29,34 @@ func isASCII(s string) bool {
 }
 
 func FuzzParseRules(f *testing.F) {
-	for _, s := range []string{`{}`, `{"closed":true}`, `{"grayUsers":["a"],"canaryPercent":5}`, `{"grayAddresses":["h:1"]}`, `{`} {
+	for _, s := range []string{`{}`, `{"closed":true}`, `{"grayUsers":["a"],"canaryPercent":5}`, `{"grayAddresses":["h:1"]}`, `{`,
+		`null`, `{"closed":true,"closed":false}`, `{"Closed":true}`, `{"canaryPercent":0.004}`, `{"grayUsers":null}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := ParseRules(data)
 		if err != nil {
+			if !errors.Is(err, ErrInvalidRules) {
+				t.Fatalf("error does not wrap ErrInvalidRules: %v", err)
+			}
 			return
 		}
 		if err := r.Validate(); err != nil {
 			t.Fatalf("parsed rules do not validate: %v", err)
+		}
+		// An accepted document is an object whose keys are Rules' keys to
+		// the letter, none of them null, and its canary is exact.
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(data, &top); err != nil || top == nil {
+			t.Fatalf("accepted a document that is not an object: %q", data)
+		}
+		for k, v := range top {
+			if !ruleKeys[k] || string(v) == "null" {
+				t.Fatalf("accepted key %q = %s", k, v)
+			}
+		}
+		if c, _ := compileRules(r); r.CanaryPercent > 0 && c.canary == 0 {
+			t.Fatalf("accepted canaryPercent %v, which rounds to 0", r.CanaryPercent)
 		}
 	})
 }

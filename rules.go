@@ -11,7 +11,9 @@ import (
 	"math"
 	"net"
 	"os"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -38,7 +40,7 @@ type Rules struct {
 	// GrayAddresses: an instance whose host or host:port is listed is gray,
 	// whatever its metadata says.
 	GrayAddresses []string `json:"grayAddresses,omitempty"`
-	// CanaryPercent (0-100, two decimals) of the requests whose kind was not
+	// CanaryPercent (0-100, in steps of 0.01) of the requests whose kind was not
 	// set explicitly (no header, no context value, caller not gray) go gray;
 	// sticky by a hash of the user id when the request has one. A request
 	// that says gray: false stays prod.
@@ -54,25 +56,85 @@ func (r Rules) Validate() error {
 	return err
 }
 
-// ParseRules parses and validates a JSON rule document. Unknown fields are
-// refused, so a misspelt key is an error rather than a silent no-op.
+// ParseRules parses and validates a JSON rule document. It refuses, with
+// an error wrapping ErrInvalidRules that names the problem, every document
+// that could switch rules off by accident: anything but a JSON object
+// (`null` included), an unknown key, a key in another letter case than
+// documented ("Closed"), a key given twice, a key whose value is null,
+// trailing data, and the value errors of Rules.Validate.
 func ParseRules(data []byte) (Rules, error) {
 	var r Rules
 	if len(data) > MaxRulesSize {
 		return r, fmt.Errorf("%w: document of %d bytes, at most %d", ErrInvalidRules, len(data), MaxRulesSize)
+	}
+	if err := checkKeys(data); err != nil {
+		return r, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
 		return Rules{}, fmt.Errorf("%w: %v", ErrInvalidRules, err)
 	}
-	if dec.More() {
-		return Rules{}, fmt.Errorf("%w: trailing data after the document", ErrInvalidRules)
-	}
 	if err := r.Validate(); err != nil {
 		return Rules{}, err
 	}
 	return r, nil
+}
+
+// ruleKeys are the JSON keys of Rules, exactly as documented.
+var ruleKeys = func() map[string]bool {
+	keys := map[string]bool{}
+	t := reflect.TypeOf(Rules{})
+	for i := 0; i < t.NumField(); i++ {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			keys[name] = true
+		}
+	}
+	return keys
+}()
+
+// checkKeys checks the document's top level: one JSON object whose keys are
+// Rules' keys to the letter, each given once and not null. encoding/json
+// alone would accept null, let a repeated key win over the first, and match
+// keys in any letter case.
+func checkKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRules, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("%w: the document is not a JSON object (it starts with %v)", ErrInvalidRules, tok)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidRules, err)
+		}
+		key, _ := tok.(string)
+		switch {
+		case !ruleKeys[key]:
+			return fmt.Errorf("%w: unknown key %q (keys are case-sensitive)", ErrInvalidRules, key)
+		case seen[key]:
+			return fmt.Errorf("%w: key %q appears twice", ErrInvalidRules, key)
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("%w: %q: %v", ErrInvalidRules, key, err)
+		}
+		if string(v) == "null" {
+			return fmt.Errorf("%w: key %q is null", ErrInvalidRules, key)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return fmt.Errorf("%w: %v", ErrInvalidRules, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the document", ErrInvalidRules)
+	}
+	return nil
 }
 
 const canaryScale = 10000 // canary resolution: 0.01 %
@@ -95,6 +157,12 @@ func compileRules(r Rules) (*compiledRules, error) {
 		return nil, fmt.Errorf("%w: canaryPercent %v is not within 0-100", ErrInvalidRules, p)
 	}
 	c.canary = uint32(math.Round(p * canaryScale / 100))
+	if p > 0 && c.canary == 0 {
+		return nil, fmt.Errorf("%w: canaryPercent %v is below the resolution of 0.01", ErrInvalidRules, p)
+	}
+	if steps := p * 100; math.Abs(steps-math.Round(steps)) > 1e-6 {
+		return nil, fmt.Errorf("%w: canaryPercent %v is not a multiple of 0.01 (the resolution)", ErrInvalidRules, p)
+	}
 	if len(r.GrayUsers) > 0 {
 		c.users = make(map[string]struct{}, len(r.GrayUsers))
 		for i, u := range r.GrayUsers {
