@@ -67,6 +67,12 @@ type LoadBalancer struct {
 	mu       sync.Mutex // guards adding services, Close
 	closed   atomic.Bool
 	ruleStop func()
+
+	watchMu      sync.Mutex
+	ruleWatchers map[uint64]func()
+	nextWatch    uint64
+
+	testHookServiceBuilt func() // tests: runs after a new service's first build, before it is published
 }
 
 type service struct {
@@ -242,7 +248,43 @@ func (lb *LoadBalancer) SetRules(r Rules) error {
 		lb.rebuild(s, s.list)
 		s.mu.Unlock()
 	}
+	lb.rulesChanged()
 	return nil
+}
+
+// OnRulesChange calls fn after each accepted rules change, once every
+// service's routing follows it, until stop is called. Adapters that keep
+// routing of their own (the gRPC balancer's pickers) rebuild it there, off
+// the pick path. fn must not block.
+func (lb *LoadBalancer) OnRulesChange(fn func()) (stop func()) {
+	lb.watchMu.Lock()
+	defer lb.watchMu.Unlock()
+	id := lb.nextWatch
+	lb.nextWatch++
+	if lb.ruleWatchers == nil {
+		lb.ruleWatchers = map[uint64]func(){}
+	}
+	lb.ruleWatchers[id] = fn
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			lb.watchMu.Lock()
+			delete(lb.ruleWatchers, id)
+			lb.watchMu.Unlock()
+		})
+	}
+}
+
+func (lb *LoadBalancer) rulesChanged() {
+	lb.watchMu.Lock()
+	fns := make([]func(), 0, len(lb.ruleWatchers))
+	for _, fn := range lb.ruleWatchers {
+		fns = append(fns, fn)
+	}
+	lb.watchMu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
 }
 
 // Pick returns an instance of service for the request in ctx.
@@ -437,6 +479,9 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 		lb.rebuild(s, l)
 		s.mu.Unlock()
 	}
+	if lb.testHookServiceBuilt != nil {
+		lb.testHookServiceBuilt()
+	}
 	old := *lb.services.Load()
 	m := make(map[string]*service, len(old)+1)
 	for k, v := range old {
@@ -444,19 +489,28 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 	}
 	m[name] = s
 	lb.services.Store(&m)
+	// A SetRules that ran between the build and the publication above did
+	// not see s in the map; it stored its rules first, so they are visible
+	// here (both sides use sequentially consistent atomics).
+	s.mu.Lock()
+	if s.tree.Load().rules != lb.rules.Load() {
+		lb.rebuild(s, s.list)
+	}
+	s.mu.Unlock()
 	return s, nil
 }
 
 // rebuild builds and installs the tree for list; s.mu is held. A failed
 // build keeps the previous tree.
 func (lb *LoadBalancer) rebuild(s *service, list []Instance) {
-	t, err := buildTree(s.name, list, lb.filters, lb.rules.Load(), lb.policy)
+	rules := lb.rules.Load()
+	t, err := buildTree(s.name, list, lb.filters, rules, lb.policy)
 	if err != nil {
 		lb.logger.Error("graylb: keeping the previous routing", "service", s.name, "err", err)
 		if s.tree.Load() != nil {
 			return
 		}
-		t, _ = buildTree(s.name, nil, lb.filters[:1], lb.rules.Load(), lb.policy)
+		t, _ = buildTree(s.name, nil, lb.filters[:1], rules, lb.policy)
 	}
 	s.list = list
 	s.tree.Store(t)

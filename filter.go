@@ -50,8 +50,9 @@ type node struct {
 
 // tree is the immutable routing snapshot of one service.
 type tree struct {
-	root *node
-	gray *grayStage // root.stage, held concretely for the kind and outcome
+	root  *node
+	gray  *grayStage     // root.stage, held concretely for the kind and outcome
+	rules *compiledRules // the rules it was built with
 }
 
 // buildTree runs the filters over the usable instances. filters[0] is the
@@ -67,7 +68,7 @@ func buildTree(service string, instances []Instance, filters []ServerFilter, rul
 	if gs == nil {
 		return nil, fmt.Errorf("graylb: building the routing of %q: first filter is not the gray filter", service)
 	}
-	return &tree{root: root, gray: gs}, nil
+	return &tree{root: root, gray: gs, rules: rules}, nil
 }
 
 func buildNode(in BuildInfo, filters []ServerFilter, policy Policy) *node {
