@@ -40,6 +40,14 @@ func nacosAddr(t *testing.T) string {
 	return addr
 }
 
+// waitConnected waits up to timeout for an SDK client to connect.
+func waitConnected(nc interface{ ServerHealthy() bool }, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for !nc.ServerHealthy() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // polling: the SDK offers no connection event
+	}
+}
+
 func uniqueService(t *testing.T) string {
 	return fmt.Sprintf("it-%s-%d", t.Name(), time.Now().UnixNano()%1e9)
 }

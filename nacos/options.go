@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -40,17 +42,45 @@ type config struct {
 	logger      *slog.Logger
 	naming      naming_client.INamingClient
 	configCl    config_client.IConfigClient
-	namingOwned bool
+	client      *Client
+	reconcile   time.Duration
+	refill      time.Duration
+	connectWait time.Duration
+}
+
+// DefaultReconcile is how often a Supplier re-reads each subscribed
+// service from the server (see WithReconcile).
+const DefaultReconcile = 15 * time.Second
+
+// DefaultRefillWindow is how long after a connection change the registry
+// counts as refilling (see Client.RefillUntil): long enough for every
+// client to reconnect and register again after a server restart or the
+// loss of a cluster node (5-7 s measured with a local Nacos-compatible
+// server).
+const DefaultRefillWindow = 10 * time.Second
+
+// defaultDir is where the SDK's cache and log folders go unless set:
+// os.UserCacheDir()/graylb/nacos, or the system's temporary folder when
+// the user has no cache folder.
+func defaultDir(sub string) string {
+	base, err := os.UserCacheDir()
+	if err != nil || base == "" {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "graylb", "nacos", sub)
 }
 
 func newConfig(opts []Option) *config {
 	c := &config{
-		servers:   []string{"127.0.0.1:8848"},
-		group:     constant.DEFAULT_GROUP,
-		timeout:   5 * time.Second,
-		logLevel:  "warn",
-		loadCache: true,
-		logger:    slog.Default(),
+		servers:     []string{"127.0.0.1:8848"},
+		group:       constant.DEFAULT_GROUP,
+		timeout:     5 * time.Second,
+		logLevel:    "error",
+		loadCache:   true,
+		logger:      slog.Default(),
+		reconcile:   DefaultReconcile,
+		refill:      DefaultRefillWindow,
+		connectWait: 3 * time.Second,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -113,14 +143,42 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithCacheDir sets the SDK's disk cache folder, from which a process
-// started while Nacos is unreachable serves its first lists.
+// started while Nacos is unreachable serves its first lists (default
+// os.UserCacheDir()/graylb/nacos/cache). The SDK writes instance lists
+// there in plain text.
 func WithCacheDir(dir string) Option { return func(c *config) { c.cacheDir = dir } }
 
-// WithLogDir sets the SDK's log folder.
+// WithLogDir sets the SDK's log folder (default
+// os.UserCacheDir()/graylb/nacos/log). The SDK keeps one logger per
+// process: the last client built sets its folder and level.
 func WithLogDir(dir string) Option { return func(c *config) { c.logDir = dir } }
 
-// WithLogLevel sets the SDK's log level (default warn).
+// WithLogLevel sets the SDK's log level: debug, info, warn or error
+// (default error; at warn the SDK logs about 1.6 MB per 30 s while the
+// server is unreachable).
 func WithLogLevel(level string) Option { return func(c *config) { c.logLevel = level } }
+
+// WithClient makes NewSupplier, NewRuleSource and Register use c, one
+// connection shared by all of them; their Close then leaves c open. The
+// Client's options (servers, namespace, credentials, folders) apply; the
+// group, clusters and logger still come from the other options.
+func WithClient(c *Client) Option { return func(cfg *config) { cfg.client = c } }
+
+// WithReconcile sets how often a Supplier re-reads every subscribed
+// service from the server and hands over the list when it differs from
+// the last one (default DefaultReconcile; zero or less turns it off). It
+// repairs lists a lost or dropped push left stale.
+func WithReconcile(d time.Duration) Option { return func(c *config) { c.reconcile = d } }
+
+// WithRefillWindow sets how long after a connection change the registry
+// counts as refilling (default DefaultRefillWindow; see Client.RefillUntil).
+func WithRefillWindow(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.refill = d
+		}
+	}
+}
 
 // WithoutDiskCacheAtStart does not load the SDK's disk cache at start.
 func WithoutDiskCacheAtStart() Option { return func(c *config) { c.loadCache = false } }
@@ -136,6 +194,11 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithNamingClient uses an existing SDK naming client instead of building
 // one; Close then leaves it open.
+//
+// Such a client reads instance lists from its own cache, which its UDP
+// push receiver (no authentication, every interface) also writes: lists
+// can then come from anyone who can send it a datagram. Prefer WithClient,
+// whose lists come only from the server.
 func WithNamingClient(nc naming_client.INamingClient) Option {
 	return func(c *config) { c.naming = nc }
 }
@@ -159,7 +222,9 @@ func (c *config) params() (vo.NacosClientParam, error) {
 		if err != nil || p == 0 || p > 64535 || host == "" {
 			return vo.NacosClientParam{}, fmt.Errorf("%w: server %q: want host:port with a port below 64536", ErrConfig, a)
 		}
-		scs = append(scs, *constant.NewServerConfig(host, p, constant.WithContextPath("/nacos")))
+		sc := *constant.NewServerConfig(host, p, constant.WithContextPath("/nacos"))
+		sc.GrpcPort = p + constant.RpcPortOffset
+		scs = append(scs, sc)
 	}
 	opts := []constant.ClientOption{
 		constant.WithNamespaceId(c.namespace),
@@ -174,31 +239,18 @@ func (c *config) params() (vo.NacosClientParam, error) {
 		constant.WithAccessKey(c.accessKey),
 		constant.WithSecretKey(c.secretKey),
 	}
-	if c.cacheDir != "" {
-		opts = append(opts, constant.WithCacheDir(c.cacheDir))
+	cacheDir, logDir := c.cacheDir, c.logDir
+	if cacheDir == "" {
+		cacheDir = defaultDir("cache")
 	}
-	if c.logDir != "" {
-		opts = append(opts, constant.WithLogDir(c.logDir))
+	if logDir == "" {
+		logDir = defaultDir("log")
 	}
+	opts = append(opts, constant.WithCacheDir(cacheDir), constant.WithLogDir(logDir))
 	if c.tls != nil {
 		opts = append(opts, constant.WithTLS(*c.tls))
 	}
 	return vo.NacosClientParam{ClientConfig: constant.NewClientConfig(opts...), ServerConfigs: scs}, nil
-}
-
-func (c *config) namingClient() (naming_client.INamingClient, bool, error) {
-	if c.naming != nil {
-		return c.naming, false, nil
-	}
-	p, err := c.params()
-	if err != nil {
-		return nil, false, err
-	}
-	nc, err := clients.NewNamingClient(p)
-	if err != nil {
-		return nil, false, fmt.Errorf("nacos: naming client: %w", redact(err, c))
-	}
-	return nc, true, nil
 }
 
 func (c *config) configClient() (config_client.IConfigClient, bool, error) {

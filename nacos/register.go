@@ -8,8 +8,10 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
 
@@ -20,7 +22,8 @@ const (
 	EnvVersion = "GRAYLB_VERSION" // the instance's version metadata
 )
 
-// registrar is the part of the SDK's naming client Register uses.
+// registrar is the part of the SDK's naming client Register uses with
+// WithNamingClient.
 type registrar interface {
 	RegisterInstance(param vo.RegisterInstanceParam) (bool, error)
 	DeregisterInstance(param vo.DeregisterInstanceParam) (bool, error)
@@ -28,11 +31,12 @@ type registrar interface {
 
 // Registration is a registered instance; Close deregisters it.
 type Registration struct {
-	client   registrar
-	closeFn  func()
-	param    vo.DeregisterInstanceParam
-	Instance graylb.Instance
-	once     sync.Once
+	deregister func(context.Context) error
+	closeFn    func()
+	timeout    time.Duration
+	Instance   graylb.Instance
+	once       sync.Once
+	err        error
 }
 
 // Service describes the running instance to register.
@@ -50,7 +54,10 @@ type Service struct {
 
 // Register registers svc as an ephemeral instance with its gray and
 // version metadata, taken from svc or else from the environment (EnvGray,
-// EnvVersion).
+// EnvVersion), through the Client given by WithClient or a Client of its
+// own (closed by Registration.Close). ctx bounds the registration. The SDK
+// registers the instance again after every reconnection. A Client holds
+// one registration per service (ErrDuplicateRegistration otherwise).
 func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, error) {
 	c := newConfig(opts)
 	inst := graylb.NewInstance(svc.Name, svc.Host, svc.Port, maps.Clone(svc.Metadata))
@@ -80,17 +87,42 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 	if version != "" {
 		inst.Metadata[graylb.DefaultVersionKey] = version
 	}
-	nc, owned, err := c.namingClient()
-	if err != nil {
-		return nil, err
+	reg := &Registration{Instance: inst, timeout: c.timeout}
+	if c.naming != nil {
+		if err := reg.viaSDK(c.naming, c); err != nil {
+			return nil, err
+		}
+		return reg, nil
 	}
-	r := &Registration{client: nc, Instance: inst, param: vo.DeregisterInstanceParam{
-		Ip: inst.Host, Port: uint64(inst.Port), Cluster: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
-	}}
-	if owned {
-		r.closeFn = nc.CloseClient
-		waitConnected(nc, c.timeout)
+	if ctx == nil {
+		ctx = context.Background()
 	}
+	cl := c.client
+	if cl == nil {
+		own, err := NewClient(ctx, opts...)
+		if err != nil {
+			return nil, err
+		}
+		cl = own
+		reg.closeFn = func() { own.Close() }
+	}
+	m := model.Instance{
+		Ip: inst.Host, Port: uint64(inst.Port), Weight: inst.Weight, Enable: true, Healthy: true,
+		Metadata: inst.Metadata, ClusterName: inst.Cluster, Ephemeral: true,
+	}
+	if err := cl.register(ctx, inst.Service, c.group, m); err != nil {
+		if reg.closeFn != nil {
+			reg.closeFn()
+		}
+		return nil, fmt.Errorf("nacos: register %s %s: %w", inst.Service, inst.Addr(), redact(err, c))
+	}
+	reg.deregister = func(ctx context.Context) error { return cl.deregister(ctx, inst.Service, c.group, m) }
+	return reg, nil
+}
+
+// viaSDK registers through an SDK naming client (WithNamingClient).
+func (r *Registration) viaSDK(nc registrar, c *config) error {
+	inst := r.Instance
 	ok, err := nc.RegisterInstance(vo.RegisterInstanceParam{
 		Ip: inst.Host, Port: uint64(inst.Port), Weight: inst.Weight, Enable: true, Healthy: true,
 		Metadata: inst.Metadata, ClusterName: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
@@ -99,26 +131,33 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 		err = errors.New("refused by the server")
 	}
 	if err != nil {
-		if r.closeFn != nil {
-			r.closeFn()
-		}
-		return nil, fmt.Errorf("nacos: register %s %s: %w", inst.Service, inst.Addr(), redact(err, c))
+		return fmt.Errorf("nacos: register %s %s: %w", inst.Service, inst.Addr(), redact(err, c))
 	}
-	return r, nil
+	param := vo.DeregisterInstanceParam{
+		Ip: inst.Host, Port: uint64(inst.Port), Cluster: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
+	}
+	r.deregister = func(context.Context) error {
+		ok, err := nc.DeregisterInstance(param)
+		if err == nil && !ok {
+			err = errors.New("refused by the server")
+		}
+		return err
+	}
+	return nil
 }
 
-// Close deregisters the instance (and closes the SDK client if Register
-// built it).
+// Close deregisters the instance, waiting at most the timeout of the
+// options (WithTimeout), and closes the Client if Register built it.
 func (r *Registration) Close() error {
-	var err error
 	r.once.Do(func() {
-		_, err = r.client.DeregisterInstance(r.param)
+		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+		defer cancel()
+		if err := r.deregister(ctx); err != nil {
+			r.err = fmt.Errorf("nacos: deregister %s: %w", r.Instance.Addr(), err)
+		}
 		if r.closeFn != nil {
 			r.closeFn()
 		}
 	})
-	if err != nil {
-		return fmt.Errorf("nacos: deregister %s: %w", r.Instance.Addr(), err)
-	}
-	return nil
+	return r.err
 }

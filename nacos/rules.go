@@ -36,10 +36,19 @@ type RuleSource struct {
 }
 
 // NewRuleSource returns a RuleSource for dataID (DefaultRulesDataID when
-// empty) in the group of the options.
+// empty) in the group of the options, on the config client of the Client
+// given by WithClient, or on an SDK config client of its own (closed by
+// Close).
 func NewRuleSource(dataID string, opts ...Option) (*RuleSource, error) {
 	c := newConfig(opts)
-	cc, owned, err := c.configClient()
+	var cc configClient
+	owned := false
+	var err error
+	if c.client != nil {
+		cc, err = c.client.configClient()
+	} else {
+		cc, owned, err = c.configClient()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +57,7 @@ func NewRuleSource(dataID string, opts ...Option) (*RuleSource, error) {
 	}
 	r := &RuleSource{client: cc, dataID: dataID, group: c.group, logger: c.logger}
 	if owned {
-		r.closeFn = cc.CloseClient
+		r.closeFn = cc.(interface{ CloseClient() }).CloseClient
 	}
 	return r, nil
 }

@@ -6,6 +6,15 @@
 //	sup, _ := nacos.NewSupplier(nacos.WithServers("127.0.0.1:8848"))
 //	lb, _ := graylb.New(sup) // the graylb.Cache over it keeps the last good list
 //
+// Several of them in one process share one connection through a Client:
+//
+//	cl, _ := nacos.NewClient(ctx, nacos.WithServers("10.0.0.1:8848"))
+//	sup, _ := nacos.NewSupplier(nacos.WithClient(cl))
+//	rules, _ := nacos.NewRuleSource("", nacos.WithClient(cl))
+//
+// The SDK's cache and log folders default to os.UserCacheDir()/graylb/nacos
+// (cache/ and log/), its log level to error.
+//
 // graylb never calls the SDK's selection on the pick path: the SDK
 // rebuilds and sorts its host list on every call and truncates weights
 // below 1 to zero.
@@ -16,6 +25,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,29 +38,48 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
 
-// namingClient is the part of the SDK's naming client the Supplier uses.
-type namingClient interface {
-	SelectAllInstances(param vo.SelectAllInstancesParam) ([]model.Instance, error)
-	Subscribe(param *vo.SubscribeParam) error
-	Unsubscribe(param *vo.SubscribeParam) error
+// naming is what the Supplier needs from a naming client.
+type naming interface {
+	// query reads the service's instances from the server.
+	query(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error)
+	// cached returns the last list the client holds for the service.
+	cached(service, group string, clusters []string) ([]model.Instance, bool)
+	subscribe(p *vo.SubscribeParam) error
+	unsubscribe(p *vo.SubscribeParam) error
+	healthy() bool
+	RefillUntil() time.Time
 }
 
-// Supplier is a graylb.Supplier over Nacos naming. It keeps one SDK
-// subscription per service and fans it out to its watchers (unsubscribing
-// one SDK callback has removed its siblings, nacos-sdk-go #835), and hands
-// over only healthy, enabled, weight > 0 instances (the SDK's callbacks hand
-// over raw hosts). Put a graylb.Cache over it (graylb.New does) for the
-// last good list and empty-update protection.
+// Supplier is a graylb.Supplier over Nacos naming.
+//
+// It routes only on lists the server sent over the Client's connection:
+// its first list of a service comes from a query to the server, changes
+// from the server's pushes, and every WithReconcile period it reads each
+// subscribed service from the server again and hands the list over when it
+// differs (a lost push, or one the SDK dropped, cannot leave a list stale
+// for longer). Only while the server cannot be reached does Instances fall
+// back to the SDK's disk cache, which holds lists the server sent earlier.
+//
+// It keeps one subscription per service and fans it out to its watchers
+// (unsubscribing one SDK callback has removed its siblings, nacos-sdk-go
+// #835), and hands over only valid (see graylb.Instance.Validate),
+// healthy, enabled, weight > 0 instances; invalid ones are dropped with a
+// log line. It implements graylb.Refiller through its Client. Put a
+// graylb.Cache over it (graylb.New does) for the last good list and the
+// empty-update and refill protection.
 type Supplier struct {
-	client   namingClient
-	closeFn  func()
-	group    string
-	clusters []string
-	logger   *slog.Logger
+	client    naming
+	closeFn   func()
+	group     string
+	clusters  []string
+	logger    *slog.Logger
+	reconcile time.Duration
 
 	mu     sync.Mutex
 	closed bool
 	subs   map[string]*subscription
+	stop   chan struct{}
+	done   sync.WaitGroup
 }
 
 type subscription struct {
@@ -55,43 +87,59 @@ type subscription struct {
 	watchers map[uint64]func([]graylb.Instance)
 	next     uint64
 	mu       sync.Mutex // serialises deliveries
+	last     []string   // keys of the last list handed over
+	version  uint64     // pushes handed over
 }
 
-// NewSupplier returns a Supplier, building an SDK naming client from the
-// options unless WithNamingClient gives one.
+// NewSupplier returns a Supplier on the Client given by WithClient, or on
+// a Client of its own built from the options (Close then closes it; it
+// waits for the connection as NewClient does, with a background context).
+// WithNamingClient uses an SDK naming client instead (see its caveat).
 func NewSupplier(opts ...Option) (*Supplier, error) {
 	c := newConfig(opts)
-	nc, owned, err := c.namingClient()
-	if err != nil {
-		return nil, err
+	var n naming
+	var closeFn func()
+	switch {
+	case c.client != nil:
+		n = c.client
+	case c.naming != nil:
+		n = newSDKNaming(c.naming, c.refill)
+		closeFn = n.(*sdkNaming).close
+	default:
+		cl, err := NewClient(context.Background(), opts...)
+		if err != nil {
+			return nil, err
+		}
+		n, closeFn = cl, func() { cl.Close() }
 	}
-	s := newSupplier(nc, c)
-	if owned {
-		s.closeFn = nc.CloseClient
-		waitConnected(nc, c.timeout)
-	}
+	s := newSupplier(n, c)
+	s.closeFn = closeFn
 	return s, nil
 }
 
-// waitConnected gives a new client up to timeout (at most 3s) to connect,
-// so the first subscriptions go out at once. When Nacos is down it returns
-// after that and the Supplier serves the SDK's disk cache.
-func waitConnected(nc interface{ ServerHealthy() bool }, timeout time.Duration) {
-	deadline := time.Now().Add(min(timeout, 3*time.Second))
-	for !nc.ServerHealthy() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+func newSupplier(n naming, c *config) *Supplier {
+	s := &Supplier{client: n, group: c.group, clusters: c.clusters, logger: c.logger, reconcile: c.reconcile,
+		subs: map[string]*subscription{}, stop: make(chan struct{})}
+	if s.reconcile > 0 {
+		s.done.Add(1)
+		go s.reconcileLoop()
 	}
+	return s
 }
 
-func newSupplier(nc namingClient, c *config) *Supplier {
-	return &Supplier{client: nc, group: c.group, clusters: c.clusters, logger: c.logger, subs: map[string]*subscription{}}
-}
+// RefillUntil reports the Client's refill window (see Client.RefillUntil).
+func (s *Supplier) RefillUntil() time.Time { return s.client.RefillUntil() }
 
-// Instances queries the instances of service (from the SDK's cache when it
-// has the service, which includes its disk cache at start).
+// Instances reads the instances of service from the server. While the
+// server cannot be reached it serves the list the SDK holds (pushed by the
+// server earlier, or its disk cache at start), and without one fails at
+// once with an error wrapping ErrUnavailable.
 func (s *Supplier) Instances(ctx context.Context, service string) ([]graylb.Instance, error) {
 	if err := graylb.ValidateServiceName(service); err != nil {
 		return nil, err
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	s.mu.Lock()
 	closed := s.closed
@@ -99,28 +147,21 @@ func (s *Supplier) Instances(ctx context.Context, service string) ([]graylb.Inst
 	if closed {
 		return nil, graylb.ErrClosed
 	}
-	type result struct {
-		hosts []model.Instance
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		h, err := s.client.SelectAllInstances(vo.SelectAllInstancesParam{ServiceName: service, GroupName: s.group, Clusters: s.clusters})
-		done <- result{h, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return nil, fmt.Errorf("nacos: instances of %q: %w", service, r.err)
+	hosts, err := s.client.query(ctx, service, s.group, s.clusters)
+	if err != nil {
+		if ctx.Err() == nil {
+			if cached, ok := s.client.cached(service, s.group, s.clusters); ok && len(cached) > 0 {
+				s.logger.Warn("nacos: server unreachable; serving the cached list", "service", service, "err", firstLine(err))
+				return s.convert(service, cached), nil
+			}
 		}
-		return convert(service, r.hosts), nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("nacos: instances of %q: %w", service, ctx.Err())
+		return nil, fmt.Errorf("nacos: instances of %q: %w", service, err)
 	}
+	return s.convert(service, hosts), nil
 }
 
 // Watch subscribes to service (once per service) and calls fn with each
-// pushed list.
+// list the server pushes or a reconciliation finds.
 func (s *Supplier) Watch(service string, fn func([]graylb.Instance)) (func(), error) {
 	if err := graylb.ValidateServiceName(service); err != nil {
 		return nil, err
@@ -140,9 +181,9 @@ func (s *Supplier) Watch(service string, fn func([]graylb.Instance)) (func(), er
 			ServiceName: service, GroupName: s.group, Clusters: s.clusters,
 			SubscribeCallback: func(hosts []model.Instance, err error) { s.deliver(service, sub, hosts, err) },
 		}
-		if err := s.client.Subscribe(sub.param); err != nil {
-			// The SDK has registered the callback and cached the
-			// subscription for redo: it subscribes again once connected.
+		if err := s.client.subscribe(sub.param); err != nil {
+			// The callback stays registered and the SDK subscribes again
+			// once connected.
 			s.logger.Warn("nacos: subscribe failed; the SDK retries when connected", "service", service, "err", firstLine(err))
 		}
 		s.subs[service] = sub
@@ -161,11 +202,58 @@ func (s *Supplier) deliver(service string, sub *subscription, hosts []model.Inst
 		s.logger.Warn("nacos: push failed; keeping the last list", "service", service, "err", firstLine(err))
 		return
 	}
-	list := convert(service, hosts)
+	list := s.convert(service, hosts)
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
+	sub.version++
+	s.handOver(sub, list)
+}
+
+// handOver gives list to the watchers; sub.mu is held.
+func (s *Supplier) handOver(sub *subscription, list []graylb.Instance) {
+	sub.last = listKeys(list)
 	for _, fn := range sub.watchers {
 		fn(list)
+	}
+}
+
+// reconcileLoop reads every subscribed service from the server each
+// period and hands the list over when it differs from the last one.
+func (s *Supplier) reconcileLoop() {
+	defer s.done.Done()
+	tick := time.NewTicker(s.reconcile)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		s.reconcileOnce()
+	}
+}
+
+func (s *Supplier) reconcileOnce() {
+	s.mu.Lock()
+	subs := maps.Clone(s.subs)
+	s.mu.Unlock()
+	for service, sub := range subs {
+		sub.mu.Lock()
+		v := sub.version
+		sub.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), s.reconcile)
+		hosts, err := s.client.query(ctx, service, s.group, s.clusters)
+		cancel()
+		if err != nil {
+			continue // unreachable: the last list keeps serving
+		}
+		list := s.convert(service, hosts)
+		sub.mu.Lock()
+		if sub.version == v && !slices.Equal(sub.last, listKeys(list)) && len(sub.watchers) > 0 {
+			s.logger.Info("nacos: reconciled a list that differed from the server's", "service", service, "instances", len(list))
+			s.handOver(sub, list)
+		}
+		sub.mu.Unlock()
 	}
 }
 
@@ -178,14 +266,14 @@ func (s *Supplier) unwatch(service string, sub *subscription, id uint64) {
 	sub.mu.Unlock()
 	if empty && s.subs[service] == sub {
 		delete(s.subs, service)
-		if err := s.client.Unsubscribe(sub.param); err != nil {
+		if err := s.client.unsubscribe(sub.param); err != nil {
 			s.logger.Warn("nacos: unsubscribe failed", "service", service, "err", firstLine(err))
 		}
 	}
 }
 
-// Close unsubscribes every service and closes the SDK client if the
-// Supplier built it.
+// Close unsubscribes every service and closes the Client if the Supplier
+// built it.
 func (s *Supplier) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -195,9 +283,11 @@ func (s *Supplier) Close() error {
 	s.closed = true
 	subs := s.subs
 	s.subs = nil
+	close(s.stop)
 	s.mu.Unlock()
+	s.done.Wait()
 	for service, sub := range subs {
-		if err := s.client.Unsubscribe(sub.param); err != nil {
+		if err := s.client.unsubscribe(sub.param); err != nil {
 			s.logger.Warn("nacos: unsubscribe failed", "service", service, "err", firstLine(err))
 		}
 	}
@@ -208,22 +298,59 @@ func (s *Supplier) Close() error {
 }
 
 // convert keeps the usable hosts (healthy, enabled, weight > 0) as graylb
-// instances.
-func convert(service string, hosts []model.Instance) []graylb.Instance {
+// instances and drops, with a log line, those that are not valid.
+func (s *Supplier) convert(service string, hosts []model.Instance) []graylb.Instance {
 	out := make([]graylb.Instance, 0, len(hosts))
 	for _, h := range hosts {
 		in := graylb.Instance{
 			Service: service, Host: h.Ip, Port: int(h.Port), Weight: h.Weight,
 			Healthy: h.Healthy, Enabled: h.Enable, Cluster: h.ClusterName, Metadata: h.Metadata,
 		}
-		if in.Usable() && in.Port > 0 {
-			out = append(out, in)
+		if !in.Usable() {
+			continue
 		}
+		if err := in.Validate(); err != nil {
+			s.logger.Warn("nacos: dropped an invalid instance from the registry", "service", service, "host", strconv.Quote(h.Ip), "port", h.Port, "err", err)
+			continue
+		}
+		out = append(out, in)
 	}
 	return out
 }
 
-var _ graylb.Supplier = (*Supplier)(nil)
+var (
+	_ graylb.Supplier = (*Supplier)(nil)
+	_ graylb.Refiller = (*Supplier)(nil)
+)
+
+// listKeys describes a list for comparison, in a fixed order.
+func listKeys(list []graylb.Instance) []string {
+	keys := make([]string, len(list))
+	for i, in := range list {
+		keys[i] = instanceKey(in.Host, uint64(in.Port), in.Weight, in.Healthy, in.Enabled, in.Cluster, in.Metadata)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func hostKey(h model.Instance) string {
+	return instanceKey(h.Ip, h.Port, h.Weight, h.Healthy, h.Enable, h.ClusterName, h.Metadata)
+}
+
+func instanceKey(host string, port uint64, weight float64, healthy, enabled bool, cluster string, md map[string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q %d %g %t %t %q", host, port, weight, healthy, enabled, cluster)
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		fmt.Fprintf(&b, " %q=%q", k, md[k])
+	}
+	return b.String()
+}
+
+func sameSet(a, b []string) bool {
+	sort.Strings(a)
+	sort.Strings(b)
+	return slices.Equal(a, b)
+}
 
 // firstLine drops the stack trace the SDK's errors carry.
 func firstLine(err error) string {

@@ -1,8 +1,10 @@
 package nacos
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -15,44 +17,66 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeNaming embeds nothing it does not need: the three calls the
-// Supplier makes.
+// fakeNaming stands in for a Client: the server's list (hosts), the
+// client's cached list, and the subscriptions.
 type fakeNaming struct {
-	mu          sync.Mutex
-	hosts       []model.Instance
-	err         error
-	subErr      error
-	subscribed  []*vo.SubscribeParam
-	unsubscribe []*vo.SubscribeParam
-	block       chan struct{}
+	mu           sync.Mutex
+	hosts        []model.Instance
+	err          error
+	cache        []model.Instance
+	subErr       error
+	subscribed   []*vo.SubscribeParam
+	unsubscribed []*vo.SubscribeParam
+	block        chan struct{}
+	queries      int
+	until        time.Time
 }
 
-func (f *fakeNaming) SelectAllInstances(vo.SelectAllInstancesParam) ([]model.Instance, error) {
+func (f *fakeNaming) query(ctx context.Context, _, _ string, _ []string) ([]model.Instance, error) {
 	if f.block != nil {
-		<-f.block
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.queries++
 	return f.hosts, f.err
 }
 
-func (f *fakeNaming) Subscribe(p *vo.SubscribeParam) error {
+func (f *fakeNaming) cached(string, string, []string) ([]model.Instance, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cache, f.cache != nil
+}
+
+func (f *fakeNaming) subscribe(p *vo.SubscribeParam) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.subscribed = append(f.subscribed, p)
 	return f.subErr
 }
 
-func (f *fakeNaming) Unsubscribe(p *vo.SubscribeParam) error {
+func (f *fakeNaming) unsubscribe(p *vo.SubscribeParam) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.unsubscribe = append(f.unsubscribe, p)
+	f.unsubscribed = append(f.unsubscribed, p)
 	return nil
 }
+
+func (f *fakeNaming) healthy() bool { return true }
+
+func (f *fakeNaming) RefillUntil() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.until }
+
+func (f *fakeNaming) set(hosts []model.Instance) { f.mu.Lock(); f.hosts = hosts; f.mu.Unlock() }
 
 func host(port uint64, healthy, enabled bool, weight float64, md map[string]string) model.Instance {
 	return model.Instance{Ip: "10.0.0.1", Port: port, Healthy: healthy, Enable: enabled, Weight: weight, Metadata: md}
 }
+
+func noReconcile() *config { c := newConfig(nil); c.reconcile = 0; return c }
 
 func TestSupplier_KeepsOnlyUsableHosts(t *testing.T) {
 	f := &fakeNaming{hosts: []model.Instance{
@@ -60,7 +84,8 @@ func TestSupplier_KeepsOnlyUsableHosts(t *testing.T) {
 		host(2, false, true, 1, nil), host(3, true, false, 1, nil), host(4, true, true, 0, nil),
 		host(5, true, true, 0.3, nil), host(0, true, true, 1, nil),
 	}}
-	s := newSupplier(f, newConfig(nil))
+	s := newSupplier(f, noReconcile())
+	defer s.Close()
 	got, err := s.Instances(context.Background(), "svc")
 	require.NoError(t, err)
 	require.Len(t, got, 2)
@@ -69,9 +94,37 @@ func TestSupplier_KeepsOnlyUsableHosts(t *testing.T) {
 	assert.Equal(t, 0.3, got[1].Weight, "fractional weights are kept as they are")
 }
 
+// Hosts that could build a URL or header injection are dropped, each
+// with a log line.
+func TestSupplier_DropsInvalidHostsWithALogLine(t *testing.T) {
+	bad := []string{"evil.com/x?y=", "a\r\nX: y", "h#frag", "user@h", "h h", "\x00"}
+	hosts := []model.Instance{host(1, true, true, 1, nil)}
+	for i, h := range bad {
+		in := host(uint64(10+i), true, true, 1, nil)
+		in.Ip = h
+		hosts = append(hosts, in)
+	}
+	var buf bytes.Buffer
+	c := noReconcile()
+	c.logger = slog.New(slog.NewTextHandler(&buf, nil))
+	s := newSupplier(&fakeNaming{hosts: hosts}, c)
+	defer s.Close()
+	got, err := s.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "10.0.0.1:1", got[0].Addr())
+	for _, h := range bad {
+		if strings.ContainsAny(h, "/\r\n\x00") { // what every validator refuses
+			assert.Contains(t, buf.String(), "dropped an invalid instance", "%q", h)
+		}
+	}
+	assert.Equal(t, len(hosts)-1, strings.Count(buf.String(), "dropped an invalid instance"))
+}
+
 func TestSupplier_OneSubscriptionPerServiceFannedOut(t *testing.T) {
 	f := &fakeNaming{}
-	s := newSupplier(f, newConfig(nil))
+	s := newSupplier(f, noReconcile())
+	defer s.Close()
 	var a, b [][]graylb.Instance
 	stopA, err := s.Watch("svc", func(l []graylb.Instance) { a = append(a, l) })
 	require.NoError(t, err)
@@ -84,20 +137,96 @@ func TestSupplier_OneSubscriptionPerServiceFannedOut(t *testing.T) {
 	require.Len(t, a, 1)
 	assert.Len(t, a[0], 1, "raw hosts are filtered")
 	stopA()
-	assert.Empty(t, f.unsubscribe, "another watcher remains (nacos-sdk-go #835)")
+	assert.Empty(t, f.unsubscribed, "another watcher remains (nacos-sdk-go #835)")
 	push(nil, nil)
 	assert.Len(t, a, 1)
 	assert.Len(t, b, 2)
 	push(nil, errors.New("push error"))
 	assert.Len(t, b, 2, "an errored push changes nothing")
 	stopB()
-	require.Len(t, f.unsubscribe, 1)
-	assert.Same(t, f.subscribed[0], f.unsubscribe[0], "unsubscribe with the same param pointer")
+	require.Len(t, f.unsubscribed, 1)
+	assert.Same(t, f.subscribed[0], f.unsubscribed[0], "unsubscribe with the same param pointer")
+}
+
+// Reconciliation hands over the server's list when it differs from the
+// last one (a lost or dropped push), and nothing when it is the same.
+func TestSupplier_ReconcilesWithTheServer(t *testing.T) {
+	f := &fakeNaming{hosts: []model.Instance{host(1, true, true, 1, nil)}}
+	s := newSupplier(f, noReconcile())
+	defer s.Close()
+	var mu sync.Mutex
+	var got [][]graylb.Instance
+	_, err := s.Watch("svc", func(l []graylb.Instance) { mu.Lock(); got = append(got, l); mu.Unlock() })
+	require.NoError(t, err)
+	f.subscribed[0].SubscribeCallback(f.hosts, nil)
+	s.reconcileOnce()
+	mu.Lock()
+	require.Len(t, got, 1, "same list: nothing handed over")
+	mu.Unlock()
+
+	f.set([]model.Instance{host(1, true, true, 1, nil), host(2, true, true, 1, nil)}) // a push was lost
+	s.reconcileOnce()
+	mu.Lock()
+	require.Len(t, got, 2)
+	assert.Len(t, got[1], 2)
+	mu.Unlock()
+
+	f.set(nil) // the service went to zero: handed over (the Cache decides)
+	s.reconcileOnce()
+	mu.Lock()
+	require.Len(t, got, 3)
+	assert.Empty(t, got[2])
+	mu.Unlock()
+}
+
+// The reconcile loop runs on its own at the configured period.
+func TestSupplier_ReconcileLoop(t *testing.T) {
+	f := &fakeNaming{hosts: []model.Instance{host(1, true, true, 1, nil)}}
+	c := newConfig(nil)
+	c.reconcile = 20 * time.Millisecond
+	s := newSupplier(f, c)
+	got := make(chan []graylb.Instance, 10)
+	_, err := s.Watch("svc", func(l []graylb.Instance) { got <- l })
+	require.NoError(t, err)
+	select {
+	case l := <-got:
+		assert.Len(t, l, 1)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reconciliation within 5s")
+	}
+	require.NoError(t, s.Close())
+}
+
+// Without a server the Supplier serves the client's cached list, and
+// without one fails at once with the cause.
+func TestSupplier_UnreachableServer(t *testing.T) {
+	f := &fakeNaming{err: ErrUnavailable}
+	s := newSupplier(f, noReconcile())
+	defer s.Close()
+	start := time.Now()
+	_, err := s.Instances(context.Background(), "svc")
+	require.ErrorIs(t, err, ErrUnavailable)
+	assert.Less(t, time.Since(start), time.Second)
+	f.mu.Lock()
+	f.cache = []model.Instance{host(1, true, true, 1, nil)}
+	f.mu.Unlock()
+	got, err := s.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	assert.Len(t, got, 1, "the cached list serves while the server is unreachable")
+}
+
+func TestSupplier_ReportsRefills(t *testing.T) {
+	until := time.Now().Add(time.Minute)
+	s := newSupplier(&fakeNaming{until: until}, noReconcile())
+	defer s.Close()
+	var r graylb.Refiller = s
+	assert.Equal(t, until, r.RefillUntil())
 }
 
 func TestSupplier_SubscribeErrorIsNotFatal(t *testing.T) {
 	f := &fakeNaming{subErr: errors.New("client not connected\nstack...")}
-	s := newSupplier(f, newConfig(nil))
+	s := newSupplier(f, noReconcile())
+	defer s.Close()
 	stop, err := s.Watch("svc", func([]graylb.Instance) {})
 	require.NoError(t, err, "the SDK keeps the subscription for redo")
 	stop()
@@ -105,7 +234,7 @@ func TestSupplier_SubscribeErrorIsNotFatal(t *testing.T) {
 
 func TestSupplier_ErrorsAndClose(t *testing.T) {
 	f := &fakeNaming{err: errors.New("boom")}
-	s := newSupplier(f, newConfig(nil))
+	s := newSupplier(f, noReconcile())
 	_, err := s.Instances(context.Background(), "svc")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"svc"`)
@@ -118,13 +247,13 @@ func TestSupplier_ErrorsAndClose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	_, err = s.Instances(ctx, "svc")
-	require.ErrorIs(t, err, context.DeadlineExceeded, "a hung SDK call does not hang the caller")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a hung call does not hang the caller")
 	close(f.block)
 
 	_, err = s.Watch("svc", func([]graylb.Instance) {})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	require.Len(t, f.unsubscribe, 1)
+	require.Len(t, f.unsubscribed, 1)
 	require.NoError(t, s.Close())
 	_, err = s.Instances(context.Background(), "svc")
 	require.ErrorIs(t, err, graylb.ErrClosed)
@@ -143,6 +272,17 @@ func TestOptions_BadInputAndRedaction(t *testing.T) {
 	assert.NotContains(t, err.Error(), "SK-secret")
 	assert.True(t, strings.Contains(err.Error(), "[redacted]"))
 	assert.Equal(t, "first", firstLine(errors.New("first\nsecond")))
+}
+
+func TestOptions_Defaults(t *testing.T) {
+	c := newConfig(nil)
+	assert.Equal(t, "error", c.logLevel, "a quiet SDK by default")
+	p, err := c.params()
+	require.NoError(t, err)
+	for _, dir := range []string{p.ClientConfig.CacheDir, p.ClientConfig.LogDir} {
+		assert.Contains(t, dir, "graylb", "SDK folders under the user's cache folder, not beside the executable")
+	}
+	assert.EqualValues(t, 9848, p.ServerConfigs[0].GrpcPort)
 }
 
 func TestRegister_BadInput(t *testing.T) {
