@@ -97,6 +97,8 @@ type config struct {
 	rules      *Rules
 	ruleSource RuleSource
 	cacheOpts  []CacheOption
+
+	ruleLoadTimeout time.Duration
 }
 
 // WithGrayFilter replaces the default GrayFilter.
@@ -134,6 +136,22 @@ func WithRules(r Rules) Option { return func(c *config) { c.rules = &r } }
 // WithRuleSource loads the rules from src and follows its changes.
 func WithRuleSource(src RuleSource) Option { return func(c *config) { c.ruleSource = src } }
 
+// DefaultRuleLoadTimeout bounds how long New waits for a rule source's
+// first Load.
+const DefaultRuleLoadTimeout = 3 * time.Second
+
+// WithRuleLoadTimeout bounds how long New waits for the rule source's first
+// Load (default DefaultRuleLoadTimeout; d <= 0 keeps the default). When it
+// runs out, New returns with the initial rules (WithRules, else none) and
+// the source's later changes still apply.
+func WithRuleLoadTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.ruleLoadTimeout = d
+		}
+	}
+}
+
 // WithCacheOptions configures the Cache that New puts over the Supplier.
 func WithCacheOptions(opts ...CacheOption) Option {
 	return func(c *config) { c.cacheOpts = append(c.cacheOpts, opts...) }
@@ -145,7 +163,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 	if s == nil {
 		return nil, errors.New("graylb: nil supplier")
 	}
-	cfg := config{}
+	cfg := config{ruleLoadTimeout: DefaultRuleLoadTimeout}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -203,7 +221,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		lb.cache, lb.ownsCache = c, true
 	}
 	if src := cfg.ruleSource; src != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ruleLoadTimeout)
 		r, err := src.Load(ctx)
 		cancel()
 		if err != nil {

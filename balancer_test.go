@@ -69,3 +69,69 @@ func spin(d time.Duration) {
 	for start := time.Now(); time.Since(start) < d; {
 	}
 }
+
+// blockingSource is a rule source whose server never answers.
+type blockingSource struct{}
+
+func (blockingSource) Load(ctx context.Context) (Rules, error) {
+	<-ctx.Done()
+	return Rules{}, ctx.Err()
+}
+func (blockingSource) Watch(func(Rules)) (func(), error) { return func() {}, nil }
+
+// New never blocks past the bound the caller sets when the rule source
+// cannot answer; the initial rules stay in force.
+func TestNew_RuleLoadIsBounded(t *testing.T) {
+	reg := NewRegistry()
+	require.NoError(t, reg.Register(inst("svc", 1, "gray", "true")))
+	require.NoError(t, reg.Register(inst("svc", 2)))
+	start := time.Now()
+	lb, err := New(reg, WithContextHandler(testHandler), WithRuleSource(blockingSource{}),
+		WithRules(Rules{Closed: true}), WithRuleLoadTimeout(50*time.Millisecond))
+	require.NoError(t, err)
+	defer lb.Close()
+	assert.Less(t, time.Since(start), 2*time.Second)
+	in, err := lb.Pick(withHeaders(context.Background(), "gray", "true"), "svc")
+	require.NoError(t, err)
+	assert.Equal(t, 2, in.Port, "the initial rules (closed) are in force")
+}
+
+// Keys names what every adapter reads, propagates and drops.
+func TestLoadBalancer_Keys(t *testing.T) {
+	lb, _ := newTestLB(t, []Instance{inst("svc", 1)},
+		WithGrayOptions(WithGrayHeader("gray-tag"), WithUserHeader("x-user")),
+		WithFilters(NewVersionFilter(WithVersionHeader("x-lane"))))
+	assert.Equal(t, Keys{Gray: "gray-tag", User: "x-user", Version: "x-lane"}, lb.Keys())
+	assert.Equal(t, []string{"gray-tag", "x-user", "x-lane"}, lb.Keys().Names())
+	assert.Equal(t, []string{"gray", "uid", "version"}, (*LoadBalancer)(nil).Keys().Names())
+	assert.Equal(t, []string{"gray"}, Keys{Gray: "gray", User: "GRAY"}.Names())
+}
+
+// RequestKind says what decided, so an adapter knows when the next hop
+// must be told.
+func TestLoadBalancer_RequestKind(t *testing.T) {
+	lb, _ := newTestLB(t, []Instance{inst("svc", 1)}, WithRules(Rules{GrayUsers: []string{"alice"}}))
+	bg := context.Background()
+	for _, tc := range []struct {
+		ctx  context.Context
+		kind Kind
+		src  KindSource
+	}{
+		{bg, Prod, FromDefault},
+		{withHeaders(bg, "gray", "true"), Gray, FromKey},
+		{withHeaders(bg, "gray", "junk"), Prod, FromKey},
+		{WithValue(bg, "gray", "true"), Gray, FromContext},
+		{withHeaders(bg, "uid", "alice"), Gray, FromRules},
+		{withHeaders(bg, "uid", "bob"), Prod, FromDefault},
+	} {
+		k, src := lb.RequestKind(tc.ctx)
+		assert.Equal(t, tc.kind, k)
+		assert.Equal(t, tc.src, src)
+	}
+	require.NoError(t, lb.SetRules(Rules{CanaryPercent: 50}))
+	_, src := lb.RequestKind(bg)
+	assert.Equal(t, FromRules, src, "the canary draw decided, whichever way")
+	assert.False(t, src.Travels())
+	_, src = lb.RequestKind(withHeaders(bg, "gray", "false"))
+	assert.True(t, src.Travels(), "an explicit key opts out of the canary and travels")
+}

@@ -163,6 +163,28 @@ func (f *GrayFilter) instanceKind(inst Instance, rl *compiledRules) Kind {
 	return Prod
 }
 
+// KindSource says what decided a request's kind.
+type KindSource uint8
+
+const (
+	// FromDefault: nothing said anything; the request is prod.
+	FromDefault KindSource = iota
+	// FromKey: the gray key the call carries (a header, gRPC metadata).
+	FromKey
+	// FromContext: a value the program put on the context (WithValue).
+	FromContext
+	// FromSelf: the caller's own gray flag (WithSelfGray).
+	FromSelf
+	// FromRules: a gray-user rule matched, or the canary was drawn.
+	FromRules
+)
+
+// Travels reports whether the next hop can see the decision without being
+// told: only a key the call carries travels on its own (the adapters pass
+// it on). For any other source an adapter writes the kind on the outgoing
+// call, so every hop routes the same way.
+func (s KindSource) Travels() bool { return s == FromKey || s == FromDefault }
+
 // RequestKind reports the kind of the request in r, rules aside: the first
 // non-empty of the header (through the ContextHandler), the context value
 // and the caller's own flag.
@@ -171,25 +193,32 @@ func (f *GrayFilter) RequestKind(r Request) Kind {
 	return k
 }
 
-// requestKind applies §2 and the request rules of §3 (gray users, canary).
-// explicit reports whether a header, context value or own flag set the kind.
-func (f *GrayFilter) requestKind(r Request, rl *compiledRules) (k Kind, explicit bool) {
-	v := r.Value(f.header)
-	explicit = v != "" || f.selfGray
-	if v == "" && f.selfGray {
-		return Gray, true
+// requestKind applies the request's own value, then the gray-user and
+// canary rules; it reports what decided.
+func (f *GrayFilter) requestKind(r Request, rl *compiledRules) (Kind, KindSource) {
+	src := FromDefault
+	v := ""
+	if r.handler != nil {
+		v = r.handler.Value(r.Context, f.header)
+	}
+	if v != "" {
+		src = FromKey
+	} else if v = ValueFrom(r.Context, f.header); v != "" {
+		src = FromContext
+	} else if f.selfGray {
+		return Gray, FromSelf
 	}
 	if IsGray(v) {
-		return Gray, true
+		return Gray, src
 	}
 	if len(rl.users) > 0 {
 		if uid := r.Value(f.userHeader); uid != "" {
 			if _, ok := rl.users[uid]; ok {
-				return Gray, explicit
+				return Gray, FromRules
 			}
 		}
 	}
-	if !explicit && rl.canary > 0 {
+	if src == FromDefault && rl.canary > 0 {
 		var h uint32
 		if uid := r.Value(f.userHeader); uid != "" {
 			h = fnv32(uid) % canaryScale
@@ -197,10 +226,11 @@ func (f *GrayFilter) requestKind(r Request, rl *compiledRules) (k Kind, explicit
 			h = rand.Uint32N(canaryScale)
 		}
 		if h < rl.canary {
-			return Gray, false
+			return Gray, FromRules
 		}
+		return Prod, FromRules
 	}
-	return Prod, explicit
+	return Prod, src
 }
 
 // fnv32 is FNV-1a over s, without allocating.

@@ -1,0 +1,69 @@
+package graylb
+
+import (
+	"context"
+	"strings"
+)
+
+// Keys are the names of the request values the LoadBalancer reads: the
+// gray value, the user id and the version. They are configured once, on
+// the LoadBalancer (WithGrayHeader and WithUserHeader through
+// WithGrayOptions, WithVersionHeader on the VersionFilter), and every
+// adapter takes them from LoadBalancer.Keys: what the middleware and
+// interceptors propagate, what a trust boundary drops, what the Transport
+// writes.
+type Keys struct {
+	Gray    string // default "gray"
+	User    string // default "uid"
+	Version string // default "version"
+}
+
+// DefaultKeys returns the default names: gray, uid, version.
+func DefaultKeys() Keys {
+	return Keys{Gray: DefaultGrayHeader, User: DefaultUserHeader, Version: DefaultVersionKey}
+}
+
+// Names returns the distinct names, in the order gray, user, version.
+// Header and metadata names are case-insensitive: two names that differ
+// only in letter case count once.
+func (k Keys) Names() []string {
+	out := make([]string, 0, 3)
+	for _, n := range []string{k.Gray, k.User, k.Version} {
+		dup := n == ""
+		for _, o := range out {
+			dup = dup || strings.EqualFold(o, n)
+		}
+		if !dup {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Keys returns the names of the request values lb reads. A nil
+// LoadBalancer has the default names.
+func (lb *LoadBalancer) Keys() Keys {
+	if lb == nil {
+		return DefaultKeys()
+	}
+	k := Keys{Gray: lb.gray.header, User: lb.gray.userHeader, Version: DefaultVersionKey}
+	for _, f := range lb.filters {
+		if v, ok := f.(*VersionFilter); ok {
+			k.Version = v.header
+		}
+	}
+	return k
+}
+
+// RequestKind returns the kind of the request in ctx under the rules in
+// force (closed and disabled rules aside: they decide where a kind goes,
+// not what it is), and what decided it. An adapter that writes the kind on
+// the outgoing call when !src.Travels() makes every later hop route the
+// same way, and the pick made with that call's context agrees with it by
+// construction: it then reads the written key.
+func (lb *LoadBalancer) RequestKind(ctx context.Context) (Kind, KindSource) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return lb.gray.requestKind(Request{Context: ctx, handler: lb.handler}, lb.rules.Load())
+}
