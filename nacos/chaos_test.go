@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,10 @@ func fragment(t *testing.T, name, text string) {
 	}
 }
 
+// scriptTimeout bounds one run of scripts/nacos.sh (its own waits are
+// bounded too; this catches anything they miss).
+const scriptTimeout = 3 * time.Minute
+
 func script(t *testing.T) func(args ...string) {
 	t.Helper()
 	s := os.Getenv("GRAYLB_NACOS_SCRIPT")
@@ -38,10 +43,25 @@ func script(t *testing.T) func(args ...string) {
 		t.Skip("set GRAYLB_NACOS_SCRIPT to scripts/nacos.sh to run the chaos tests (make test does)")
 	}
 	return func(args ...string) {
-		out, err := exec.Command(s, args...).CombinedOutput()
-		require.NoError(t, err, "%s", out)
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, s, args...).CombinedOutput()
+		require.NoError(t, err, "scripts/nacos.sh %s (bounded by %v): %s", strings.Join(args, " "), scriptTimeout, out)
 	}
 }
+
+// restartServer runs "scripts/nacos.sh start" at cleanup, bounded.
+func restartServer(t *testing.T) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+		defer cancel()
+		exec.CommandContext(ctx, os.Getenv("GRAYLB_NACOS_SCRIPT"), "start").Run()
+	})
+}
+
+// registerTimeout bounds every registration in the tests.
+const registerTimeout = 15 * time.Second
 
 // backend is an HTTP instance registered in Nacos through its own client.
 type backend struct {
@@ -56,9 +76,19 @@ func startBackend(t *testing.T, service, name string, gray bool, servers ...stri
 	t.Cleanup(srv.Close)
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	dir := t.TempDir()
-	reg, err := Register(context.Background(), Service{Name: service, Host: "127.0.0.1", Port: port, Gray: &gray},
-		WithServers(servers...), WithCacheDir(dir), WithLogDir(dir), WithLogLevel("error"))
-	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
+	defer cancel()
+	var reg *Registration
+	var err error
+	for { // a registration right after a server (re)start can find it still starting
+		reg, err = Register(ctx, Service{Name: service, Host: "127.0.0.1", Port: port, Gray: &gray},
+			WithServers(servers...), WithCacheDir(dir), WithLogDir(dir), WithLogLevel("error"))
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NoError(t, err, "registering %s within %v", name, registerTimeout)
 	t.Cleanup(func() { reg.Close() })
 	return &backend{name: name, srv: srv, reg: reg}
 }
@@ -127,7 +157,7 @@ func (l *load) get(gray bool) (string, error) {
 
 func (l *load) finish() { close(l.stop); l.done.Wait() }
 
-func newHTTPClient(t *testing.T, servers ...string) *http.Client {
+func newHTTPClient(t *testing.T, servers ...string) (*http.Client, *graylb.LoadBalancer) {
 	t.Helper()
 	dir := t.TempDir()
 	sup, err := NewSupplier(WithServers(servers...), WithCacheDir(dir), WithLogDir(dir), WithLogLevel("error"))
@@ -135,7 +165,7 @@ func newHTTPClient(t *testing.T, servers ...string) *http.Client {
 	lb, err := graylb.New(sup, graylb.WithContextHandler(httpctx.Handler()))
 	require.NoError(t, err)
 	t.Cleanup(func() { lb.Close(); sup.Close() })
-	return &http.Client{Transport: httpctx.NewTransport(lb)}
+	return &http.Client{Transport: httpctx.NewTransport(lb)}, lb
 }
 
 // waitRouted polls requests of name's kind until one is answered by name.
@@ -158,12 +188,12 @@ func waitRouted(t *testing.T, l *load, name string, within time.Duration) time.D
 func TestIntegration_ChaosHTTP(t *testing.T) {
 	addr := nacosAddr(t)
 	ctl := script(t)
-	t.Cleanup(func() { exec.Command(os.Getenv("GRAYLB_NACOS_SCRIPT"), "start").Run() })
+	restartServer(t)
 	svc := uniqueService(t)
 	startBackend(t, svc, "prod-1", false, addr)
 	startBackend(t, svc, "prod-2", false, addr)
 	startBackend(t, svc, "gray-1", true, addr)
-	client := newHTTPClient(t, addr)
+	client, lb := newHTTPClient(t, addr)
 	l := newLoad(client, svc)
 	waitRouted(t, l, "gray-1", 10*time.Second) // the service is visible: start the load
 	waitRouted(t, l, "prod-1", 10*time.Second)
@@ -183,30 +213,50 @@ func TestIntegration_ChaosHTTP(t *testing.T) {
 	sinceRestart := time.Since(restarted)
 	time.Sleep(time.Second)
 	l.finish()
+	st := lb.Supplier().Stats()
 	fragment(t, "chaos-http", fmt.Sprintf(
-		"| chaos: Nacos SIGKILLed, down 3 s, restarted; load through the HTTP RoundTripper | standalone r-nacos | %d requests (%d from the kill on) | — | %d failed requests | %d prod on gray, %d gray on prod | a new registration routed %v after the restart (%v after registering) |\n",
-		l.sent.Load(), l.sent.Load()-before, l.failed.Load(), l.wrongKind.Load(), l.fellBack.Load(), sinceRestart.Round(10*time.Millisecond), recovery.Round(10*time.Millisecond)))
+		"| chaos: Nacos SIGKILLed, down 3 s, restarted; load through the HTTP RoundTripper | standalone r-nacos | %d requests (%d from the kill on) | — | %d failed requests | %d prod on gray, %d gray on prod | a new registration routed %v after the restart (%v after registering); %d partial lists held while the registry refilled, %d empty ones refused |\n",
+		l.sent.Load(), l.sent.Load()-before, l.failed.Load(), l.wrongKind.Load(), l.fellBack.Load(), sinceRestart.Round(10*time.Millisecond), recovery.Round(10*time.Millisecond), st.HeldShrinks, st.RefusedEmpty))
 	if v := l.firstErr.Load(); v != nil {
 		t.Errorf("first failure: %v", v)
 	}
 	assert.Zero(t, l.failed.Load(), "failed requests while the last good list exists")
 	assert.Zero(t, l.wrongKind.Load(), "prod requests answered by gray")
-	assert.Zero(t, l.fellBack.Load(), "the last good list keeps the gray instance through the outage")
+	assert.Zero(t, l.fellBack.Load(), "gray requests stay on gray while the registry refills (its first lists may lack gray-1)")
 	assert.Less(t, sinceRestart, 5*time.Second, "a registration after the restart is routed to within 5s")
+}
+
+// clusterNodes returns the addresses of scripts/nacos.sh's cluster nodes:
+// HTTP ports from the standalone port + 10000, 10 apart.
+func clusterNodes(t *testing.T, addr string, n int) []string {
+	t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = net.JoinHostPort(host, strconv.Itoa(p+10000+10*i))
+	}
+	return out
 }
 
 // TestIntegration_Cluster: three Nacos nodes; the supplier has all their
 // addresses; one node stops under load.
 func TestIntegration_Cluster(t *testing.T) {
-	nacosAddr(t)
+	addr := nacosAddr(t)
 	ctl := script(t)
 	ctl("cluster-start", "3")
-	t.Cleanup(func() { exec.Command(os.Getenv("GRAYLB_NACOS_SCRIPT"), "cluster-stop", "3", "-9").Run() })
-	nodes := []string{"127.0.0.1:18848", "127.0.0.1:18858", "127.0.0.1:18868"}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+		defer cancel()
+		exec.CommandContext(ctx, os.Getenv("GRAYLB_NACOS_SCRIPT"), "cluster-stop", "3", "-9").Run()
+	})
+	nodes := clusterNodes(t, addr, 3)
 	svc := uniqueService(t)
 	startBackend(t, svc, "prod-1", false, nodes...)
 	startBackend(t, svc, "gray-1", true, nodes...)
-	client := newHTTPClient(t, nodes...)
+	client, lb := newHTTPClient(t, nodes...)
 	l := newLoad(client, svc)
 	// A new cluster takes a while to form and share registrations: start
 	// the load once both instances are routed to.
@@ -222,9 +272,10 @@ func TestIntegration_Cluster(t *testing.T) {
 	routed := waitRouted(t, l, "gray-2", 30*time.Second)
 	time.Sleep(time.Second)
 	l.finish()
+	st := lb.Supplier().Stats()
 	fragment(t, "cluster", fmt.Sprintf(
-		"| cluster: node 1 of 3 SIGKILLed under load; the supplier has all 3 addresses | 3 r-nacos nodes (raft) | %d requests | — | %d failed requests | %d prod on gray, %d gray on prod | a registration after the stop routed %v after registering (%v after the stop) |\n",
-		l.sent.Load(), l.failed.Load(), l.wrongKind.Load(), l.fellBack.Load(), routed.Round(10*time.Millisecond), time.Since(stopped).Round(10*time.Millisecond)))
+		"| cluster: node 1 of 3 SIGKILLed under load; the supplier has all 3 addresses | 3 r-nacos nodes (raft) | %d requests | — | %d failed requests | %d prod on gray, %d gray on prod | a registration after the stop routed %v after registering (%v after the stop); %d partial lists held |\n",
+		l.sent.Load(), l.failed.Load(), l.wrongKind.Load(), l.fellBack.Load(), routed.Round(10*time.Millisecond), time.Since(stopped).Round(10*time.Millisecond), st.HeldShrinks))
 	if v := l.firstErr.Load(); v != nil {
 		t.Errorf("first failure: %v", v)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync/atomic"
@@ -254,15 +253,8 @@ func TestIntegration_Register(t *testing.T) {
 // from the disk cache written by an earlier one.
 func TestIntegration_Restart(t *testing.T) {
 	addr := nacosAddr(t)
-	script := os.Getenv("GRAYLB_NACOS_SCRIPT")
-	if script == "" {
-		t.Skip("set GRAYLB_NACOS_SCRIPT to scripts/nacos.sh to run the restart test (make test does)")
-	}
-	ctl := func(args ...string) {
-		out, err := exec.Command(script, args...).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-	}
-	t.Cleanup(func() { exec.Command(script, "start").Run() })
+	ctl := script(t)
+	restartServer(t)
 
 	svc := uniqueService(t)
 	instance(t, svc, 7301, nil)
