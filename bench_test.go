@@ -235,3 +235,62 @@ func BenchmarkPickParallelPolicy(b *testing.B) {
 		})
 	}
 }
+
+// weightedList is benchList(n) with Nacos-style weights: integers, two
+// decimal fractions and a few far apart (0.01 next to 10 000).
+func weightedList(n int) []Instance {
+	list := benchList(n)
+	for i := range list {
+		switch i % 4 {
+		case 0:
+			list[i].Weight = float64(1 + i%100)
+		case 1:
+			list[i].Weight = float64(1+i%997) / 100
+		case 2:
+			list[i].Weight = 1.5
+		default:
+			list[i].Weight = []float64{0.01, 10000, 0.3, 5}[i/4%4]
+		}
+	}
+	return list
+}
+
+// BenchmarkWeightedBuild builds the weighted round-robin schedule alone.
+func BenchmarkWeightedBuild(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
+			list := weightedList(n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				WeightedRoundRobin().NewPicker(list)
+			}
+		})
+	}
+}
+
+// BenchmarkUpdateWeighted is BenchmarkUpdate with WeightedRoundRobin and
+// varied weights: a whole routing rebuild, every partition's schedule.
+func BenchmarkUpdateWeighted(b *testing.B) {
+	for _, n := range []int{10000} {
+		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
+			list := weightedList(n)
+			lb, err := New(&fakeSource{list: list}, WithContextHandler(testHandler), WithFilters(NewVersionFilter()), WithPolicy(WeightedRoundRobin()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lb.Close()
+			if _, err := lb.Pick(context.Background(), "svc"); err != nil {
+				b.Fatal(err)
+			}
+			s := (*lb.services.Load())["svc"]
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				s.mu.Lock()
+				lb.rebuild(s, list)
+				s.mu.Unlock()
+			}
+		})
+	}
+}
