@@ -63,6 +63,10 @@ type Cache struct {
 
 	seedRetry time.Duration
 	failed    map[string]seedFailure // guarded by mu; at most maxSeedFailures
+	// failedOrder holds the names in failed in the order they came, a ring
+	// once full; failedNext is the oldest.
+	failedOrder []string
+	failedNext  int
 
 	refused atomic.Uint64
 	applied atomic.Uint64
@@ -314,24 +318,20 @@ func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 }
 
 // rememberFailure records a failed first query; c.mu is held. The map
-// never holds more than maxSeedFailures names: expired ones go first, then
-// any one.
+// never holds more than maxSeedFailures names: past that the oldest
+// recorded name goes, in O(1), so a flood of unknown names costs each pick
+// nothing more.
 func (c *Cache) rememberFailure(service string, err error) {
-	now := time.Now()
-	if len(c.failed) >= maxSeedFailures {
-		for k, f := range c.failed {
-			if !now.Before(f.until) {
-				delete(c.failed, k)
-			}
-		}
-		for k := range c.failed {
-			if len(c.failed) < maxSeedFailures {
-				break
-			}
-			delete(c.failed, k)
+	if _, ok := c.failed[service]; !ok {
+		if len(c.failedOrder) < maxSeedFailures {
+			c.failedOrder = append(c.failedOrder, service)
+		} else {
+			delete(c.failed, c.failedOrder[c.failedNext])
+			c.failedOrder[c.failedNext] = service
+			c.failedNext = (c.failedNext + 1) % maxSeedFailures
 		}
 	}
-	c.failed[service] = seedFailure{err: err, until: now.Add(c.seedRetry)}
+	c.failed[service] = seedFailure{err: err, until: time.Now().Add(c.seedRetry)}
 }
 
 // apply installs a list from the source. force skips the empty protection.

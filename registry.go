@@ -190,6 +190,11 @@ func (r *Registry) Watch(service string, fn func([]Instance)) (func(), error) {
 		once.Do(func() {
 			r.mu.Lock()
 			delete(s.watchers, id)
+			// A service watched but never registered leaves no trace, so
+			// watching names from untrusted input keeps memory bounded.
+			if !s.known && len(s.watchers) == 0 && r.services[service] == s {
+				delete(r.services, service)
+			}
 			r.mu.Unlock()
 		})
 	}, nil

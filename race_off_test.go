@@ -1,0 +1,5 @@
+//go:build !race
+
+package graylb
+
+const raceEnabled = false
