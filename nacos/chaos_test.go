@@ -258,6 +258,25 @@ func TestIntegration_Cluster(t *testing.T) {
 	startBackend(t, svc, "gray-1", true, nodes...)
 	client, lb := newHTTPClient(t, nodes...)
 	l := newLoad(client, svc)
+	// What a raw Supplier (no Cache) sees while the node is lost: does a
+	// client on a surviving node see the lost node's instances vanish?
+	raw, err := NewSupplier(testOptsServers(t, nodes...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { raw.Close() })
+	var seenMu sync.Mutex
+	var seen []string
+	var stoppedAt atomic.Int64
+	stopRaw, err := raw.Watch(svc, func(list []graylb.Instance) {
+		var at time.Duration
+		if s := stoppedAt.Load(); s != 0 {
+			at = time.Since(time.Unix(0, s)).Round(10 * time.Millisecond)
+		}
+		seenMu.Lock()
+		seen = append(seen, fmt.Sprintf("%v: %d instances", at, len(list)))
+		seenMu.Unlock()
+	})
+	require.NoError(t, err)
+	t.Cleanup(stopRaw)
 	// A new cluster takes a while to form and share registrations: start
 	// the load once both instances are routed to.
 	waitRouted(t, l, "gray-1", 30*time.Second)
@@ -266,12 +285,17 @@ func TestIntegration_Cluster(t *testing.T) {
 	time.Sleep(time.Second)
 
 	stopped := time.Now()
+	stoppedAt.Store(stopped.UnixNano())
 	ctl("cluster-node-stop", "1")
 	time.Sleep(2 * time.Second)
 	startBackend(t, svc, "gray-2", true, nodes[1:]...)
 	routed := waitRouted(t, l, "gray-2", 30*time.Second)
 	time.Sleep(time.Second)
 	l.finish()
+	seenMu.Lock()
+	t.Logf("lists a raw supplier saw (time since the node stop): %v; refill window open until %v after the stop",
+		seen, raw.RefillUntil().Sub(stopped).Round(10*time.Millisecond))
+	seenMu.Unlock()
 	st := lb.Supplier().Stats()
 	fragment(t, "cluster", fmt.Sprintf(
 		"| cluster: node 1 of 3 SIGKILLed under load; the supplier has all 3 addresses | 3 r-nacos nodes (raft) | %d requests | — | %d failed requests | %d prod on gray, %d gray on prod | a registration after the stop routed %v after registering (%v after the stop); %d partial lists held |\n",

@@ -47,11 +47,17 @@ var ErrDuplicateRegistration = errors.New("nacos: the client already registered 
 // registry refills (see RefillUntil), which the graylb.Cache uses to tell a
 // registry refilling after a restart from deliberate deregistrations.
 //
+// The SDK's log lines go to graylb's logger (WithLogger) from the SDK level
+// on (WithLogLevel, default error); with WithLogDir they go to the SDK's
+// rotating files in that folder instead. The SDK's logger is process-wide:
+// the last Client built sets it.
+//
 // Close releases what the SDK lets go of. Measured per NewClient and Close
-// with nacos-sdk-go v2.3.2: no goroutine and no socket is left; the SDK
-// keeps its gRPC client in a process-wide map it never prunes (a few
-// kilobytes per Client), and its logger is process-wide (the last Client
-// built sets its folder and level).
+// with nacos-sdk-go v2.3.2 (TestIntegration_CloseLeaks): no goroutine and
+// no file descriptor is left. The SDK keeps each gRPC client in a
+// process-wide map it never prunes (a few kilobytes per Client); with
+// WithLogDir, each Client's rotating log writer keeps one goroutine and
+// its open file once it has written.
 type Client struct {
 	cfg    *config
 	ctx    context.Context
@@ -59,6 +65,7 @@ type Client struct {
 	holder *naming_cache.ServiceInfoHolder
 	params vo.NacosClientParam
 	start  time.Time
+	sdkLog sdklog.Logger
 
 	built     chan struct{} // closed once naming and buildErr are set
 	naming    *naming_grpc.NamingGrpcProxy
@@ -95,12 +102,13 @@ func NewClient(ctx context.Context, opts ...Option) (*Client, error) {
 	if cc.NamespaceId == "" {
 		cc.NamespaceId = constant.DEFAULT_NAMESPACE_ID
 	}
-	if err := sdklog.InitLogger(sdklog.BuildLoggerConfig(cc)); err != nil {
+	sdkLog, err := installSDKLogger(cfg, cc)
+	if err != nil {
 		return nil, fmt.Errorf("nacos: SDK logger: %w", err)
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
-		cfg: cfg, ctx: cctx, cancel: cancel, params: p, start: time.Now(),
+		cfg: cfg, ctx: cctx, cancel: cancel, params: p, start: time.Now(), sdkLog: sdkLog,
 		holder:     naming_cache.NewServiceInfoHolder(cc.NamespaceId, cc.CacheDir, true, cc.NotLoadCacheAtStart),
 		built:      make(chan struct{}),
 		connected:  make(chan struct{}),
@@ -444,6 +452,7 @@ func (c *Client) configClient() (config_client.IConfigClient, error) {
 		return c.configCl, nil
 	}
 	cc, err := clients.NewConfigClient(c.params)
+	sdklog.SetLogger(c.sdkLog) // the config client installed a rotating file logger of its own
 	if err != nil {
 		return nil, fmt.Errorf("nacos: config client: %w", redact(err, c.cfg))
 	}

@@ -214,12 +214,16 @@ func settled() (goroutines, fds int) {
 // RuleSource and a Registration on it leaves behind after Close, and what
 // the simple constructors (a Client each) leave.
 func TestIntegration_CloseLeaks(t *testing.T) {
-	nacosAddr(t)
+	addr := nacosAddr(t)
 	svc := uniqueService(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// The default logging: SDK lines to graylb's logger, no log files.
+	opts := func() []Option {
+		return []Option{WithServers(addr), WithCacheDir(t.TempDir()), WithLogLevel("error")}
+	}
 	shared := func() {
-		cl, err := NewClient(ctx, testOpts(t)...)
+		cl, err := NewClient(ctx, opts()...)
 		require.NoError(t, err)
 		sup, err := NewSupplier(WithClient(cl))
 		require.NoError(t, err)
@@ -237,11 +241,11 @@ func TestIntegration_CloseLeaks(t *testing.T) {
 		cl.Close()
 	}
 	simple := func() {
-		sup, err := NewSupplier(testOpts(t)...)
+		sup, err := NewSupplier(opts()...)
 		require.NoError(t, err)
-		src, err := NewRuleSource(svc+".json", testOpts(t)...)
+		src, err := NewRuleSource(svc+".json", opts()...)
 		require.NoError(t, err)
-		reg, err := Register(ctx, Service{Name: svc, Host: "127.0.0.1", Port: 7402}, testOpts(t)...)
+		reg, err := Register(ctx, Service{Name: svc, Host: "127.0.0.1", Port: 7402}, opts()...)
 		require.NoError(t, err)
 		_, err = sup.Instances(ctx, svc)
 		require.NoError(t, err)
@@ -266,8 +270,10 @@ func TestIntegration_CloseLeaks(t *testing.T) {
 	fragment(t, "hostile-10-leaks", fmt.Sprintf(
 		"| 10. what one Close leaves (shared Client with a Supplier, RuleSource and Registration: %+.1f goroutines, %+.1f fds; simple constructors, a Client each: %+.1f goroutines, %+.1f fds) | TestIntegration_CloseLeaks | %d rounds each | — |\n",
 		gs, fs, gp, fp, rounds))
-	assert.LessOrEqual(t, gs, 1.0, "goroutines left per shared Client Close")
-	assert.LessOrEqual(t, fs, 1.0, "fds left per shared Client Close")
+	assert.LessOrEqual(t, gs, 0.5, "goroutines left per shared Client Close")
+	assert.LessOrEqual(t, fs, 0.5, "fds left per shared Client Close")
+	assert.LessOrEqual(t, gp, 0.5, "goroutines left per Close of the simple constructors")
+	assert.LessOrEqual(t, fp, 0.5, "fds left per Close of the simple constructors")
 }
 
 // TestIntegration_UnreachableFailsFast: with no server, construction is

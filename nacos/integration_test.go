@@ -56,6 +56,11 @@ func testOpts(t *testing.T, extra ...Option) []Option {
 	return append([]Option{WithServers(nacosAddr(t)), WithCacheDir(filepath.Join(dir, "cache")), WithLogDir(filepath.Join(dir, "log")), WithLogLevel("error")}, extra...)
 }
 
+func testOptsServers(t *testing.T, servers ...string) []Option {
+	dir := t.TempDir()
+	return []Option{WithServers(servers...), WithCacheDir(filepath.Join(dir, "cache")), WithLogDir(filepath.Join(dir, "log")), WithLogLevel("error")}
+}
+
 func newNaming(t *testing.T, opts ...Option) naming_client.INamingClient {
 	t.Helper()
 	p, err := newConfig(testOpts(t, opts...)).params()

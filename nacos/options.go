@@ -148,14 +148,16 @@ func WithTimeout(d time.Duration) Option {
 // there in plain text.
 func WithCacheDir(dir string) Option { return func(c *config) { c.cacheDir = dir } }
 
-// WithLogDir sets the SDK's log folder (default
-// os.UserCacheDir()/graylb/nacos/log). The SDK keeps one logger per
-// process: the last client built sets its folder and level.
+// WithLogDir makes the SDK write its log to rotating files in dir instead
+// of handing its lines to graylb's logger (see Client). Without it the SDK
+// writes no log file (its folder setting points at
+// os.UserCacheDir()/graylb/nacos/log, never beside the executable). The SDK
+// keeps one logger per process: the last Client built sets it.
 func WithLogDir(dir string) Option { return func(c *config) { c.logDir = dir } }
 
-// WithLogLevel sets the SDK's log level: debug, info, warn or error
-// (default error; at warn the SDK logs about 1.6 MB per 30 s while the
-// server is unreachable).
+// WithLogLevel sets the lowest level of the SDK's log lines kept: debug,
+// info, warn or error (default error; at warn the SDK logs about 1.6 MB
+// per 30 s while the server is unreachable).
 func WithLogLevel(level string) Option { return func(c *config) { c.logLevel = level } }
 
 // WithClient makes NewSupplier, NewRuleSource and Register use c, one
@@ -262,6 +264,11 @@ func (c *config) configClient() (config_client.IConfigClient, bool, error) {
 		return nil, false, err
 	}
 	cc, err := clients.NewConfigClient(p)
+	// The SDK installed a rotating file logger of its own: hand its lines
+	// to graylb's logger again unless WithLogDir asked for files.
+	if _, lerr := installSDKLogger(c, *p.ClientConfig); lerr != nil && err == nil {
+		err = lerr
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("nacos: config client: %w", redact(err, c))
 	}
