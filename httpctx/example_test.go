@@ -36,7 +36,7 @@ func Example() {
 	client := &http.Client{Transport: httpctx.NewTransport(lb)}
 
 	// A service's handler: the incoming gray header travels to its calls.
-	api := httpctx.Middleware()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	api := httpctx.Middleware(lb)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://user-service/", nil)
 		resp, err := client.Do(req)
 		if err != nil {

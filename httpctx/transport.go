@@ -79,10 +79,7 @@ func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.pa
 // NewTransport returns a Transport over lb. Build lb with
 // graylb.WithContextHandler(httpctx.Handler()) so it reads the headers.
 func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
-	t := &Transport{lb: lb, base: http.DefaultTransport, maxRetries: 2, grayHeader: graylb.DefaultGrayHeader}
-	if lb != nil {
-		t.grayHeader = lb.GrayFilter().Header()
-	}
+	t := &Transport{lb: lb, base: http.DefaultTransport, maxRetries: 2, grayHeader: lb.Keys().Gray}
 	for _, o := range opts {
 		if o != nil {
 			o(t)

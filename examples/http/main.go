@@ -86,7 +86,7 @@ func run(nacosAddr string) error {
 	}
 	defer lb.Close()
 	client := &http.Client{Transport: httpctx.NewTransport(lb), Timeout: 5 * time.Second}
-	gwPort, stop, err := serve(httpctx.Middleware()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	gwPort, stop, err := serve(httpctx.Middleware(lb)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://user-service/", nil)
 		resp, err := client.Do(req)
 		if err != nil {

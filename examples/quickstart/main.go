@@ -176,7 +176,7 @@ func (w *world) start(name, service, next string, gray bool) (*instance, error) 
 		return nil, err
 	}
 	in.addr = lis.Addr().String()
-	in.srv = &http.Server{Handler: httpctx.Middleware()(h), ReadHeaderTimeout: 5 * time.Second}
+	in.srv = &http.Server{Handler: httpctx.Middleware(lb)(h), ReadHeaderTimeout: 5 * time.Second}
 	go in.srv.Serve(lis)
 	w.instances[name] = in
 	w.byAddr[in.addr] = in

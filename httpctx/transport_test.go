@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,68 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// register adds srv to reg as an instance of service.
-func register(t testing.TB, reg *graylb.Registry, service string, srv *httptest.Server, md map[string]string) graylb.Instance {
-	t.Helper()
-	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
-	require.NoError(t, err)
-	p, _ := strconv.Atoi(port)
-	in := graylb.NewInstance(service, host, p, md)
-	require.NoError(t, reg.Register(in))
-	return in
-}
-
-// deadAddr returns a loopback port nothing listens on.
-func deadAddr(t testing.TB) (string, int) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().(*net.TCPAddr)
-	l.Close()
-	return addr.IP.String(), addr.Port
-}
-
-func named(name string) *httptest.Server {
-	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, name)
-	}))
-}
-
-// hop is a service instance that calls next through graylb and answers
-// "name>" + what next answered.
-func hop(t testing.TB, name string, reg *graylb.Registry, next string, self bool) *httptest.Server {
-	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithGrayOptions(graylb.WithSelfGray(self)))
-	require.NoError(t, err)
-	t.Cleanup(func() { lb.Close() })
-	client := &http.Client{Transport: NewTransport(lb)}
-	srv := httptest.NewServer(Middleware()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+next+"/", nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		io.WriteString(w, name+">"+string(b))
-	})))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-func fetch(t testing.TB, url string, hdr ...string) (string, int) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b), resp.StatusCode
-}
 
 func TestFullLink(t *testing.T) {
 	reg := graylb.NewRegistry()
@@ -197,26 +134,6 @@ func TestTransport_RetriesConnectionFailureOnSameKind(t *testing.T) {
 	require.Error(t, err)
 }
 
-func TestMiddleware_TrustBoundary(t *testing.T) {
-	var seen http.Header
-	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen = Incoming(r.Context())
-		io.WriteString(w, r.Header.Get("gray"))
-	})
-	public := func(r *http.Request) bool { return r.Header.Get("X-Internal") == "yes" }
-	srv := httptest.NewServer(Middleware(WithTrusted(public))(inner))
-	defer srv.Close()
-
-	got, _ := fetch(t, srv.URL, "gray", "true", "uid", "u1")
-	assert.Equal(t, "", got, "client-supplied gray header dropped")
-	assert.Equal(t, "", seen.Get("gray"))
-	assert.Equal(t, "u1", seen.Get("uid"), "user id kept")
-
-	got, _ = fetch(t, srv.URL, "gray", "true", "X-Internal", "yes")
-	assert.Equal(t, "true", got)
-	assert.Equal(t, "true", seen.Get("gray"))
-}
-
 func TestTransport_BadInput(t *testing.T) {
 	reg := graylb.NewRegistry()
 	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()))
@@ -305,17 +222,6 @@ type closeRecorder struct {
 }
 
 func (c *closeRecorder) Close() error { c.closed = true; return nil }
-
-func TestHandler_OutgoingBeforeIncoming(t *testing.T) {
-	ctx := context.WithValue(context.Background(), incomingKey{}, http.Header{"Gray": {"true"}, "Uid": {"in"}})
-	ctx = WithOutgoing(ctx, http.Header{"Gray": {"false"}})
-	h := Handler()
-	assert.Equal(t, "false", h.Value(ctx, "gray"))
-	assert.Equal(t, "in", h.Value(ctx, "uid"))
-	assert.Equal(t, "", h.Value(ctx, "version"))
-	assert.Equal(t, "", h.Value(context.Background(), "gray"))
-	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Value(ctx, "gray") }))
-}
 
 func TestTransport_BaseTransportErrors(t *testing.T) {
 	reg := graylb.NewRegistry()

@@ -1,0 +1,85 @@
+// Package httpctx adapts graylb to net/http: a ContextHandler that reads the
+// gray, user and version headers of the call being made, server middleware
+// that keeps the incoming ones on the request context (full-link
+// propagation) and enforces a trust boundary, and a RoundTripper that
+// resolves http://<service>/... through a graylb.LoadBalancer.
+//
+// Wire it up once per service; every piece takes the key names from lb:
+//
+//	lb, _ := graylb.New(supplier, graylb.WithContextHandler(httpctx.Handler()))
+//	client := &http.Client{Transport: httpctx.NewTransport(lb)}
+//	http.ListenAndServe(addr, httpctx.Middleware(lb)(mux))
+//
+// and pass each handler's r.Context() to the requests it makes
+// (http.NewRequestWithContext): the headers travel on it.
+package httpctx
+
+import (
+	"context"
+	"net/http"
+	"net/textproto"
+
+	"github.com/graylb/graylb"
+)
+
+type (
+	outgoingKey struct{} // the outgoing request's header, set by the Transport
+	incomingKey struct{} // the propagated incoming headers, set by Middleware
+)
+
+// Handler returns the ContextHandler over HTTP headers: for the call being
+// made, the outgoing request's header first (as seen by the Transport),
+// then the incoming request's as Middleware kept it. A request that did not
+// pass through Middleware contributes nothing: the trust boundary is
+// Middleware's to enforce.
+func Handler() graylb.ContextHandler { return handler{} }
+
+type handler struct{}
+
+func (handler) Value(ctx context.Context, name string) string {
+	if h, _ := ctx.Value(outgoingKey{}).(http.Header); h != nil {
+		if v := get(h, name); v != "" {
+			return v
+		}
+	}
+	if h, _ := ctx.Value(incomingKey{}).(http.Header); h != nil {
+		return get(h, name)
+	}
+	return ""
+}
+
+// get is Header.Get without allocating for the usual names.
+func get(h http.Header, name string) string {
+	if v := h[canonical(name)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// canonical avoids textproto's allocation for the default names.
+func canonical(name string) string {
+	switch name {
+	case "gray":
+		return "Gray"
+	case "uid":
+		return "Uid"
+	case "version":
+		return "Version"
+	case "gray-tag":
+		return "Gray-Tag"
+	}
+	return textproto.CanonicalMIMEHeaderKey(name)
+}
+
+// WithOutgoing returns ctx carrying h as the outgoing request's header, so
+// the Handler sees it. The Transport does this itself; use it to Pick by
+// hand for a request you are about to send.
+func WithOutgoing(ctx context.Context, h http.Header) context.Context {
+	return context.WithValue(ctx, outgoingKey{}, h)
+}
+
+// Incoming returns the propagated incoming headers on ctx (nil if none).
+func Incoming(ctx context.Context) http.Header {
+	h, _ := ctx.Value(incomingKey{}).(http.Header)
+	return h
+}

@@ -1,0 +1,116 @@
+package httpctx
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/graylb/graylb"
+)
+
+// MiddlewareOption configures Middleware.
+type MiddlewareOption func(*middleware)
+
+type middleware struct {
+	names   []string // propagated: lb's keys, then the extra ones
+	trusted func(*http.Request) bool
+	user    func(*http.Request) string
+	userKey string
+}
+
+// WithPropagated adds header names propagated beside the LoadBalancer's
+// keys (for example a header your own filters read). They count as routing
+// keys at the trust boundary too.
+func WithPropagated(names ...string) MiddlewareOption {
+	return func(m *middleware) {
+		for _, n := range names {
+			if n != "" && !containsFold(m.names, n) {
+				m.names = append(m.names, n)
+			}
+		}
+	}
+}
+
+// WithTrusted marks a trust boundary, such as a public gateway. A request
+// for which pred returns false is untrusted: every header the LoadBalancer
+// reads (its gray, user and version keys, whatever they are named) and
+// every WithPropagated header is removed from the request, in any letter
+// case and however often repeated, before the next handler sees it, and
+// nothing of it is propagated. A nil pred trusts every request (internal
+// traffic, the default).
+func WithTrusted(pred func(*http.Request) bool) MiddlewareOption {
+	return func(m *middleware) { m.trusted = pred }
+}
+
+// WithUser sets where the user id comes from: fn returns the authenticated
+// user of the request ("" for none), as the program knows it (a verified
+// token, a session). Its value is the request's user id for routing and is
+// propagated under the LoadBalancer's user key; it wins over a header,
+// trusted or not. At a trust boundary this is how gray-user rules and a
+// sticky canary get a user id an attacker cannot choose.
+func WithUser(fn func(*http.Request) string) MiddlewareOption {
+	return func(m *middleware) { m.user = fn }
+}
+
+// Middleware returns server middleware that keeps the incoming values of
+// lb's keys (gray, user, version; see graylb.LoadBalancer.Keys) on the
+// request context, so every call made with that context through the
+// Transport passes them on. A nil lb has the default key names.
+func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Handler) http.Handler {
+	keys := lb.Keys()
+	m := &middleware{userKey: keys.User}
+	WithPropagated(keys.Names()...)(m)
+	for _, o := range opts {
+		if o != nil {
+			o(m)
+		}
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if m.trusted != nil && !m.trusted(r) {
+				r = m.strip(r)
+			}
+			var kept http.Header
+			keep := func(name, value string) {
+				if kept == nil {
+					kept = make(http.Header, len(m.names))
+				}
+				kept[canonical(name)] = []string{value}
+			}
+			for _, n := range m.names {
+				if v := r.Header.Get(n); v != "" {
+					keep(n, v)
+				}
+			}
+			if m.user != nil {
+				if u := m.user(r); u != "" {
+					keep(m.userKey, u)
+				}
+			}
+			if kept != nil {
+				r = r.WithContext(context.WithValue(r.Context(), incomingKey{}, kept))
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// strip returns a copy of r without any routing header, in any letter case.
+func (m *middleware) strip(r *http.Request) *http.Request {
+	r = r.Clone(r.Context())
+	for k := range r.Header {
+		if containsFold(m.names, k) {
+			delete(r.Header, k)
+		}
+	}
+	return r
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
