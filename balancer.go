@@ -390,27 +390,20 @@ func (r Route) Next() Instance {
 // Supplier returns the Cache the LoadBalancer reads instances from.
 func (lb *LoadBalancer) Supplier() *Cache { return lb.cache }
 
-// Router is a routing snapshot over an explicit instance list, built with a
-// LoadBalancer's filters, rules, handler and observer: what the gRPC
-// balancer uses over the instances of its connections. It follows rule
-// changes: the first Route after a change rebuilds it once. Safe for
-// concurrent use.
+// Router is a routing snapshot of one service over an explicit instance
+// list, built with a LoadBalancer's filters, rules, policy, handler and
+// observer: what the gRPC balancer's picker runs over the instances of its
+// connections. It is immutable and safe for concurrent use; it does not
+// follow rule changes: build a new one (OnRulesChange says when).
 type Router struct {
 	lb      *LoadBalancer
 	service string
-	list    []Instance
-	policy  Policy
-	mu      sync.Mutex
-	cur     atomic.Pointer[routerState]
-}
-
-type routerState struct {
-	rules *compiledRules
-	tree  *tree
+	tree    *tree
 }
 
 // NewRouter builds a Router for service over list (usable instances only)
-// with policy, or the LoadBalancer's policy when nil.
+// with policy, or the LoadBalancer's policy when nil, under the rules in
+// force.
 func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy) (*Router, error) {
 	if err := ValidateServiceName(service); err != nil {
 		return nil, err
@@ -418,48 +411,19 @@ func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy
 	if policy == nil {
 		policy = lb.policy
 	}
-	r := &Router{lb: lb, service: service, list: usable(list), policy: policy}
-	if _, err := r.build(); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-func (r *Router) build() (*routerState, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rules := r.lb.rules.Load()
-	if st := r.cur.Load(); st != nil && st.rules == rules {
-		return st, nil
-	}
-	t, err := buildTree(r.service, r.list, r.lb.filters, rules, r.policy)
+	t, err := buildTree(service, usable(list), lb.filters, lb.rules.Load(), policy)
 	if err != nil {
-		if old := r.cur.Load(); old != nil {
-			// Keep the old routing under the new rules' mark: one log line
-			// per rules change, not one per pick.
-			r.cur.Store(&routerState{rules: rules, tree: old.tree})
-		}
 		return nil, err
 	}
-	st := &routerState{rules: rules, tree: t}
-	r.cur.Store(st)
-	return st, nil
+	return &Router{lb: lb, service: service, tree: t}, nil
 }
 
-// Route runs the chain for the request in ctx.
+// Route runs the chain for the request in ctx. It does not block.
 func (r *Router) Route(ctx context.Context) (Route, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	st := r.cur.Load()
-	if st.rules != r.lb.rules.Load() {
-		if nst, err := r.build(); err == nil {
-			st = nst
-		} else {
-			r.lb.logger.Error("graylb: keeping the previous routing", "service", r.service, "err", err)
-		}
-	}
-	return r.lb.route(ctx, r.service, st.tree)
+	return r.lb.route(ctx, r.service, r.tree)
 }
 
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {

@@ -135,3 +135,23 @@ func TestLoadBalancer_RequestKind(t *testing.T) {
 	_, src = lb.RequestKind(withHeaders(bg, "gray", "false"))
 	assert.True(t, src.Travels(), "an explicit key opts out of the canary and travels")
 }
+
+// KindToPass agrees with RequestKind, and skips reading the call's keys
+// when nothing but a key could decide.
+func TestLoadBalancer_KindToPass(t *testing.T) {
+	lb, _ := newTestLB(t, []Instance{inst("svc", 1)})
+	bg := context.Background()
+	_, write := lb.KindToPass(withHeaders(bg, "gray", "true"))
+	assert.False(t, write, "the call's key travels")
+	k, write := lb.KindToPass(WithValue(bg, "gray", "true"))
+	assert.True(t, write)
+	assert.Equal(t, Gray, k)
+	_, write = lb.KindToPass(WithValue(withHeaders(bg, "gray", "false"), "gray", "true"))
+	assert.False(t, write, "the key wins over the context value and travels")
+	require.NoError(t, lb.SetRules(Rules{CanaryPercent: 100}))
+	k, write = lb.KindToPass(bg)
+	assert.True(t, write)
+	assert.Equal(t, Gray, k)
+	_, write = lb.KindToPass(withHeaders(bg, "gray", "false"))
+	assert.False(t, write)
+}

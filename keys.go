@@ -67,3 +67,21 @@ func (lb *LoadBalancer) RequestKind(ctx context.Context) (Kind, KindSource) {
 	}
 	return lb.gray.requestKind(Request{Context: ctx, handler: lb.handler}, lb.rules.Load())
 }
+
+// KindToPass returns the kind of the request in ctx and whether an adapter
+// must write it on the outgoing call for the next hop to route the same
+// way: true when rules, a context value or the caller's own flag decided
+// it (see RequestKind), false when a key the call carries, or nothing,
+// did. When no rule, context value or own flag could decide, it answers
+// without reading the call's keys.
+func (lb *LoadBalancer) KindToPass(ctx context.Context) (Kind, bool) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	rl := lb.rules.Load()
+	if !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && ValueFrom(ctx, lb.gray.header) == "" {
+		return Prod, false
+	}
+	k, src := lb.RequestKind(ctx)
+	return k, !src.Travels()
+}

@@ -2,26 +2,17 @@ package grpcctx
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"sync"
 
 	"github.com/graylb/graylb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/base"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 )
 
 // Name is the balancer's registered name.
 const Name = "graylb"
-
-// Scheme is the resolver's scheme: nacos:///<service>.
-const Scheme = "nacos"
 
 // ServiceConfig selects the graylb balancer.
 const ServiceConfig = `{"loadBalancingConfig":[{"` + Name + `":{}}]}`
@@ -30,121 +21,22 @@ func init() {
 	balancer.Register(base.NewBalancerBuilder(Name, pickerBuilder{}, base.Config{}))
 }
 
-// DialOptions returns what a client needs: the resolver for nacos:///
+// DialOptions returns what a client needs: the resolver for graylb:///
 // targets over lb's Supplier, the service config selecting the balancer,
 // and the client interceptors. lb must read metadata:
 // graylb.WithContextHandler(grpcctx.Handler()).
+//
+// The client interceptors make each call's gray decision once: when lb's
+// rules (a gray user, the canary), a context value or the caller's own
+// flag decided the kind, they write it under the gray key, the picker reads
+// it back, and every later hop routes the same way, unary and streaming.
+// A kind the call already carries is left as it is.
 func DialOptions(lb *graylb.LoadBalancer) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithResolvers(NewResolverBuilder(lb)),
 		grpc.WithDefaultServiceConfig(ServiceConfig),
-		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor()),
-		grpc.WithChainStreamInterceptor(StreamClientInterceptor()),
-	}
-}
-
-// attrKey is the address attribute key; its value is a *source.
-type attrKey struct{}
-
-// source is what an address came from: the LoadBalancer and service.
-type source struct {
-	lb      *graylb.LoadBalancer
-	service string
-	inst    graylb.Instance
-}
-
-// Equal compares sources by LoadBalancer, service and instance address.
-func (s *source) Equal(o any) bool {
-	t, ok := o.(*source)
-	return ok && t.lb == s.lb && t.service == s.service && t.inst.Addr() == s.inst.Addr()
-}
-
-// InstanceOf returns the instance an address resolved by this package
-// stands for.
-func InstanceOf(a resolver.Address) (graylb.Instance, bool) {
-	s, ok := a.BalancerAttributes.Value(attrKey{}).(*source)
-	if !ok {
-		return graylb.Instance{}, false
-	}
-	return s.inst, true
-}
-
-// NewResolverBuilder returns a resolver builder for nacos:///<service>
-// over lb's Supplier (the in-memory registry, Nacos, or any other). Each
-// address carries its instance (metadata, weight) as an attribute. The
-// resolver follows the Supplier's changes through lb's Cache, which never
-// hands over an empty list over a non-empty one while its empty-update
-// protection holds (see graylb.Cache); an empty list it does hand over is
-// pushed as it is.
-func NewResolverBuilder(lb *graylb.LoadBalancer) resolver.Builder { return &resolverBuilder{lb: lb} }
-
-type resolverBuilder struct{ lb *graylb.LoadBalancer }
-
-func (b *resolverBuilder) Scheme() string { return Scheme }
-
-func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
-	if b.lb == nil {
-		return nil, errors.New("grpcctx: resolver has no LoadBalancer")
-	}
-	service := strings.TrimPrefix(target.URL.Path, "/")
-	if service == "" {
-		service = target.URL.Host
-	}
-	if err := graylb.ValidateServiceName(service); err != nil {
-		return nil, fmt.Errorf("grpcctx: target %q: %w", target.URL.String(), err)
-	}
-	r := &nacosResolver{cc: cc, lb: b.lb, service: service}
-	list, err := b.lb.Supplier().Instances(context.Background(), service)
-	if err != nil {
-		return nil, fmt.Errorf("grpcctx: resolving %q: %w", service, err)
-	}
-	r.push(list)
-	stop, err := b.lb.Supplier().Watch(service, r.push)
-	if err != nil {
-		return nil, fmt.Errorf("grpcctx: watching %q: %w", service, err)
-	}
-	r.stop = stop
-	return r, nil
-}
-
-type nacosResolver struct {
-	cc      resolver.ClientConn
-	lb      *graylb.LoadBalancer
-	service string
-	mu      sync.Mutex
-	closed  bool
-	stop    func()
-}
-
-func (r *nacosResolver) push(list []graylb.Instance) {
-	addrs := make([]resolver.Address, len(list))
-	for i, in := range list {
-		addrs[i] = resolver.Address{
-			Addr:               in.Addr(),
-			BalancerAttributes: attributes.New(attrKey{}, &source{lb: r.lb, service: r.service, inst: in}),
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return
-	}
-	// The Cache hands over an empty list only when the service really
-	// emptied (protection off, or still empty after its grace period):
-	// pass it on, and RPCs fail with Unavailable.
-	if err := r.cc.UpdateState(resolver.State{Addresses: addrs}); err != nil && len(addrs) > 0 {
-		r.cc.ReportError(fmt.Errorf("grpcctx: %q: %w", r.service, err))
-	}
-}
-
-func (r *nacosResolver) ResolveNow(resolver.ResolveNowOptions) {}
-
-func (r *nacosResolver) Close() {
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
-	if r.stop != nil {
-		r.stop()
+		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(lb)),
+		grpc.WithChainStreamInterceptor(StreamClientInterceptor(lb)),
 	}
 }
 
@@ -160,7 +52,7 @@ func (pickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 	var src *source
 	ready := make(map[string]balancer.SubConn, len(info.ReadySCs))
 	for sc, sci := range info.ReadySCs {
-		s, ok := sci.Address.BalancerAttributes.Value(attrKey{}).(*source)
+		s, ok := sci.Address.Attributes.Value(attrKey{}).(*source)
 		if !ok {
 			return base.NewErrPicker(status.Error(codes.Internal, "grpcctx: the graylb balancer needs addresses from the grpcctx resolver"))
 		}
@@ -180,13 +72,9 @@ func (pickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 
 // picker runs the chain with the RPC's context and the LoadBalancer's
 // policy over the READY connections of the chosen candidates; Pick does not
-// block and, on the common path, does not allocate.
-//
-// Unlike the HTTP Transport it does not write the routed kind into the
-// call's metadata: PickResult.Metadata costs 13 allocations per RPC in
-// grpc-go's merge (measured by BenchmarkBalancerOverhead). The kind still
-// travels: the caller's gray key is propagated by the interceptors, and a
-// canary decision is sticky by the propagated user id.
+// block and, on the common path, does not allocate. The kind a call's rules
+// decided was written on the call by the client interceptors, so the
+// picker reads the same decision.
 type picker struct {
 	router *graylb.Router
 }

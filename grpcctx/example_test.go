@@ -23,7 +23,7 @@ func (n named) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.Si
 }
 
 // A gRPC client whose RPCs go to the instances of their kind: the target
-// nacos:///user-service resolves through graylb, and the registered
+// graylb:///user-service resolves through graylb, and the registered
 // balancer runs the gray chain with each RPC's context.
 func Example() {
 	reg := graylb.NewRegistry()
@@ -32,7 +32,7 @@ func Example() {
 		md   map[string]string
 	}{{"prod", nil}, {"gray", map[string]string{"gray": "true"}}} {
 		lis, _ := net.Listen("tcp", "127.0.0.1:0")
-		srv := grpc.NewServer(grpcctx.ServerOptions()...)
+		srv := grpc.NewServer(grpcctx.ServerOptions(nil)...)
 		testgrpc.RegisterTestServiceServer(srv, named{name: s.name})
 		go srv.Serve(lis)
 		defer srv.Stop()
@@ -42,7 +42,7 @@ func Example() {
 
 	lb, _ := graylb.New(reg, graylb.WithContextHandler(grpcctx.Handler()))
 	defer lb.Close()
-	conn, _ := grpc.NewClient("nacos:///user-service",
+	conn, _ := grpc.NewClient("graylb:///user-service",
 		append(grpcctx.DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	defer conn.Close()
 	client := testgrpc.NewTestServiceClient(conn)

@@ -53,7 +53,7 @@ func run() error {
 	}
 	defer lb.Close()
 	dial := func(service string) (testgrpc.TestServiceClient, func(), error) {
-		conn, err := grpc.NewClient("nacos:///"+service,
+		conn, err := grpc.NewClient("graylb:///"+service,
 			append(grpcctx.DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		if err != nil {
 			return nil, nil, err
@@ -65,7 +65,7 @@ func run() error {
 		if err != nil {
 			return nil, err
 		}
-		s := grpc.NewServer(grpcctx.ServerOptions()...)
+		s := grpc.NewServer(grpcctx.ServerOptions(lb)...)
 		testgrpc.RegisterTestServiceServer(s, &server{name: name, next: next})
 		go s.Serve(lis)
 		md := map[string]string{"gray": fmt.Sprint(gray)}

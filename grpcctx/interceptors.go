@@ -1,0 +1,189 @@
+package grpcctx
+
+import (
+	"context"
+
+	"github.com/graylb/graylb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// Option configures the server interceptors.
+type Option func(*options)
+
+type options struct {
+	keys    []string // propagated, lower case: lb's keys, then the extra ones
+	userKey string
+	trusted func(context.Context) bool
+	user    func(context.Context) string
+}
+
+// WithPropagated adds metadata keys propagated beside the LoadBalancer's
+// keys. They count as routing keys at the trust boundary too.
+func WithPropagated(keys ...string) Option {
+	return func(o *options) {
+		for _, k := range keys {
+			if k = lower(k); k != "" && !contains(o.keys, k) {
+				o.keys = append(o.keys, k)
+			}
+		}
+	}
+}
+
+// WithTrusted marks a trust boundary (a server facing untrusted peers):
+// for a call for which pred returns false, no routing key the caller sent
+// (the LoadBalancer's gray, user and version keys and WithPropagated keys)
+// is kept or propagated, and they are removed from the call's incoming
+// metadata before the handler sees it. pred sees the call's context (peer,
+// auth info: peer.FromContext). A nil pred trusts every call.
+func WithTrusted(pred func(ctx context.Context) bool) Option {
+	return func(o *options) { o.trusted = pred }
+}
+
+// WithUser sets where the user id comes from: fn returns the authenticated
+// user of the call ("" for none). Its value is the call's user id for
+// routing and is propagated under the LoadBalancer's user key; it wins over
+// metadata, trusted or not.
+func WithUser(fn func(ctx context.Context) string) Option {
+	return func(o *options) { o.user = fn }
+}
+
+func newOptions(lb *graylb.LoadBalancer, opts []Option) *options {
+	keys := lb.Keys()
+	o := &options{userKey: lower(keys.User)}
+	WithPropagated(keys.Names()...)(o)
+	for _, f := range opts {
+		if f != nil {
+			f(o)
+		}
+	}
+	return o
+}
+
+// keep stores the propagated keys of the incoming metadata on ctx; for an
+// untrusted call it strips them from the incoming metadata instead.
+func (o *options) keep(ctx context.Context) context.Context {
+	in, _ := metadata.FromIncomingContext(ctx)
+	if o.trusted != nil && !o.trusted(ctx) && in != nil {
+		clean := metadata.MD{}
+		for k, v := range in {
+			if !contains(o.keys, k) {
+				clean[k] = v
+			}
+		}
+		ctx, in = metadata.NewIncomingContext(ctx, clean), nil
+	}
+	var kept metadata.MD
+	for _, k := range o.keys {
+		if v := in.Get(k); len(v) > 0 && v[0] != "" {
+			if kept == nil {
+				kept = metadata.MD{}
+			}
+			kept[k] = v[:1]
+		}
+	}
+	if o.user != nil {
+		if u := o.user(ctx); u != "" {
+			if kept == nil {
+				kept = metadata.MD{}
+			}
+			kept[o.userKey] = []string{u}
+		}
+	}
+	if kept == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, keptKey{}, kept)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// UnaryServerInterceptor keeps the propagated keys of each incoming call on
+// its context.
+func UnaryServerInterceptor(lb *graylb.LoadBalancer, opts ...Option) grpc.UnaryServerInterceptor {
+	o := newOptions(lb, opts)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return h(o.keep(ctx), req)
+	}
+}
+
+// StreamServerInterceptor keeps the propagated keys of each incoming
+// stream on its context.
+func StreamServerInterceptor(lb *graylb.LoadBalancer, opts ...Option) grpc.StreamServerInterceptor {
+	o := newOptions(lb, opts)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return h(srv, &keptStream{ServerStream: ss, ctx: o.keep(ss.Context())})
+	}
+}
+
+type keptStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *keptStream) Context() context.Context { return s.ctx }
+
+// ServerOptions returns the server interceptors as server options. lb
+// names the keys (nil: the default names); a server that makes no calls of
+// its own may pass nil.
+func ServerOptions(lb *graylb.LoadBalancer, opts ...Option) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(UnaryServerInterceptor(lb, opts...)),
+		grpc.ChainStreamInterceptor(StreamServerInterceptor(lb, opts...)),
+	}
+}
+
+// outgoing prepares a call's context: the kept incoming values the call's
+// outgoing metadata lacks are appended, and when lb's rules (a gray user,
+// the canary), a context value or the caller's own flag decided the kind,
+// the kind is written under the gray key. The picker then reads that key,
+// so the decision is made once per call, and every later hop routes the
+// same way.
+func outgoing(ctx context.Context, lb *graylb.LoadBalancer, grayKey string) context.Context {
+	if kept, ok := ctx.Value(keptKey{}).(metadata.MD); ok {
+		var kv []string
+		for k, v := range kept {
+			if len(metadata.ValueFromOutgoingContext(ctx, k)) == 0 {
+				kv = append(kv, k, v[0])
+			}
+		}
+		if len(kv) > 0 {
+			ctx = metadata.AppendToOutgoingContext(ctx, kv...)
+		}
+	}
+	if lb == nil {
+		return ctx
+	}
+	if kind, write := lb.KindToPass(ctx); write {
+		v := "false"
+		if kind == graylb.Gray {
+			v = "true"
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, grayKey, v)
+	}
+	return ctx
+}
+
+// UnaryClientInterceptor passes the kept incoming keys on to the call and
+// writes the kind lb's rules decided (see DialOptions).
+func UnaryClientInterceptor(lb *graylb.LoadBalancer) grpc.UnaryClientInterceptor {
+	grayKey := lower(lb.Keys().Gray)
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(outgoing(ctx, lb, grayKey), method, req, reply, cc, opts...)
+	}
+}
+
+// StreamClientInterceptor is UnaryClientInterceptor for streams.
+func StreamClientInterceptor(lb *graylb.LoadBalancer) grpc.StreamClientInterceptor {
+	grayKey := lower(lb.Keys().Gray)
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		return streamer(outgoing(ctx, lb, grayKey), desc, cc, method, opts...)
+	}
+}

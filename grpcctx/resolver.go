@@ -1,0 +1,141 @@
+package grpcctx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/graylb/graylb"
+	"google.golang.org/grpc/attributes"
+	"google.golang.org/grpc/resolver"
+)
+
+// Scheme is the resolver's scheme: graylb:///<service>.
+const Scheme = "graylb"
+
+// attrKey is the address attribute key; its value is a *source.
+type attrKey struct{}
+
+// source is what an address came from: the LoadBalancer, the service and
+// the instance.
+type source struct {
+	lb      *graylb.LoadBalancer
+	service string
+	inst    graylb.Instance
+}
+
+// Equal compares sources by LoadBalancer, service and instance address, so
+// a metadata change (a gray flip) keeps the address's connection.
+func (s *source) Equal(o any) bool {
+	t, ok := o.(*source)
+	return ok && t.lb == s.lb && t.service == s.service && t.inst.Addr() == s.inst.Addr()
+}
+
+// InstanceOf returns the instance an address resolved by this package
+// stands for.
+func InstanceOf(a resolver.Address) (graylb.Instance, bool) {
+	s, ok := a.Attributes.Value(attrKey{}).(*source)
+	if !ok {
+		return graylb.Instance{}, false
+	}
+	return s.inst, true
+}
+
+// NewResolverBuilder returns a resolver builder for graylb:///<service>
+// over lb's Supplier (the in-memory registry, Nacos, or any other). Each
+// address carries its instance (metadata, weight) as an attribute. The
+// resolver follows the Supplier's changes through lb's Cache, which never
+// hands over an empty list over a non-empty one while its empty-update
+// protection holds (see graylb.Cache); an empty list it does hand over is
+// pushed as it is. After each rules change it pushes its list again, so
+// the balancer rebuilds its pickers under the new rules, off the pick path.
+func NewResolverBuilder(lb *graylb.LoadBalancer) resolver.Builder { return &resolverBuilder{lb: lb} }
+
+type resolverBuilder struct{ lb *graylb.LoadBalancer }
+
+func (b *resolverBuilder) Scheme() string { return Scheme }
+
+func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
+	if b.lb == nil {
+		return nil, errors.New("grpcctx: resolver has no LoadBalancer")
+	}
+	service := strings.TrimPrefix(target.URL.Path, "/")
+	if service == "" {
+		service = target.URL.Host
+	}
+	if err := graylb.ValidateServiceName(service); err != nil {
+		return nil, fmt.Errorf("grpcctx: target %q: %w", target.URL.String(), err)
+	}
+	r := &graylbResolver{cc: cc, lb: b.lb, service: service}
+	list, err := b.lb.Supplier().Instances(context.Background(), service)
+	if err != nil {
+		return nil, fmt.Errorf("grpcctx: resolving %q: %w", service, err)
+	}
+	r.push(list)
+	stop, err := b.lb.Supplier().Watch(service, r.push)
+	if err != nil {
+		return nil, fmt.Errorf("grpcctx: watching %q: %w", service, err)
+	}
+	stopRules := b.lb.OnRulesChange(r.repush)
+	r.stop = func() { stop(); stopRules() }
+	return r, nil
+}
+
+type graylbResolver struct {
+	cc      resolver.ClientConn
+	lb      *graylb.LoadBalancer
+	service string
+	mu      sync.Mutex
+	closed  bool
+	last    []resolver.Address
+	stop    func()
+}
+
+func (r *graylbResolver) push(list []graylb.Instance) {
+	addrs := make([]resolver.Address, len(list))
+	for i, in := range list {
+		addrs[i] = resolver.Address{
+			Addr:       in.Addr(),
+			Attributes: attributes.New(attrKey{}, &source{lb: r.lb, service: r.service, inst: in}),
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last = addrs
+	r.update()
+}
+
+// repush sends the last list again after a rules change.
+func (r *graylbResolver) repush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last != nil {
+		r.update()
+	}
+}
+
+// update sends r.last; r.mu is held.
+func (r *graylbResolver) update() {
+	if r.closed {
+		return
+	}
+	// The Cache hands over an empty list only when the service really
+	// emptied (protection off, or still empty after its grace period):
+	// pass it on, and RPCs fail with Unavailable.
+	if err := r.cc.UpdateState(resolver.State{Addresses: r.last}); err != nil && len(r.last) > 0 {
+		r.cc.ReportError(fmt.Errorf("grpcctx: %q: %w", r.service, err))
+	}
+}
+
+func (r *graylbResolver) ResolveNow(resolver.ResolveNowOptions) {}
+
+func (r *graylbResolver) Close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	if r.stop != nil {
+		r.stop()
+	}
+}
