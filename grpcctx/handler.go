@@ -55,4 +55,3 @@ func lower(s string) string {
 	}
 	return s
 }
-
