@@ -14,14 +14,14 @@ import (
 // ErrNoHost: the request URL has no host to resolve.
 var ErrNoHost = errors.New("httpctx: request URL has no host")
 
-// Transport is an http.RoundTripper that resolves http://<service>/... (or
-// https) through a graylb.LoadBalancer and sends the request to the
-// picked instance.
+// Transport is an http.RoundTripper that resolves http://<service>/... and
+// https://<service>/... through a graylb.LoadBalancer and sends the
+// request to the picked instance.
 //
 // Contract, as net/http's RoundTripper:
 //   - it is safe for concurrent use;
 //   - it does not modify the caller's request: it sends a clone whose URL
-//     host (and Host header) is the picked instance's host:port;
+//     host is the picked instance's host:port;
 //   - it returns an error only when no response was obtained, and then
 //     the request body is closed;
 //   - on the clone it sets the propagated headers kept by Middleware that
@@ -29,24 +29,67 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 //     ("true" or "false"), so later hops route the same way even when a
 //     gray-user rule or a canary draw made the decision.
 //
+// The Host header an instance receives is the service name, as the
+// request names it (http://user-service/... sends "Host: user-service"),
+// the way a proxy or gRPC sends the service as the authority. A Host the
+// caller set to something else (req.Host) is sent as it is.
+// WithInstanceHost sends the picked instance's host:port instead.
+//
+// HTTPS: https://<service>/... connects to the picked instance and
+// verifies its certificate against the service's name, or the name
+// WithServerName maps the service to; it never skips verification. When
+// the base transport is an *http.Transport (the default is), the
+// Transport clones it once per server name, on first use, with
+// TLSClientConfig.ServerName set to that name; everything else of the
+// base's TLS configuration (roots, client certificates for mutual TLS,
+// minimum version, cipher suites) is kept, and HTTP/2 is negotiated
+// exactly when the base would negotiate it. The clone pools connections
+// per instance address, as any http.Transport pools per host:port, so a
+// connection is only reused for the instance and the server name it was
+// verified for. At most 256 clones are kept; beyond that the least
+// recently used one is dropped and its idle connections closed.
+// CloseIdleConnections reaches the base and every clone. A DialTLSContext
+// (or DialTLS) on the base does its own handshake: it is called with the
+// instance's address, and the server name cannot reach it.
+//
+// A base that is not an *http.Transport (a wrapper, a test double)
+// receives https requests whose URL host is the instance's host:port and
+// whose Host is the service name: what it verifies is its own affair,
+// usually the instance address, which a certificate naming only the
+// service does not match. Wrap the graylb Transport instead
+// (wrapper(httpctx.NewTransport(lb))) to keep the service's name
+// verified.
+//
 // A host with a port, or that is an IP address, is not a service name: the
 // request goes to the base transport unchanged. A service name the
 // supplier does not know is refused with an error wrapping
-// graylb.ErrUnknownService, unless WithPassthroughUnknown is set. graylb
-// errors come back wrapped, so errors.Is works through *url.Error.
+// graylb.ErrUnknownService, unless WithPassthroughUnknown is set. A server
+// name that is not a valid TLS host name is refused with an error wrapping
+// ErrServerName. graylb errors come back wrapped, so errors.Is works
+// through *url.Error.
 //
 // A connection failure (nothing was sent) is retried on another instance of
 // the same kind, at most MaxRetries times (default 2), when the request is
 // idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or an
 // Idempotency-Key header) and its body can be replayed (no body, or
 // GetBody set). A gray request is retried on gray instances while one
-// exists, a prod request only on prod.
+// exists, a prod request only on prod. A certificate that fails
+// verification (a wrong name, an unknown authority, an expired
+// certificate) counts as a connection failure: the request was not sent,
+// and another instance may present a valid certificate. When every try
+// fails, the last error comes back with its cause, so errors.As finds the
+// *tls.CertificateVerificationError and the x509 error inside it. An
+// error the server reports after the handshake (it refused the client's
+// certificate) is not retried: the request may have been sent.
 type Transport struct {
-	lb          *graylb.LoadBalancer
-	base        http.RoundTripper
-	maxRetries  int
-	grayHeader  string
-	passthrough bool
+	lb           *graylb.LoadBalancer
+	base         http.RoundTripper
+	maxRetries   int
+	grayHeader   string
+	passthrough  bool
+	instanceHost bool
+	serverName   func(service string) string
+	tls          *tlsClones // nil when base is not an *http.Transport
 }
 
 // TransportOption configures a Transport.
@@ -85,6 +128,9 @@ func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
 			o(t)
 		}
 	}
+	if ht, ok := t.base.(*http.Transport); ok {
+		t.tls = newTLSClones(ht, maxTLSClones)
+	}
 	return t
 }
 
@@ -115,6 +161,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, fmt.Errorf("httpctx: %s %s: %w", req.Method, host, err)
 	}
+	rt := t.base
+	var clone *tlsClone
+	if req.URL.Scheme == "https" && t.tls != nil {
+		name, err := t.serverNameOf(host)
+		if err != nil {
+			closeBody(req)
+			return nil, fmt.Errorf("httpctx: %s %s: %w", req.Method, host, err)
+		}
+		clone = t.tls.get(name)
+		rt = clone.tr
+	}
 
 	retries := 0
 	if t.maxRetries > 0 && retryable(req) {
@@ -127,7 +184,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		tried = append(tried, addr)
 		out := req.Clone(req.Context())
 		out.URL.Host = addr
-		out.Host = ""
+		switch {
+		case out.Host == "":
+			out.Host = host
+			if t.instanceHost {
+				out.Host = addr
+			}
+		case t.instanceHost && out.Host == host:
+			out.Host = addr
+		}
 		t.propagate(req, out, route.Kind)
 		if attempt > 0 && req.GetBody != nil {
 			body, err := req.GetBody()
@@ -136,8 +201,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			out.Body = body
 		}
-		resp, err := t.base.RoundTrip(out)
+		resp, err := rt.RoundTrip(out)
 		if err == nil || attempt >= retries || !connectFailure(err) {
+			if clone != nil && resp != nil {
+				clone.release(resp)
+			}
 			return resp, err
 		}
 	}
@@ -208,7 +276,7 @@ func connectFailure(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	return errors.Is(err, syscall.ECONNREFUSED)
+	return errors.Is(err, syscall.ECONNREFUSED) || certificateRejected(err)
 }
 
 // isServiceName: no port, not an IP address.
