@@ -99,7 +99,7 @@ func TestNew_RuleLoadIsBounded(t *testing.T) {
 // Keys names what every adapter reads, propagates and drops.
 func TestLoadBalancer_Keys(t *testing.T) {
 	lb, _ := newTestLB(t, []Instance{inst("svc", 1)},
-		WithGrayOptions(WithGrayHeader("gray-tag"), WithUserHeader("x-user")),
+		WithGrayHeader("gray-tag"), WithUserHeader("x-user"),
 		WithFilters(NewVersionFilter(WithVersionHeader("x-lane"))))
 	assert.Equal(t, Keys{Gray: "gray-tag", User: "x-user", Version: "x-lane"}, lb.Keys())
 	assert.Equal(t, []string{"gray-tag", "x-user", "x-lane"}, lb.Keys().Names())

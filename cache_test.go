@@ -199,7 +199,7 @@ func TestCache_HoldsSuddenLossOfAllProd(t *testing.T) {
 	in, err := lb.Pick(prod, "svc")
 	require.NoError(t, err, "the list without any prod instance is held")
 	assert.NotEqual(t, 3, in.Port)
-	assert.EqualValues(t, 1, lb.Supplier().Stats().HeldShrinks)
+	assert.EqualValues(t, 1, lb.Cache().Stats().HeldShrinks)
 	// A prod instance is back: applied at once.
 	src.push([]Instance{g1, p2})
 	got, err := pickedSet(t, lb, prod, "svc", 4)
@@ -231,7 +231,7 @@ func TestCache_DoesNotHoldOrdinaryChanges(t *testing.T) {
 	src.push([]Instance{flipped})
 	_, err = lb.Pick(context.Background(), "svc")
 	require.ErrorIs(t, err, ErrNoInstance)
-	assert.Zero(t, lb.Supplier().Stats().HeldShrinks)
+	assert.Zero(t, lb.Cache().Stats().HeldShrinks)
 }
 
 func TestCache_ShrinkProtectionByShare(t *testing.T) {
@@ -286,14 +286,14 @@ func TestCache_RefillHoldsVanishedGray(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 3, in.Port, "gray requests stay on gray while the registry refills")
 	}
-	assert.EqualValues(t, 2, lb.Supplier().Stats().HeldShrinks)
+	assert.EqualValues(t, 2, lb.Cache().Stats().HeldShrinks)
 	src.push([]Instance{g1}) // every prod instance missing: held as well
 	in, err := lb.Pick(context.Background(), "svc")
 	require.NoError(t, err)
 	assert.NotEqual(t, 3, in.Port)
 
 	src.push([]Instance{p1, p2, g1}) // refilled: applied at once
-	assert.EqualValues(t, 3, lb.Supplier().Stats().HeldShrinks)
+	assert.EqualValues(t, 3, lb.Cache().Stats().HeldShrinks)
 	in, err = lb.Pick(gray, "svc")
 	require.NoError(t, err)
 	assert.Equal(t, 3, in.Port)
@@ -318,7 +318,7 @@ func TestCache_DeliberateDeregistrationAppliesAtOnce(t *testing.T) {
 	in, err := lb.Pick(withHeaders(context.Background(), "gray", "true"), "svc")
 	require.NoError(t, err)
 	assert.NotEqual(t, 3, in.Port, "every gray instance deregistered: gray falls back at once")
-	assert.Zero(t, lb.Supplier().Stats().HeldShrinks)
+	assert.Zero(t, lb.Cache().Stats().HeldShrinks)
 }
 
 // A held list is applied when the refill window ends.

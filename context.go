@@ -18,14 +18,21 @@ type ContextHandlerFunc func(ctx context.Context, name string) string
 // Value calls f(ctx, name).
 func (f ContextHandlerFunc) Value(ctx context.Context, name string) string { return f(ctx, name) }
 
-// ChainHandlers returns a ContextHandler that asks each handler in turn and
-// returns the first non-empty value. Nil handlers are skipped.
-func ChainHandlers(handlers ...ContextHandler) ContextHandler {
+// chainHandlers returns a ContextHandler that asks each handler in turn
+// and returns the first non-empty value (nil handlers skipped), nil when
+// there is none and the handler itself when there is one.
+func chainHandlers(handlers []ContextHandler) ContextHandler {
 	hs := make(chainHandler, 0, len(handlers))
 	for _, h := range handlers {
 		if h != nil {
 			hs = append(hs, h)
 		}
+	}
+	switch len(hs) {
+	case 0:
+		return nil
+	case 1:
+		return hs[0]
 	}
 	return hs
 }
@@ -50,9 +57,10 @@ type values struct {
 	name, value string
 }
 
-// WithValue returns a copy of ctx that carries value under name: the
-// request-scoped parameter of seed 000. The gray filter consults it after
-// the ContextHandler and before the caller's own flag, e.g.
+// WithValue returns a copy of ctx that carries value under name: a
+// request-scoped value set by the program. The gray decision consults it
+// after the call's own keys (the ContextHandler) and before the caller's
+// own flag, e.g.
 //
 //	ctx = graylb.WithValue(ctx, "gray", "true")
 func WithValue(ctx context.Context, name, value string) context.Context {

@@ -19,9 +19,10 @@
 // and grpcctx packages), a value the program put on the context with
 // [WithValue], and the calling service's own gray flag ([WithSelfGray]).
 //
-// A [LoadBalancer] runs an ordered chain of [ServerFilter]s, the [GrayFilter]
-// first, over a cached instance list from a [Supplier] (the in-memory
-// [Registry], or the Nacos supplier in the nacos package). Everything that
+// A [LoadBalancer] runs the gray decision, then the user's [ServerFilter]s
+// (such as the [VersionFilter] or a [PartitionFilter]), over a cached
+// instance list from a [Supplier] (the in-memory [Registry], or the Nacos
+// supplier in the nacos package). Everything that
 // depends only on the instance list is computed once per list change, so a
 // pick on a stable list costs O(1) in the number of instances and allocates
 // nothing.

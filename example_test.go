@@ -46,43 +46,12 @@ func Example_noInstance() {
 	// true graylb: no instance of "order-service" for prod request
 }
 
-// zoneFilter is a custom ServerFilter: it prefers the instances of the
-// caller's zone (the instance's Cluster), read from the request value
-// "zone", and falls back to every candidate. Build runs once per list
-// change; Choose runs per request and only names a precomputed subset.
-type zoneFilter struct{}
-
-func (zoneFilter) Order() int { return 200 } // after the version filter (100)
-
-func (zoneFilter) Build(in graylb.BuildInfo) graylb.Stage {
-	st := &zoneStage{subsets: [][]graylb.Instance{in.Instances}, index: map[string]int{}}
-	for _, inst := range in.Instances {
-		i, ok := st.index[inst.Cluster]
-		if !ok {
-			i = len(st.subsets)
-			st.index[inst.Cluster] = i
-			st.subsets = append(st.subsets, nil)
-		}
-		st.subsets[i] = append(st.subsets[i], inst)
-	}
-	return st
-}
-
-type zoneStage struct {
-	subsets [][]graylb.Instance
-	index   map[string]int
-}
-
-func (s *zoneStage) Subsets() [][]graylb.Instance { return s.subsets }
-
-func (s *zoneStage) Choose(r graylb.Request) int {
-	if i, ok := s.index[r.Value("zone")]; ok {
-		return i
-	}
-	return 0
-}
-
-func ExampleServerFilter() {
+// A filter of your own runs after the gray decision. PartitionFilter
+// writes the common kind in one expression: here zone affinity, preferring
+// the instances of the caller's zone (the instance's Cluster), read from
+// the request value "zone", else every candidate. The grouping runs once
+// per list change; a pick only looks the zone up.
+func ExamplePartitionFilter() {
 	reg := graylb.NewRegistry()
 	a := graylb.NewInstance("pay", "10.0.1.1", 80, nil)
 	a.Cluster = "zone-a"
@@ -91,7 +60,10 @@ func ExampleServerFilter() {
 	reg.Register(a)
 	reg.Register(b)
 
-	lb, _ := graylb.New(reg, graylb.WithFilters(zoneFilter{}))
+	zone := graylb.PartitionFilter(200, // after the version filter (100)
+		func(in graylb.Instance) string { return in.Cluster },
+		func(r graylb.Request) string { return r.Value("zone") })
+	lb, _ := graylb.New(reg, graylb.WithFilters(zone))
 	defer lb.Close()
 	in, _ := lb.Pick(graylb.WithValue(context.Background(), "zone", "zone-b"), "pay")
 	fmt.Println(in.Addr())

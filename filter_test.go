@@ -65,12 +65,12 @@ func (o orderRecorder) Build(in BuildInfo) Stage {
 func TestChain_OrderAndCustomFilters(t *testing.T) {
 	var log []int
 	list := []Instance{inst("svc", 1), inst("svc", 2)}
-	lb, _ := newTestLB(t, list, WithFilters(orderRecorder{5, &log}, orderRecorder{-3, &log}, orderRecorder{HighestPrecedence, &log}))
+	lb, _ := newTestLB(t, list, WithFilters(orderRecorder{5, &log}, orderRecorder{-3, &log}, orderRecorder{math.MinInt, &log}))
 	_, err := lb.Pick(context.Background(), "svc")
 	require.NoError(t, err)
 	require.NotEmpty(t, log)
-	assert.Equal(t, []int{HighestPrecedence, -3, 5}, log[:3], "lower order first; gray ahead of equal order")
-	assert.Same(t, lb.GrayFilter(), lb.filters[0])
+	assert.Equal(t, []int{math.MinInt, -3, 5}, log[:3], "lower order first")
+	assert.Len(t, lb.filters, 3, "the gray decision is the root, not one of the filters")
 }
 
 func TestChain_StageOutOfRangeIsNoInstance(t *testing.T) {
@@ -232,7 +232,7 @@ func TestLoadBalancer_BadInput(t *testing.T) {
 	assert.NoError(t, err)
 	_, err = New(nil)
 	assert.Error(t, err)
-	lb2, err := New(NewRegistry(), nil, WithPolicy(nil), WithGrayFilter(nil), WithFilters(nil))
+	lb2, err := New(NewRegistry(), nil, WithPolicy(nil), WithGrayHeader(""), WithFilters(nil))
 	require.NoError(t, err)
 	require.NoError(t, lb2.Close())
 	_, err = lb2.Pick(context.Background(), "svc")

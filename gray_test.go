@@ -109,7 +109,7 @@ func TestGrayFilter_DecisionTable(t *testing.T) {
 	for _, self := range []bool{false, true} {
 		for _, m := range instanceMixes {
 			t.Run("self/"+Kind(map[bool]Kind{false: Prod, true: Gray}[self]).String()+"/"+m.name, func(t *testing.T) {
-				lb, _ := newTestLB(t, m.list, WithGrayOptions(WithSelfGray(self)))
+				lb, _ := newTestLB(t, m.list, WithSelfGray(self))
 				want := oracle(self, m.list)
 				got, err := pickedSet(t, lb, context.Background(), "svc", 3*len(m.list)+1)
 				if len(want) == 0 {
@@ -141,7 +141,7 @@ func TestGrayFilter_SourceOrder(t *testing.T) {
 		{"newest context value wins", WithValue(WithValue(context.Background(), "gray", "true"), "gray", "false"), false, prodAddr},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lb, _ := newTestLB(t, list, WithGrayOptions(WithSelfGray(tc.self)))
+			lb, _ := newTestLB(t, list, WithSelfGray(tc.self))
 			got, err := pickedSet(t, lb, tc.ctx, "svc", 10)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
@@ -168,7 +168,7 @@ func TestGrayFilter_GrayRequestFallsBackWhenNoGray(t *testing.T) {
 
 func TestGrayFilter_CustomHeaderAndKey(t *testing.T) {
 	list := []Instance{inst("svc", 1, "gray-tag", "true"), inst("svc", 2, "gray", "true")}
-	lb, _ := newTestLB(t, list, WithGrayOptions(WithGrayHeader("gray-tag"), WithGrayKey("gray-tag")))
+	lb, _ := newTestLB(t, list, WithGrayHeader("gray-tag"), WithGrayKey("gray-tag"))
 	got, err := pickedSet(t, lb, withHeaders(context.Background(), "gray-tag", "TRUE"), "svc", 5)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"127.0.0.1:1"}, got)

@@ -7,8 +7,8 @@ import (
 
 // Keys are the names of the request values the LoadBalancer reads: the
 // gray value, the user id and the version. They are configured once, on
-// the LoadBalancer (WithGrayHeader and WithUserHeader through
-// WithGrayOptions, WithVersionHeader on the VersionFilter), and every
+// the LoadBalancer (WithGrayHeader, WithUserHeader, and WithVersionHeader
+// on its VersionFilter), and every
 // adapter takes them from LoadBalancer.Keys: what the middleware and
 // interceptors propagate, what a trust boundary drops, what the Transport
 // writes.
@@ -20,7 +20,7 @@ type Keys struct {
 
 // DefaultKeys returns the default names: gray, uid, version.
 func DefaultKeys() Keys {
-	return Keys{Gray: DefaultGrayHeader, User: DefaultUserHeader, Version: DefaultVersionKey}
+	return Keys{Gray: DefaultGrayHeader, User: DefaultUserHeader, Version: DefaultVersionHeader}
 }
 
 // Names returns the distinct names, in the order gray, user, version.
@@ -46,7 +46,7 @@ func (lb *LoadBalancer) Keys() Keys {
 	if lb == nil {
 		return DefaultKeys()
 	}
-	k := Keys{Gray: lb.gray.header, User: lb.gray.userHeader, Version: DefaultVersionKey}
+	k := Keys{Gray: lb.gray.header, User: lb.gray.userHeader, Version: DefaultVersionHeader}
 	for _, f := range lb.filters {
 		if v, ok := f.(*VersionFilter); ok {
 			k.Version = v.header

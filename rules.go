@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Rules are the run-time gray rules (DESIGN §3). The zero value routes by
+// Rules are the run-time gray rules. The zero value routes by
 // the gray header and metadata alone. Rules are data: load them from a file
 // (FileRuleSource), from Nacos config (the nacos package), or set them with
 // LoadBalancer.SetRules.

@@ -1,11 +1,12 @@
 package graylb
 
-// VersionFilter routes by version (seed 004): a request's version (header
-// "version", else the caller's own version) selects the instances whose
+// VersionFilter routes by version: a request's version (the "version"
+// request key, else the caller's own version) selects the instances whose
 // "version" metadata equals it; if there are none, the instances with no
 // version; if there are none, every candidate. A request with no version
-// goes to the instances with no version, else to every candidate. It runs
-// after the GrayFilter and narrows what the gray decision left.
+// goes to the instances with no version, else to every candidate. As one of
+// the user's filters it runs after the gray decision and narrows what that
+// left. Its request key is one of the LoadBalancer's Keys.
 type VersionFilter struct {
 	header  string
 	metaKey string
@@ -43,7 +44,7 @@ func WithVersionOrder(order int) VersionOption { return func(f *VersionFilter) {
 
 // NewVersionFilter returns a VersionFilter.
 func NewVersionFilter(opts ...VersionOption) *VersionFilter {
-	f := &VersionFilter{header: DefaultVersionKey, metaKey: DefaultVersionKey, order: 100}
+	f := &VersionFilter{header: DefaultVersionHeader, metaKey: DefaultVersionKey, order: 100}
 	for _, o := range opts {
 		if o != nil {
 			o(f)
@@ -51,9 +52,6 @@ func NewVersionFilter(opts ...VersionOption) *VersionFilter {
 	}
 	return f
 }
-
-// Header is the request header the filter reads.
-func (f *VersionFilter) Header() string { return f.header }
 
 // Order returns the filter's order.
 func (f *VersionFilter) Order() int { return f.order }

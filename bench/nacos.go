@@ -131,7 +131,7 @@ func GraylbNacos(f *NacosFixture) Peer {
 			return Picker{}, err
 		}
 		if !waitFor(30*time.Second, func() bool {
-			l, err := lb.Supplier().Instances(context.Background(), f.Service)
+			l, err := lb.Cache().Instances(context.Background(), f.Service)
 			return err == nil && len(l) == len(list)
 		}) {
 			lb.Close()

@@ -59,7 +59,7 @@ func (pickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 		src = s
 		ready[sci.Address.Addr] = sc
 	}
-	list, err := src.lb.Supplier().Instances(context.Background(), src.service)
+	list, err := src.lb.Cache().Instances(context.Background(), src.service)
 	if err != nil {
 		return base.NewErrPicker(status.Error(codes.Unavailable, err.Error()))
 	}

@@ -69,12 +69,12 @@ func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, 
 		return nil, fmt.Errorf("grpcctx: target %q: %w", target.URL.String(), err)
 	}
 	r := &graylbResolver{cc: cc, lb: b.lb, service: service}
-	list, err := b.lb.Supplier().Instances(context.Background(), service)
+	list, err := b.lb.Cache().Instances(context.Background(), service)
 	if err != nil {
 		return nil, fmt.Errorf("grpcctx: resolving %q: %w", service, err)
 	}
 	r.push(list)
-	stop, err := b.lb.Supplier().Watch(service, r.push)
+	stop, err := b.lb.Cache().Watch(service, r.push)
 	if err != nil {
 		return nil, fmt.Errorf("grpcctx: watching %q: %w", service, err)
 	}

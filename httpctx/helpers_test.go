@@ -42,7 +42,7 @@ func named(name string) *httptest.Server {
 // hop is a service instance that calls next through graylb and answers
 // "name>" + what next answered.
 func hop(t testing.TB, name string, reg *graylb.Registry, next string, self bool) *httptest.Server {
-	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithGrayOptions(graylb.WithSelfGray(self)))
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithSelfGray(self))
 	require.NoError(t, err)
 	t.Cleanup(func() { lb.Close() })
 	client := &http.Client{Transport: NewTransport(lb)}

@@ -58,12 +58,12 @@ func rawGet(t *testing.T, url string, hdr [][2]string) string {
 // version, under custom names, in any letter case, repeated.
 func TestMiddleware_TrustBoundaryDropsEveryRoutingKey(t *testing.T) {
 	for _, keys := range []struct {
-		opts              []graylb.GrayOption
+		opts              []graylb.Option
 		gray, user, lane  string
 		versionFilterOpts []graylb.VersionOption
 	}{
 		{nil, "gray", "uid", "version", nil},
-		{[]graylb.GrayOption{graylb.WithGrayHeader("gray-tag"), graylb.WithUserHeader("x-user")}, "gray-tag", "x-user", "x-lane",
+		{[]graylb.Option{graylb.WithGrayHeader("gray-tag"), graylb.WithUserHeader("x-user")}, "gray-tag", "x-user", "x-lane",
 			[]graylb.VersionOption{graylb.WithVersionHeader("x-lane")}},
 	} {
 		reg := graylb.NewRegistry()
@@ -74,9 +74,9 @@ func TestMiddleware_TrustBoundaryDropsEveryRoutingKey(t *testing.T) {
 		register(t, reg, "svc", prod, nil)
 		register(t, reg, "svc", gray, map[string]string{"gray": "true"})
 		register(t, reg, "svc", v2, map[string]string{"version": "v2"})
-		lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithGrayOptions(keys.opts...),
+		lb, err := graylb.New(reg, append([]graylb.Option{graylb.WithContextHandler(Handler()),
 			graylb.WithFilters(graylb.NewVersionFilter(keys.versionFilterOpts...)),
-			graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}}))
+			graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}})}, keys.opts...)...)
 		require.NoError(t, err)
 		defer lb.Close()
 		untrusted := edge(t, lb, "svc", WithTrusted(func(*http.Request) bool { return false }))
@@ -132,7 +132,7 @@ func TestMiddleware_UserFromProgram(t *testing.T) {
 func TestMiddleware_RenamedKeysFollowEverywhere(t *testing.T) {
 	reg := graylb.NewRegistry()
 	opts := []graylb.Option{
-		graylb.WithGrayOptions(graylb.WithGrayHeader("x-canary"), graylb.WithGrayKey("canary"), graylb.WithUserHeader("x-user")),
+		graylb.WithGrayHeader("x-canary"), graylb.WithGrayKey("canary"), graylb.WithUserHeader("x-user"),
 		graylb.WithFilters(graylb.NewVersionFilter(graylb.WithVersionHeader("x-lane"))),
 	}
 	b := map[string]*httptest.Server{}

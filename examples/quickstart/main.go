@@ -144,7 +144,7 @@ func hostPort(addr string) (string, int) {
 func (w *world) start(name, service, next string, gray bool) (*instance, error) {
 	lb, err := graylb.New(w.reg,
 		graylb.WithContextHandler(httpctx.Handler()),
-		graylb.WithGrayOptions(graylb.WithSelfGray(gray)))
+		graylb.WithSelfGray(gray))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,84 @@
+package graylb
+
+import "context"
+
+// Route is the result of running the chain for one request: its kind, what
+// the gray decision did, and the candidates to pick from.
+type Route struct {
+	Kind    Kind    // the request's kind
+	Outcome Outcome // what the gray decision did
+	leaf    *node
+}
+
+// Picker returns the policy's picker over the candidates (nil when there
+// are none): for adapters that pick among something other than the
+// instances themselves, such as the gRPC balancer's connections, with a
+// Policy of their own passed to NewRouter.
+func (r Route) Picker() Picker {
+	if r.leaf == nil {
+		return nil
+	}
+	return r.leaf.picker
+}
+
+// Instances returns the candidates. The slice is shared: do not modify it.
+func (r Route) Instances() []Instance {
+	if r.leaf == nil {
+		return nil
+	}
+	return r.leaf.instances
+}
+
+// Len returns the number of candidates.
+func (r Route) Len() int {
+	if r.leaf == nil {
+		return 0
+	}
+	return len(r.leaf.instances)
+}
+
+// Next picks one candidate with the policy. It returns the zero Instance
+// when the route has none.
+func (r Route) Next() Instance {
+	if r.Len() == 0 {
+		return Instance{}
+	}
+	return r.leaf.instances[r.leaf.picker.Next()]
+}
+
+// Router is a routing snapshot of one service over an explicit instance
+// list, built with a LoadBalancer's filters, rules, handler and observer
+// and a policy of the caller's: what the gRPC balancer's picker runs over
+// the instances of its connections. It is immutable and safe for
+// concurrent use; it does not follow rule changes: build a new one
+// (OnRulesChange says when).
+type Router struct {
+	lb      *LoadBalancer
+	service string
+	tree    *tree
+}
+
+// NewRouter builds a Router for service over list (usable instances only)
+// with policy, or the LoadBalancer's policy when nil, under the rules in
+// force.
+func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy) (*Router, error) {
+	if err := ValidateServiceName(service); err != nil {
+		return nil, err
+	}
+	if policy == nil {
+		policy = lb.policy
+	}
+	t, err := buildTree(service, usable(list), &lb.gray, lb.filters, lb.rules.Load(), policy)
+	if err != nil {
+		return nil, err
+	}
+	return &Router{lb: lb, service: service, tree: t}, nil
+}
+
+// Route runs the chain for the request in ctx. It does not block.
+func (r *Router) Route(ctx context.Context) (Route, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return r.lb.route(ctx, r.service, r.tree)
+}
