@@ -62,10 +62,11 @@ done
   echo "prod requests answered by a gray instance, and gray requests answered by prod."
   echo
   echo "What the chaos test found and graylb now does: after a restart, r-nacos is empty and clients register"
-  echo "again one by one, so the first push after the restart can hold only the gray instance. Applied, it would"
-  echo "fail every prod request until a prod client re-registers. The cache refuses the empty push (empty-update"
-  echo "protection) and holds a list in which every prod instance has vanished for up to 10 s (\`DefaultSettle\`),"
-  echo "applying the next list that has prod instances again at once."
+  echo "again one by one, so the first lists after the restart can lack every prod or every gray instance."
+  echo "Applied, they would fail prod requests or send gray requests to prod. The Nacos Client reports a refill"
+  echo "window (10 s after it saw its connection drop or a configured server change state); within it the cache"
+  echo "holds a list in which every instance of a kind (prod or gray) vanished, and applies the next list that"
+  echo "has them again at once. Outside a refill window a deliberate deregistration applies at the next push."
   echo
   echo "## Hostile input and trust"
   echo
