@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -66,8 +67,8 @@ func (t *Transport) serverNameOf(service string) (string, error) {
 }
 
 // validServerName: an IP address, or a host name of dot-separated labels
-// of 1 to 63 letters, digits, '-' and '_' (found in private deployments),
-// at most 253 bytes, with an optional final dot.
+// of 1 to 63 letters, digits, '-' (not first or last) and '_' (found in
+// private deployments), at most 253 bytes, with an optional final dot.
 func validServerName(name string) bool {
 	if net.ParseIP(name) != nil {
 		return true
@@ -78,24 +79,19 @@ func validServerName(name string) bool {
 	if name == "" || len(name) > 253 {
 		return false
 	}
-	label := 0
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case c == '.':
-			if label == 0 {
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			switch c := label[i]; {
+			case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+			default:
 				return false
 			}
-			label = 0
-			continue
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
-		default:
-			return false
-		}
-		if label++; label > 63 {
-			return false
 		}
 	}
-	return label > 0
+	return true
 }
 
 // certificateRejected reports whether err is the client refusing the

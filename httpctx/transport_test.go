@@ -204,6 +204,7 @@ func TestTransport_DoesNotModifyRequestAndClosesBody(t *testing.T) {
 	assert.Equal(t, "svc", req.URL.Host, "caller's request untouched")
 	assert.Empty(t, req.Header)
 	assert.Equal(t, srv.Listener.Addr().String(), sent.URL.Host)
+	assert.Equal(t, "svc", sent.Host, "the Host header is the service name")
 	assert.Equal(t, "/path", sent.URL.Path)
 	assert.Equal(t, "u7", sent.Header.Get("uid"), "propagated")
 	assert.Equal(t, "true", sent.Header.Get("gray"), "routed kind written")
