@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/internal/benchutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -557,4 +558,37 @@ func TestTLS_HostileInput(t *testing.T) {
 	assert.Nil(t, rt.tls)
 	rt.CloseIdleConnections() // no CloseIdleConnections on the base: a no-op
 	(*Transport)(nil).CloseIdleConnections()
+}
+
+// BenchmarkTransportOverheadTLS is BenchmarkTransportOverhead over https:
+// graylb's per-server-name clone against a plain transport with the same
+// TLS configuration, both on kept-alive connections.
+func BenchmarkTransportOverheadTLS(b *testing.B) {
+	ca := newTestCA(b)
+	srv := newTLSBackend(b, "b", ca.issue(b, false, "svc"), false, nil)
+	reg := graylb.NewRegistry()
+	registerTLS(b, reg, "svc", srv, nil)
+	lb := newLB(b, reg)
+	plain := trusting(ca, func(c *tls.Config) { c.ServerName = "svc" })
+	gray := NewTransport(lb, WithBase(trusting(ca)))
+	defer plain.CloseIdleConnections()
+	defer gray.CloseIdleConnections()
+
+	do := func(rt http.RoundTripper, url string) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("gray", "true")
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	plainDo := func() { do(plain, srv.URL+"/") }
+	grayDo := func() { do(gray, "https://svc/") }
+	for i := 0; i < 50; i++ {
+		plainDo()
+		grayDo()
+	}
+	benchutil.Interleave(b, plainDo, grayDo, "extra-allocs/req")
 }
