@@ -1,0 +1,15 @@
+module github.com/graylb/graylb/redisrules
+
+go 1.23
+
+replace github.com/graylb/graylb => ../
+
+require (
+	github.com/graylb/graylb v0.0.0
+	github.com/redis/go-redis/v9 v9.0.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.2.0 // indirect
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+)

@@ -1,0 +1,208 @@
+package redisrules
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"sync"
+
+	"github.com/graylb/graylb"
+	"github.com/redis/go-redis/v9"
+)
+
+// RuleSource is a graylb.RuleSource over Redis: it reads the rules from the
+// keys of its layout (WithKeys, the default, or WithDocument) and follows
+// their changes by polling, and by keyspace notifications when the server
+// publishes them. It is safe for concurrent use.
+//
+// What it guarantees:
+//   - The keys are read in one round trip: one MULTI/EXEC transaction, or,
+//     on a Cluster whose keys are in different hash slots, one pipeline
+//     (each node's part then read on its own).
+//   - Watch calls fn only with valid rules that differ from the last ones
+//     it delivered (or loaded): unchanged data rebuilds nothing.
+//   - Content that does not make valid rules is refused with an error
+//     wrapping graylb.ErrInvalidRules that names the key; the previous
+//     rules stay in force. Watch logs it once per distinct content.
+//   - While Redis is unreachable the current rules stay in force; Watch
+//     logs the outage once and the recovery once, not every poll.
+//   - Credentials and TLS settings stay inside the client: no log line or
+//     error of this package holds them.
+type RuleSource struct {
+	client        redis.UniversalClient
+	owned         bool // the client was built here; Close closes it
+	cfg           config
+	transactional bool
+
+	mu         sync.Mutex
+	closed     bool
+	down       bool // an outage was reported and has not ended
+	refused    [sha256.Size]byte
+	hasRefused bool // refused holds the sum of the last refused content
+	loaded     *content
+	watchers   map[*watcher]struct{}
+}
+
+// New returns a RuleSource reading through client: a single server's,
+// a Sentinel failover client or a Cluster client, built by the caller with
+// its credentials and TLS settings. Close does not close client.
+func New(client redis.UniversalClient, opts ...Option) (*RuleSource, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidOption)
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &RuleSource{client: client, cfg: cfg, transactional: true, watchers: map[*watcher]struct{}{}}
+	if _, ok := client.(*redis.ClusterClient); ok && !sameSlot(cfg.layout.keys()) {
+		// A transaction cannot span hash slots; a pipeline can.
+		s.transactional = false
+	}
+	return s, nil
+}
+
+// NewFromOptions builds a client with redis.NewUniversalClient(o) (one
+// address: a single server; MasterName set: Sentinel; several addresses: a
+// Cluster) and returns a RuleSource reading through it. Close closes the
+// client.
+func NewFromOptions(o *redis.UniversalOptions, opts ...Option) (*RuleSource, error) {
+	if o == nil {
+		return nil, fmt.Errorf("%w: nil redis options", ErrInvalidOption)
+	}
+	if _, err := newConfig(opts); err != nil {
+		return nil, err
+	}
+	s, err := New(redis.NewUniversalClient(o), opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// Keys returns the key names read, in the layout's order: switch, users,
+// addresses; or the document key.
+func (s *RuleSource) Keys() []string { return s.cfg.layout.keys() }
+
+// Load reads the keys once and returns the rules they make. The error wraps
+// ErrRedis when Redis could not be read (then the caller keeps its current
+// rules), or graylb.ErrInvalidRules, naming the key, when the content does
+// not make valid rules. In the document layout a missing key gives the zero
+// Rules. Load does not log what it returns.
+func (s *RuleSource) Load(ctx context.Context) (graylb.Rules, error) {
+	if s.isClosed() {
+		return graylb.Rules{}, fmt.Errorf("redisrules: %w", graylb.ErrClosed)
+	}
+	c, err := s.read(ctx)
+	if err != nil {
+		s.outage(err, false) // the caller reports it
+		return graylb.Rules{}, err
+	}
+	s.reachable()
+	s.warn(c.warnings)
+	if c.err != nil {
+		s.refuse(c.sum, c.err, false)
+		return graylb.Rules{}, c.err
+	}
+	s.accept()
+	s.mu.Lock()
+	s.loaded = &c
+	s.mu.Unlock()
+	return clone(c.rules), nil
+}
+
+// read reads the layout's keys in one round trip, bounded by the timeout.
+// The error wraps ErrRedis; content errors are in the content.
+func (s *RuleSource) read(ctx context.Context) (content, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	var p redis.Pipeliner
+	if s.transactional {
+		p = s.client.TxPipeline()
+	} else {
+		p = s.client.Pipeline()
+	}
+	result := s.cfg.layout.queue(p, s.cfg.maxEntries)
+	_, _ = p.Exec(ctx) // result looks at every reply's error
+	return result()
+}
+
+// Close stops every Watch of this RuleSource and, when NewFromOptions built
+// the client, closes it. Load and Watch fail after Close.
+func (s *RuleSource) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ws := make([]*watcher, 0, len(s.watchers))
+	for w := range s.watchers {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.stop()
+	}
+	if s.owned {
+		return s.client.Close()
+	}
+	return nil
+}
+
+func (s *RuleSource) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// outage records that Redis could not be read; the first failure of an
+// outage is logged when log is set.
+func (s *RuleSource) outage(err error, log bool) {
+	s.mu.Lock()
+	first := !s.down
+	s.down = true
+	s.mu.Unlock()
+	if first && log {
+		s.cfg.logger.Error("redisrules: redis unavailable; the current rules stay in force", "keys", s.Keys(), "err", err)
+	}
+}
+
+// reachable records a successful read, logging the end of an outage.
+func (s *RuleSource) reachable() {
+	s.mu.Lock()
+	was := s.down
+	s.down = false
+	s.mu.Unlock()
+	if was {
+		s.cfg.logger.Info("redisrules: redis reachable again", "keys", s.Keys())
+	}
+}
+
+// refuse records refused content, logged when log is set and the content
+// differs from the last refused.
+func (s *RuleSource) refuse(sum [sha256.Size]byte, err error, log bool) {
+	s.mu.Lock()
+	seen := s.hasRefused && s.refused == sum
+	s.refused, s.hasRefused = sum, true
+	s.mu.Unlock()
+	if !seen && log {
+		s.cfg.logger.Error("redisrules: rules refused; the previous rules stay in force", "keys", s.Keys(), "err", err)
+	}
+}
+
+// accept records that valid content was read.
+func (s *RuleSource) accept() {
+	s.mu.Lock()
+	s.hasRefused = false
+	s.mu.Unlock()
+}
+
+func (s *RuleSource) warn(warnings []string) {
+	for _, w := range warnings {
+		s.cfg.logger.Warn("redisrules: " + w)
+	}
+}
+
+var _ graylb.RuleSource = (*RuleSource)(nil)

@@ -1,0 +1,141 @@
+package redisrules
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/graylb/graylb"
+)
+
+// Watch follows the keys and calls fn with each new valid rule set until
+// stop is called (or Close). It reads the keys at once, then every poll
+// interval and, with keyspace notifications, on each change. fn is called
+// from one goroutine, never concurrently with itself, and only with rules
+// that differ from the last ones delivered, or from the ones the last Load
+// returned. Watch does no I/O before returning: with Redis down it succeeds,
+// and the current rules stay in force until Redis answers. After stop
+// returns, fn is not called again; stop must not be called from fn.
+func (s *RuleSource) Watch(fn func(graylb.Rules)) (stop func(), err error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil watch function", ErrInvalidOption)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watcher{s: s, fn: fn, cancel: cancel, done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		return nil, fmt.Errorf("redisrules: %w", graylb.ErrClosed)
+	}
+	if s.loaded != nil {
+		w.sum, w.haveSum = s.loaded.sum, true
+		w.delivered = &s.loaded.rules
+	}
+	s.watchers[w] = struct{}{}
+	s.mu.Unlock()
+	go w.run(ctx)
+	return w.stop, nil
+}
+
+// watcher is one Watch: its goroutine and what it delivered last.
+type watcher struct {
+	s      *RuleSource
+	fn     func(graylb.Rules)
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+
+	sum       [sha256.Size]byte // of the last content read
+	haveSum   bool
+	delivered *graylb.Rules // the last rules delivered (or loaded)
+}
+
+func (w *watcher) stop() {
+	w.once.Do(func() {
+		w.cancel()
+		<-w.done
+		w.s.mu.Lock()
+		delete(w.s.watchers, w)
+		w.s.mu.Unlock()
+	})
+}
+
+func (w *watcher) run(ctx context.Context) {
+	defer close(w.done)
+	n := &notifier{s: w.s}
+	defer n.close()
+	tick := time.NewTicker(w.s.cfg.interval)
+	defer tick.Stop()
+	setup := true // consider notifications after the next successful read
+	for {
+		ok := w.poll(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if !ok {
+			setup = true // the server may come back with other settings
+		} else if setup {
+			n.setup(ctx)
+			setup = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case _, open := <-n.events():
+			if !open {
+				n.close() // the subscription ended: poll only until set up again
+				setup = true
+			}
+			n.drain() // one read for a burst of changes
+		}
+	}
+}
+
+// poll reads the keys once and delivers what changed. It reports whether
+// Redis answered.
+func (w *watcher) poll(ctx context.Context) bool {
+	c, err := w.s.read(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.s.outage(err, true)
+		}
+		return false
+	}
+	w.s.reachable()
+	if w.haveSum && c.sum == w.sum {
+		return true // unchanged data rebuilds nothing
+	}
+	w.sum, w.haveSum = c.sum, true
+	w.s.warn(c.warnings)
+	if c.err != nil {
+		w.s.refuse(c.sum, c.err, true)
+		return true
+	}
+	w.s.accept()
+	if c.missing {
+		w.s.cfg.logger.Warn("redisrules: rule document missing; the current rules stay in force", "keys", w.s.Keys())
+		return true
+	}
+	if w.delivered != nil && reflect.DeepEqual(*w.delivered, c.rules) {
+		return true
+	}
+	w.delivered = &c.rules
+	w.fn(clone(c.rules)) // fn may keep or change its copy
+	return true
+}
+
+func clone(r graylb.Rules) graylb.Rules {
+	r.GrayUsers = slices.Clone(r.GrayUsers)
+	r.GrayAddresses = slices.Clone(r.GrayAddresses)
+	if r.Enabled != nil {
+		on := *r.Enabled
+		r.Enabled = &on
+	}
+	return r
+}
