@@ -2,7 +2,9 @@ package graylb
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,4 +156,80 @@ func TestLoadBalancer_KindToPass(t *testing.T) {
 	assert.Equal(t, Gray, k)
 	_, write = lb.KindToPass(withHeaders(bg, "gray", "false"))
 	assert.False(t, write)
+}
+
+func TestLoadBalancer_BadInput(t *testing.T) {
+	lb, _ := newTestLB(t, []Instance{inst("svc", 1)})
+	_, err := lb.Pick(context.Background(), "")
+	assert.ErrorIs(t, err, ErrInvalidService)
+	_, err = lb.Pick(context.Background(), string(make([]byte, MaxServiceNameLen+1)))
+	assert.ErrorIs(t, err, ErrInvalidService)
+	_, err = lb.Pick(context.Background(), "nope")
+	assert.ErrorIs(t, err, ErrUnknownService)
+	//nolint:staticcheck // a nil context must not panic
+	_, err = lb.Pick(nil, "svc")
+	assert.NoError(t, err)
+	_, err = New(nil)
+	assert.Error(t, err)
+	lb2, err := New(NewRegistry(), nil, WithPolicy(nil), WithGrayHeader(""), WithFilters(nil))
+	require.NoError(t, err)
+	require.NoError(t, lb2.Close())
+	_, err = lb2.Pick(context.Background(), "svc")
+	assert.ErrorIs(t, err, ErrClosed)
+	_, err = New(NewRegistry(), WithRules(Rules{CanaryPercent: math.NaN()}))
+	assert.ErrorIs(t, err, ErrInvalidRules)
+}
+
+func TestLoadBalancer_FollowsRegistry(t *testing.T) {
+	lb, reg := newTestLB(t, []Instance{inst("svc", 1)})
+	ctx := context.Background()
+	g := withHeaders(ctx, "gray", "true")
+	in, err := lb.Pick(g, "svc")
+	require.NoError(t, err)
+	assert.Equal(t, 1, in.Port, "gray falls back to prod")
+	require.NoError(t, reg.Register(inst("svc", 2, "gray", "true")))
+	in, err = lb.Pick(g, "svc")
+	require.NoError(t, err)
+	assert.Equal(t, 2, in.Port)
+	require.NoError(t, reg.SetMetadata("svc", "127.0.0.1:1", "gray", "true"))
+	_, err = lb.Pick(ctx, "svc")
+	require.ErrorIs(t, err, ErrNoInstance, "no prod instance left")
+	require.NoError(t, reg.Update("svc", "127.0.0.1:2", func(i *Instance) { i.Healthy = false }))
+	require.NoError(t, reg.SetMetadata("svc", "127.0.0.1:1", "gray", "false"))
+	got, err := pickedSet(t, lb, g, "svc", 5)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.0.1:1"}, got, "an unhealthy gray instance is no gray instance")
+}
+
+func TestOddMetadataAndNames(t *testing.T) {
+	big := strings.Repeat("x", 1<<16)
+	odd := []map[string]string{
+		nil, {}, {"": "true"}, {"gray": big}, {"GRAY": "true"}, {"gray\x00": "true"},
+		{"gray": "tru\u00e9"}, {"gray": "\u0074rue"}, {"version": big}, {"gray": "true", "version": ""},
+	}
+	reg := NewRegistry()
+	for i, md := range odd {
+		require.NoError(t, reg.Register(NewInstance("svc", "127.0.0.1", 5000+i, md)))
+	}
+	lb, err := New(reg, WithContextHandler(testHandler), WithFilters(NewVersionFilter()), WithPolicy(WeightedRoundRobin()))
+	require.NoError(t, err)
+	defer lb.Close()
+	for _, v := range []string{"", "true", big, "\x00", "\u0074rue"} {
+		for _, ver := range []string{"", big, "v1"} {
+			in, err := lb.Pick(withHeaders(context.Background(), "gray", v, "version", ver), "svc")
+			require.NoError(t, err)
+			if !IsGray(v) {
+				assert.False(t, IsGray(in.Metadata["gray"]), "prod request on %v", in.Metadata)
+			} else {
+				assert.True(t, IsGray(in.Metadata["gray"]))
+			}
+		}
+	}
+	// Names: non-ASCII bytes are still just a name; a space or '/' could
+	// break out of a URL and is refused.
+	require.NoError(t, reg.Register(NewInstance("svc-and\u00e9", "::1", 80, nil)))
+	_, err = lb.Pick(context.Background(), "svc-and\u00e9")
+	require.NoError(t, err)
+	assert.ErrorIs(t, reg.Register(NewInstance("svc with spaces/and", "::1", 80, nil)), ErrInvalidService)
+	assert.Equal(t, "[::1]:80", NewInstance("s", "::1", 80, nil).Addr())
 }

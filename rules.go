@@ -7,15 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 )
 
 // Rules are the run-time gray rules. The zero value routes by
@@ -231,107 +227,4 @@ type RuleSource interface {
 	Load(ctx context.Context) (Rules, error)
 	// Watch calls fn with each new valid rule set until stop is called.
 	Watch(fn func(Rules)) (stop func(), err error)
-}
-
-// FileRuleSource reads a JSON rule document from a local file and polls it
-// for changes (the standard library has no file watcher).
-type FileRuleSource struct {
-	path     string
-	interval time.Duration
-	logger   *slog.Logger
-}
-
-// FileOption configures a FileRuleSource.
-type FileOption func(*FileRuleSource)
-
-// WithPollInterval sets how often the file is checked (default 1s).
-func WithPollInterval(d time.Duration) FileOption {
-	return func(s *FileRuleSource) {
-		if d > 0 {
-			s.interval = d
-		}
-	}
-}
-
-// WithFileLogger sets the logger for refused documents (default slog.Default()).
-func WithFileLogger(l *slog.Logger) FileOption {
-	return func(s *FileRuleSource) {
-		if l != nil {
-			s.logger = l
-		}
-	}
-}
-
-// NewFileRuleSource returns a source that reads path.
-func NewFileRuleSource(path string, opts ...FileOption) (*FileRuleSource, error) {
-	if path == "" {
-		return nil, fmt.Errorf("%w: empty rule file path", ErrInvalidRules)
-	}
-	s := &FileRuleSource{path: path, interval: time.Second, logger: slog.Default()}
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
-	return s, nil
-}
-
-// Load reads and parses the file.
-func (s *FileRuleSource) Load(ctx context.Context) (Rules, error) {
-	data, err := s.read()
-	if err != nil {
-		return Rules{}, err
-	}
-	r, err := ParseRules(data)
-	if err != nil {
-		return Rules{}, fmt.Errorf("%s: %w", s.path, err)
-	}
-	return r, nil
-}
-
-func (s *FileRuleSource) read() ([]byte, error) {
-	f, err := os.Open(s.path)
-	if err != nil {
-		return nil, fmt.Errorf("graylb: rules: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxRulesSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("graylb: rules: %w", err)
-	}
-	return data, nil
-}
-
-// Watch polls the file; each time its content changes and parses, fn is
-// called. A document that does not parse is logged and skipped.
-func (s *FileRuleSource) Watch(fn func(Rules)) (func(), error) {
-	if fn == nil {
-		return nil, errors.New("graylb: rules: nil watch function")
-	}
-	last, _ := s.read()
-	done := make(chan struct{})
-	var once sync.Once
-	go func() {
-		t := time.NewTicker(s.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			data, err := s.read()
-			if err != nil || bytes.Equal(data, last) {
-				continue
-			}
-			last = data
-			r, err := ParseRules(data)
-			if err != nil {
-				s.logger.Error("graylb: rule document refused; previous rules stay in force", "path", s.path, "err", err)
-				continue
-			}
-			fn(r)
-		}
-	}()
-	return func() { once.Do(func() { close(done) }) }, nil
 }

@@ -1,0 +1,118 @@
+package graylb
+
+import (
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStrictRoundRobin_Cycles(t *testing.T) {
+	list := []Instance{inst("svc", 1), inst("svc", 2), inst("svc", 3)}
+	p := StrictRoundRobin().NewPicker(list)
+	first := p.Next()
+	for i := 1; i < 30; i++ {
+		assert.Equal(t, (first+i)%3, p.Next())
+	}
+}
+
+func TestRoundRobin_EvenShares(t *testing.T) {
+	list := make([]Instance, 7)
+	p := RoundRobin().NewPicker(list)
+	counts := make([]int, len(list))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]int, len(list))
+			for i := 0; i < 7000; i++ {
+				local[p.Next()]++
+			}
+			mu.Lock()
+			for i, c := range local {
+				counts[i] += c
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for i, c := range counts {
+		// Each core rotates strictly; shards switch only when a goroutine
+		// moves or the pool is emptied, so shares stay within a few turns.
+		assert.InDelta(t, 4000, c, 400, "instance %d", i)
+	}
+}
+
+func TestRandom_Covers(t *testing.T) {
+	p := Random().NewPicker(make([]Instance, 5))
+	seen := map[int]int{}
+	for i := 0; i < 5000; i++ {
+		seen[p.Next()]++
+	}
+	for i := 0; i < 5; i++ {
+		assert.InDelta(t, 1000, seen[i], 200)
+	}
+}
+
+func TestWeightedRoundRobin(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		weights []float64
+	}{
+		{"integers", []float64{1, 2, 3}},
+		{"fractional below one", []float64{0.1, 0.3, 0.6}},
+		{"zero gets nothing", []float64{0, 1, 1}},
+		{"wide spread", []float64{0.001, 1000, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			list := make([]Instance, len(tc.weights))
+			total := 0.0
+			for i, w := range tc.weights {
+				list[i] = inst("svc", i+1)
+				list[i].Weight = w
+				total += w
+			}
+			p := WeightedRoundRobin().NewPicker(list)
+			sched := p.(*weighted).schedule
+			counts := make([]int, len(list))
+			// Each core walks the schedule on its own counter (and -race
+			// makes sync.Pool switch counters at random), so shares are
+			// exact only over many turns.
+			n := max(len(sched)*3, 6000)
+			for i := 0; i < n; i++ {
+				counts[p.Next()]++
+			}
+			for i, w := range tc.weights {
+				if w == 0 {
+					assert.Zero(t, counts[i], "weight 0 never picked")
+					continue
+				}
+				assert.Positive(t, counts[i], "a positive weight is picked")
+				share := float64(counts[i]) / float64(n)
+				assert.InDelta(t, w/total, share, math.Max(0.02, 2.0/float64(len(sched))), "share of %v", w)
+			}
+		})
+	}
+}
+
+func TestWeightedRoundRobin_Smooth(t *testing.T) {
+	list := []Instance{inst("svc", 1), inst("svc", 2)}
+	list[0].Weight, list[1].Weight = 3, 1
+	sched := WeightedRoundRobin().NewPicker(list).(*weighted).schedule
+	require.Len(t, sched, 4)
+	// The weight-1 instance is not bunched: never twice in a row, and the
+	// weight-3 one never runs more than 3 in a row across the wrap.
+	run := 0
+	for i := 0; i < 8; i++ {
+		if sched[i%4] == 0 {
+			run++
+			assert.LessOrEqual(t, run, 3)
+		} else {
+			run = 0
+		}
+	}
+}
