@@ -3,6 +3,7 @@ package redisrules
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -124,7 +125,18 @@ func (s *RuleSource) read(ctx context.Context) (content, error) {
 		p = s.client.Pipeline()
 	}
 	result := s.cfg.layout.queue(p, s.cfg.maxEntries)
-	_, _ = p.Exec(ctx) // result looks at every reply's error
+	cmds, err := p.Exec(ctx) // result looks at every reply's error
+	if err != nil && !errors.Is(err, redis.Nil) {
+		replied := false
+		for _, c := range cmds {
+			replied = replied || c.Err() != nil
+		}
+		if !replied {
+			// Some client versions report a failed round trip by Exec's
+			// error alone, leaving the commands' errors unset.
+			return content{}, fmt.Errorf("%w: %w", ErrRedis, err)
+		}
+	}
 	return result()
 }
 
