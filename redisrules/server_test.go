@@ -61,9 +61,9 @@ func TestMain(m *testing.M) {
 
 // server is one redis-server process.
 type server struct {
-	port int
-	dir  string
-	args []string
+	port   int
+	dir    string
+	args   []string
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
