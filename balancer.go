@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+
+	"github.com/graylb/graylb/internal/fanout"
 )
 
 // LoadBalancer picks an instance of a service for each request: the gray
@@ -34,9 +36,7 @@ type LoadBalancer struct {
 	closed   atomic.Bool
 	ruleStop func()
 
-	watchMu      sync.Mutex
-	ruleWatchers map[uint64]func()
-	nextWatch    uint64
+	ruleWatchers fanout.Set[func()]
 
 	testHookServiceBuilt func() // tests: runs after a new service's first build, before it is published
 }
@@ -154,33 +154,10 @@ func (lb *LoadBalancer) SetRules(r Rules) error {
 // service's routing follows it, until stop is called. Adapters that keep
 // routing of their own (the gRPC balancer's pickers) rebuild it there, off
 // the pick path. fn must not block.
-func (lb *LoadBalancer) OnRulesChange(fn func()) (stop func()) {
-	lb.watchMu.Lock()
-	defer lb.watchMu.Unlock()
-	id := lb.nextWatch
-	lb.nextWatch++
-	if lb.ruleWatchers == nil {
-		lb.ruleWatchers = map[uint64]func(){}
-	}
-	lb.ruleWatchers[id] = fn
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			lb.watchMu.Lock()
-			delete(lb.ruleWatchers, id)
-			lb.watchMu.Unlock()
-		})
-	}
-}
+func (lb *LoadBalancer) OnRulesChange(fn func()) (stop func()) { return lb.ruleWatchers.Add(fn) }
 
 func (lb *LoadBalancer) rulesChanged() {
-	lb.watchMu.Lock()
-	fns := make([]func(), 0, len(lb.ruleWatchers))
-	for _, fn := range lb.ruleWatchers {
-		fns = append(fns, fn)
-	}
-	lb.watchMu.Unlock()
-	for _, fn := range fns {
+	for _, fn := range lb.ruleWatchers.Snapshot() {
 		fn()
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/graylb/graylb/internal/fanout"
 )
 
 // DefaultEmptyGrace is how long the Cache holds the last good list after
@@ -180,8 +182,7 @@ type cacheEntry struct {
 
 	mu       sync.Mutex // serialises apply and delivery
 	stop     func()
-	watchers map[uint64]func([]Instance)
-	nextID   uint64
+	watchers fanout.Set[func([]Instance)]
 	recheck  *time.Timer
 	pending  *[]Instance // a held sudden shrink, newest first
 	settleT  *time.Timer
@@ -220,22 +221,7 @@ func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	id := e.nextID
-	e.nextID++
-	if e.watchers == nil {
-		e.watchers = map[uint64]func([]Instance){}
-	}
-	e.watchers[id] = fn
-	e.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			e.mu.Lock()
-			delete(e.watchers, id)
-			e.mu.Unlock()
-		})
-	}, nil
+	return e.watchers.Add(fn), nil
 }
 
 func (c *Cache) entry(ctx context.Context, service string) (*cacheEntry, error) {
@@ -372,7 +358,7 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 	}
 	e.snap.Store(&u)
 	c.applied.Add(1)
-	for _, fn := range e.watchers {
+	for _, fn := range e.watchers.Snapshot() {
 		fn(u)
 	}
 }
@@ -518,7 +504,7 @@ func (c *Cache) Close() error {
 		}
 		stop := e.stop
 		e.stop = nil
-		e.watchers = nil
+		e.watchers.Clear()
 		e.mu.Unlock()
 		if stop != nil {
 			stop()

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"sort"
 	"sync"
+
+	"github.com/graylb/graylb/internal/fanout"
 )
 
 // Registry is the in-memory Supplier: the embedded default that examples
@@ -22,8 +24,7 @@ type regService struct {
 	known     bool                // an instance was ever registered
 	instances map[string]Instance // by addr
 	seq       uint64
-	watchers  map[uint64]func([]Instance)
-	nextID    uint64
+	watchers  fanout.Set[func([]Instance)]
 
 	notifyMu  sync.Mutex
 	delivered uint64
@@ -35,7 +36,7 @@ func NewRegistry() *Registry { return &Registry{services: map[string]*regService
 func (r *Registry) svc(service string) *regService {
 	s := r.services[service]
 	if s == nil {
-		s = &regService{instances: map[string]Instance{}, watchers: map[uint64]func([]Instance){}}
+		s = &regService{instances: map[string]Instance{}}
 		r.services[service] = s
 	}
 	return s
@@ -113,20 +114,12 @@ func (r *Registry) mutate(service, addr string, fn func(*regService)) error {
 func (r *Registry) changed(service string, s *regService) {
 	s.seq++
 	seq := s.seq
-	if len(s.watchers) == 0 {
+	watchers := s.watchers.Snapshot()
+	if len(watchers) == 0 {
 		r.mu.Unlock()
 		return
 	}
 	list := s.list()
-	watchers := make([]func([]Instance), 0, len(s.watchers))
-	ids := make([]uint64, 0, len(s.watchers))
-	for id := range s.watchers {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		watchers = append(watchers, s.watchers[id])
-	}
 	r.mu.Unlock()
 
 	s.notifyMu.Lock()
@@ -181,18 +174,16 @@ func (r *Registry) Watch(service string, fn func([]Instance)) (func(), error) {
 	}
 	r.mu.Lock()
 	s := r.svc(service)
-	id := s.nextID
-	s.nextID++
-	s.watchers[id] = fn
+	remove := s.watchers.Add(fn)
 	r.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			r.mu.Lock()
-			delete(s.watchers, id)
+			remove()
 			// A service watched but never registered leaves no trace, so
 			// watching names from untrusted input keeps memory bounded.
-			if !s.known && len(s.watchers) == 0 && r.services[service] == s {
+			if !s.known && s.watchers.Len() == 0 && r.services[service] == s {
 				delete(r.services, service)
 			}
 			r.mu.Unlock()

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/internal/fanout"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
@@ -84,8 +85,7 @@ type Supplier struct {
 
 type subscription struct {
 	param    *vo.SubscribeParam // the same pointer for Subscribe and Unsubscribe
-	watchers map[uint64]func([]graylb.Instance)
-	next     uint64
+	watchers fanout.Set[func([]graylb.Instance)]
 	mu       sync.Mutex // serialises deliveries
 	last     []string   // keys of the last list handed over
 	version  uint64     // pushes handed over
@@ -176,7 +176,7 @@ func (s *Supplier) Watch(service string, fn func([]graylb.Instance)) (func(), er
 	}
 	sub := s.subs[service]
 	if sub == nil {
-		sub = &subscription{watchers: map[uint64]func([]graylb.Instance){}}
+		sub = &subscription{}
 		sub.param = &vo.SubscribeParam{
 			ServiceName: service, GroupName: s.group, Clusters: s.clusters,
 			SubscribeCallback: func(hosts []model.Instance, err error) { s.deliver(service, sub, hosts, err) },
@@ -188,13 +188,9 @@ func (s *Supplier) Watch(service string, fn func([]graylb.Instance)) (func(), er
 		}
 		s.subs[service] = sub
 	}
-	sub.mu.Lock()
-	id := sub.next
-	sub.next++
-	sub.watchers[id] = fn
-	sub.mu.Unlock()
+	remove := sub.watchers.Add(fn)
 	var once sync.Once
-	return func() { once.Do(func() { s.unwatch(service, sub, id) }) }, nil
+	return func() { once.Do(func() { s.unwatch(service, sub, remove) }) }, nil
 }
 
 func (s *Supplier) deliver(service string, sub *subscription, hosts []model.Instance, err error) {
@@ -212,7 +208,7 @@ func (s *Supplier) deliver(service string, sub *subscription, hosts []model.Inst
 // handOver gives list to the watchers; sub.mu is held.
 func (s *Supplier) handOver(sub *subscription, list []graylb.Instance) {
 	sub.last = listKeys(list)
-	for _, fn := range sub.watchers {
+	for _, fn := range sub.watchers.Snapshot() {
 		fn(list)
 	}
 }
@@ -249,7 +245,7 @@ func (s *Supplier) reconcileOnce() {
 		}
 		list := s.convert(service, hosts)
 		sub.mu.Lock()
-		if sub.version == v && !slices.Equal(sub.last, listKeys(list)) && len(sub.watchers) > 0 {
+		if sub.version == v && !slices.Equal(sub.last, listKeys(list)) && sub.watchers.Len() > 0 {
 			s.logger.Info("nacos: reconciled a list that differed from the server's", "service", service, "instances", len(list))
 			s.handOver(sub, list)
 		}
@@ -257,13 +253,11 @@ func (s *Supplier) reconcileOnce() {
 	}
 }
 
-func (s *Supplier) unwatch(service string, sub *subscription, id uint64) {
+func (s *Supplier) unwatch(service string, sub *subscription, remove func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sub.mu.Lock()
-	delete(sub.watchers, id)
-	empty := len(sub.watchers) == 0
-	sub.mu.Unlock()
+	remove()
+	empty := sub.watchers.Len() == 0
 	if empty && s.subs[service] == sub {
 		delete(s.subs, service)
 		if err := s.client.unsubscribe(sub.param); err != nil {
