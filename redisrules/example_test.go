@@ -18,6 +18,7 @@ func Example() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: sharedAddr}) // credentials and TLS go here
 	defer rdb.Close()
+	rdb.Del(ctx, redisrules.DefaultSwitchKey, redisrules.DefaultUsersKey, redisrules.DefaultAddressesKey)
 	// What an operator does with redis-cli: SET, RPUSH.
 	rdb.Set(ctx, redisrules.DefaultSwitchKey, "true", 0)
 	rdb.RPush(ctx, redisrules.DefaultUsersKey, "alice")

@@ -196,7 +196,12 @@ func shared(t testing.TB) (*redis.Client, [3]string) {
 		t.Skip("redis-server is not installed (the Debian package redis-server); skipping a test against a real Redis")
 	}
 	tag := "{" + t.Name() + "}"
-	return newClient(t, sharedAddr), [3]string{tag + ":switch", tag + ":users", tag + ":addresses"}
+	keys := [3]string{tag + ":switch", tag + ":users", tag + ":addresses"}
+	c := newClient(t, sharedAddr)
+	clean := func() { c.Del(context.Background(), keys[:]...) }
+	clean() // a run before this one (-count) left them
+	t.Cleanup(clean)
+	return c, keys
 }
 
 // logBuffer is a slog handler's output, safe to read while written.

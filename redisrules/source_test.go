@@ -134,7 +134,7 @@ func TestWatchPolling(t *testing.T) {
 	start := time.Now()
 	require.NoError(t, rc.RPush(ctx, k[1], "alice").Err())
 	eventually(t, "the new user delivered", func() bool { r, ok := rec.last(); return ok && len(r.GrayUsers) == 1 })
-	assert.Less(t, time.Since(start), interval+200*time.Millisecond)
+	assert.Less(t, time.Since(start), interval+500*time.Millisecond, "one interval, and slack for a loaded machine")
 
 	// A bad address: refused, logged once however many polls see it.
 	require.NoError(t, rc.RPush(ctx, k[2], "10.0.0.9/32").Err())
