@@ -2,8 +2,8 @@ package graylb
 
 import (
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Policy builds a Picker over one candidate list. NewPicker runs once per
@@ -81,19 +81,21 @@ type counter struct {
 }
 
 // rotorShards is how many counters a rotor spreads its turns over.
-const rotorShards = 8
+const (
+	rotorShardBits = 3
+	rotorShards    = 1 << rotorShardBits
+)
 
 // rotor hands out turns for a round-robin walk without a counter shared by
-// every core: each P (via sync.Pool's per-P slot) keeps to one of a few
-// counters, each on its own cache line and started at its own random
-// offset. One goroutine, or one core, sees a strict rotation; several cores
-// each rotate on their own counter, and picks do not slow each other down
-// (a single shared counter costs 2-6x per pick when two cores pick at once).
-// A shard id is allocated once per P, again only after a GC empties the pool.
+// every core: each turn comes from one of a few counters, each on its own
+// cache line and started at its own random offset, chosen by the calling
+// goroutine's stack address. One goroutine keeps to one counter, so it sees
+// a strict rotation; goroutines running on different cores mostly use
+// different counters, so concurrent picks do not slow each other down (a
+// single shared counter costs 2-6x per pick when two cores pick at once).
+// The choice only spreads contention: any counter gives a correct turn.
 type rotor struct {
 	shards [rotorShards]counter
-	ids    atomic.Uint32
-	pool   sync.Pool
 }
 
 func newRotor(n uint64) *rotor {
@@ -106,14 +108,17 @@ func newRotor(n uint64) *rotor {
 
 // next returns the next turn.
 func (r *rotor) next() uint64 {
-	id, _ := r.pool.Get().(*uint32)
-	if id == nil {
-		id = new(uint32)
-		*id = r.ids.Add(1) % rotorShards
-	}
-	t := r.shards[*id].n.Add(1) - 1
-	r.pool.Put(id)
-	return t
+	return r.shards[shardOfCaller()].n.Add(1) - 1
+}
+
+// shardOfCaller maps the calling goroutine's stack (8 KiB apart at least
+// between goroutines) to a shard, with a multiplicative hash.
+//
+//go:noinline
+func shardOfCaller() uint64 {
+	var here byte
+	sp := uint64(uintptr(unsafe.Pointer(&here)))
+	return ((sp >> 13) * 0x9E3779B97F4A7C15) >> (64 - rotorShardBits)
 }
 
 type roundRobin struct {

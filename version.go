@@ -86,13 +86,42 @@ func (f *VersionFilter) Build(in BuildInfo) Stage {
 	for k, inst := range in.Instances {
 		st.subsets[group[k]] = append(st.subsets[group[k]], inst)
 	}
+	if len(st.index) <= smallVersions {
+		for v, i := range st.index {
+			st.small = append(st.small, versionIndex{v, i})
+		}
+		st.index = nil
+	}
 	return st
+}
+
+// smallVersions is how many versions a stage looks up by scanning a slice
+// (a few string comparisons) rather than hashing into a map.
+const smallVersions = 8
+
+type versionIndex struct {
+	version string
+	i       int
 }
 
 type versionStage struct {
 	f       *VersionFilter
 	subsets [][]Instance
-	index   map[string]int
+	index   map[string]int // more than smallVersions versions
+	small   []versionIndex // else
+}
+
+func (s *versionStage) lookup(v string) (int, bool) {
+	if s.index != nil {
+		i, ok := s.index[v]
+		return i, ok
+	}
+	for _, e := range s.small {
+		if e.version == v {
+			return e.i, true
+		}
+	}
+	return 0, false
 }
 
 func (s *versionStage) Subsets() [][]Instance { return s.subsets }
@@ -103,7 +132,7 @@ func (s *versionStage) Choose(r Request) int {
 		v = s.f.self
 	}
 	if v != "" {
-		if i, ok := s.index[v]; ok {
+		if i, ok := s.lookup(v); ok {
 			return i
 		}
 	}
