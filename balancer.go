@@ -37,6 +37,7 @@ type LoadBalancer struct {
 	ruleStop func()
 
 	ruleWatchers fanout.Set[func()]
+	ruleLog      ruleLog // rules in force, changes and refusals (RulesState)
 
 	testHookServiceBuilt func() // tests: runs after a new service's first build, before it is published
 }
@@ -101,10 +102,12 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		lb.cache, lb.ownsCache = c, true
 	}
 	if src := cfg.ruleSource; src != nil {
+		lb.ruleLog.setSource(src)
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ruleLoadTimeout)
 		r, err := src.Load(ctx)
 		cancel()
 		if err != nil {
+			lb.ruleLog.loadFailed(err)
 			lb.logger.Error("graylb: loading rules failed; keeping the current rules", "err", err)
 		} else if err := lb.SetRules(r); err != nil {
 			lb.logger.Error("graylb: rules refused; keeping the current rules", "err", err)
@@ -138,9 +141,10 @@ func (lb *LoadBalancer) Cache() *Cache { return lb.cache }
 func (lb *LoadBalancer) SetRules(r Rules) error {
 	c, err := compileRules(r)
 	if err != nil {
+		lb.ruleLog.refused(&r, err)
 		return err
 	}
-	lb.rules.Store(c)
+	lb.ruleLog.store(&lb.rules, c, r) // lb.rules.Store(c), recorded for RulesState
 	for _, s := range *lb.services.Load() {
 		s.mu.Lock()
 		lb.rebuild(s, s.list)

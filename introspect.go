@@ -1,0 +1,222 @@
+package graylb
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// This file is the LoadBalancer's read-only view of itself, for operators:
+// the debug page (DebugHandler) and metrics (the otelgraylb module) read
+// it. Nothing here is on the pick path, and nothing here changes routing.
+
+// Subset names, as ServiceState reports them: which requests an instance
+// serves under the rules in force.
+const (
+	SubsetProd = "prod" // prod requests (and gray requests while the rules are closed)
+	SubsetGray = "gray" // gray requests
+	SubsetAll  = "all"  // every request: gray routing is off, or gray requests fall back
+)
+
+// ServiceState is one service's routing as the LoadBalancer has it now.
+type ServiceState struct {
+	Service string
+	// Instances are the instances routing knows (those the Cache kept:
+	// healthy, enabled, weight > 0), in the supplier's order, prod first.
+	Instances []InstanceState
+	// Prod and Gray count the instances of each kind.
+	Prod, Gray int
+	// GrayFallback: a gray request would be served by every instance,
+	// as the service has no gray instance (routing on, not closed).
+	GrayFallback bool
+}
+
+// InstanceState is one instance as routing sees it.
+type InstanceState struct {
+	Addr    string
+	Kind    Kind   // gray by its metadata or a gray address of the rules
+	Version string // its metadata under the VersionFilter's key (default "version")
+	Weight  float64
+	Cluster string
+	// Usable: the instance may be picked (healthy, enabled, positive
+	// weight, and not ejected).
+	Usable bool
+	// Ejection says why traffic management took the instance out of
+	// rotation; "" when it is not ejected (always, until outlier ejection
+	// exists).
+	Ejection string
+	// Subsets are the subsets the instance lands in (SubsetProd,
+	// SubsetGray, SubsetAll): which requests it can serve.
+	Subsets []string
+	// Metadata is a copy of the instance's registry metadata: untrusted
+	// text, escape it wherever it is shown.
+	Metadata map[string]string
+}
+
+// Services returns the names of the services the LoadBalancer routes
+// (those picked at least once), sorted.
+func (lb *LoadBalancer) Services() []string {
+	m := *lb.services.Load()
+	out := make([]string, 0, len(m))
+	for name := range m {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Snapshot returns the routing state of service, and false when the
+// LoadBalancer does not route it (never picked, or unknown). It reads the
+// immutable routing tree in force, without a lock.
+func (lb *LoadBalancer) Snapshot(service string) (ServiceState, bool) {
+	s := (*lb.services.Load())[service]
+	if s == nil {
+		return ServiceState{}, false
+	}
+	t := s.tree.Load()
+	if t == nil {
+		return ServiceState{}, false
+	}
+	versionKey := DefaultVersionKey
+	for _, f := range lb.filters {
+		if v, ok := f.(*VersionFilter); ok {
+			versionKey = v.metaKey
+		}
+	}
+	gs := t.gray
+	inAll := make(map[string]bool, len(gs.all))
+	for _, in := range gs.all {
+		inAll[in.Addr()] = true
+	}
+	st := ServiceState{Service: service, Prod: len(gs.prod), Gray: len(gs.gray),
+		GrayFallback: len(gs.gray) == 0 && len(gs.all) > 0 && t.rules.enabled}
+	add := func(in Instance, kind Kind, subset string) {
+		is := InstanceState{Addr: in.Addr(), Kind: kind, Weight: in.Weight, Cluster: in.Cluster, Usable: in.Usable(),
+			Subsets: []string{subset}, Metadata: make(map[string]string, len(in.Metadata))}
+		is.Version = in.Metadata[versionKey]
+		for k, v := range in.Metadata {
+			is.Metadata[k] = v
+		}
+		if inAll[is.Addr] {
+			is.Subsets = append(is.Subsets, SubsetAll)
+		}
+		st.Instances = append(st.Instances, is)
+	}
+	for _, in := range gs.prod {
+		add(in, Prod, SubsetProd)
+	}
+	for _, in := range gs.gray {
+		add(in, Gray, SubsetGray)
+	}
+	return st, true
+}
+
+// RulesState is what the LoadBalancer knows of its rules.
+type RulesState struct {
+	// Rules are the rules in force (the zero Rules until a change).
+	Rules Rules
+	// Source names where rules come from: the RuleSource's String() (or
+	// its type) when one is configured, else "program" (WithRules,
+	// SetRules).
+	Source string
+	// Changed is when the rules in force were accepted (zero: never).
+	Changed time.Time
+	// Changes counts accepted rule sets; Refused counts refused ones.
+	Changes, Refused uint64
+	// LastRefused is when a rule set or document was last refused, with
+	// the rules refused (when it got as far as Rules) and the error.
+	LastRefused      time.Time
+	LastRefusedRules *Rules
+	LastRefusedError string
+}
+
+// RulesState returns the rules in force, their source, and the last
+// change and refusal.
+func (lb *LoadBalancer) RulesState() RulesState {
+	return lb.ruleLog.state()
+}
+
+// ruleLog records rule changes and refusals for RulesState. Its mutex
+// also orders the accepted sets, so the rules it reports are the rules in
+// force.
+type ruleLog struct {
+	mu sync.Mutex
+	st RulesState
+}
+
+func (l *ruleLog) state() RulesState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.st
+	st.Rules = cloneRules(st.Rules)
+	if st.LastRefusedRules != nil {
+		r := cloneRules(*st.LastRefusedRules)
+		st.LastRefusedRules = &r
+	}
+	if st.Source == "" {
+		st.Source = "program"
+	}
+	return st
+}
+
+// store puts c (compiled from r) in force and records it.
+func (l *ruleLog) store(dst *atomic.Pointer[compiledRules], c *compiledRules, r Rules) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	dst.Store(c)
+	l.st.Rules = cloneRules(r)
+	l.st.Changed = time.Now()
+	l.st.Changes++
+}
+
+// refused records a rule set (r, when known) or document refused with err.
+func (l *ruleLog) refused(r *Rules, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.st.Refused++
+	l.st.LastRefused = time.Now()
+	l.st.LastRefusedError = err.Error()
+	l.st.LastRefusedRules = nil
+	if r != nil {
+		c := cloneRules(*r)
+		l.st.LastRefusedRules = &c
+	}
+}
+
+// loadFailed records a failed first Load of the rule source when the
+// source refused the document (an error wrapping ErrInvalidRules).
+func (l *ruleLog) loadFailed(err error) {
+	if errors.Is(err, ErrInvalidRules) {
+		l.refused(nil, err)
+	}
+}
+
+// setSource names the rule source.
+func (l *ruleLog) setSource(src RuleSource) {
+	name := fmt.Sprintf("%T", src)
+	if s, ok := src.(fmt.Stringer); ok {
+		name = s.String()
+	}
+	l.mu.Lock()
+	l.st.Source = name
+	l.mu.Unlock()
+}
+
+// cloneRules returns a deep copy of r: Rules hold slices and a pointer the
+// caller may change after handing them over.
+func cloneRules(r Rules) Rules {
+	if r.Enabled != nil {
+		e := *r.Enabled
+		r.Enabled = &e
+	}
+	if r.GrayUsers != nil {
+		r.GrayUsers = append([]string(nil), r.GrayUsers...)
+	}
+	if r.GrayAddresses != nil {
+		r.GrayAddresses = append([]string(nil), r.GrayAddresses...)
+	}
+	return r
+}

@@ -1,0 +1,147 @@
+package graylb
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSnapshotSubsets(t *testing.T) {
+	lb, reg := newTestLB(t, []Instance{
+		inst("svc", 9001, "version", "v1"),
+		inst("svc", 9002, "gray", "true", "version", "v2", "note", "<script>x</script>"),
+	})
+	_, ok := lb.Snapshot("svc")
+	require.False(t, ok, "a service never picked is not routed yet")
+	_, err := lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	require.Equal(t, []string{"svc"}, lb.Services())
+
+	st, ok := lb.Snapshot("svc")
+	require.True(t, ok)
+	require.Equal(t, 1, st.Prod)
+	require.Equal(t, 1, st.Gray)
+	require.False(t, st.GrayFallback)
+	require.Len(t, st.Instances, 2)
+	p, g := st.Instances[0], st.Instances[1]
+	require.Equal(t, "127.0.0.1:9001", p.Addr)
+	require.Equal(t, Prod, p.Kind)
+	require.Equal(t, "v1", p.Version)
+	require.Equal(t, []string{SubsetProd}, p.Subsets)
+	require.True(t, p.Usable)
+	require.Empty(t, p.Ejection)
+	require.Equal(t, Gray, g.Kind)
+	require.Equal(t, []string{SubsetGray}, g.Subsets)
+	require.Equal(t, "<script>x</script>", g.Metadata["note"], "metadata is reported as it is; the page escapes it")
+
+	// The snapshot is a copy: changing it changes nothing.
+	g.Metadata["gray"] = "false"
+	st2, _ := lb.Snapshot("svc")
+	require.Equal(t, "true", st2.Instances[1].Metadata["gray"])
+
+	// No gray instance left: gray requests fall back to every instance.
+	require.NoError(t, reg.Deregister("svc", "127.0.0.1:9002"))
+	require.Eventually(t, func() bool {
+		st, _ := lb.Snapshot("svc")
+		return st.Gray == 0
+	}, 5*time.Second, time.Millisecond)
+	st, _ = lb.Snapshot("svc")
+	require.True(t, st.GrayFallback)
+	require.Equal(t, []string{SubsetProd, SubsetAll}, st.Instances[0].Subsets)
+
+	// Rules that disable gray routing put every instance in "all"; closed
+	// rules leave it empty.
+	off := false
+	require.NoError(t, lb.SetRules(Rules{Enabled: &off}))
+	st, _ = lb.Snapshot("svc")
+	require.False(t, st.GrayFallback)
+	require.Equal(t, []string{SubsetProd, SubsetAll}, st.Instances[0].Subsets)
+	require.NoError(t, lb.SetRules(Rules{Closed: true}))
+	st, _ = lb.Snapshot("svc")
+	require.Equal(t, []string{SubsetProd}, st.Instances[0].Subsets)
+
+	_, ok = lb.Snapshot("unknown")
+	require.False(t, ok)
+}
+
+func TestSnapshotGrayAddressAndVersionKey(t *testing.T) {
+	lb, _ := newTestLB(t, []Instance{inst("svc", 9001, "ver", "v3")},
+		WithFilters(NewVersionFilter(WithVersionKey("ver"))),
+		WithRules(Rules{GrayAddresses: []string{"127.0.0.1:9001"}}))
+	_, err := lb.Pick(withHeaders(context.Background(), "gray", "true"), "svc")
+	require.NoError(t, err)
+	st, _ := lb.Snapshot("svc")
+	require.Equal(t, Gray, st.Instances[0].Kind, "a gray address makes the instance gray")
+	require.Equal(t, "v3", st.Instances[0].Version)
+}
+
+func TestRulesStateRecordsChangesAndRefusals(t *testing.T) {
+	lb, _ := newTestLB(t, []Instance{inst("svc", 9001)})
+	st := lb.RulesState()
+	require.Equal(t, "program", st.Source)
+	require.True(t, st.Changed.IsZero())
+	require.Zero(t, st.Changes)
+
+	before := time.Now()
+	r := Rules{GrayUsers: []string{"alice"}, CanaryPercent: 5}
+	require.NoError(t, lb.SetRules(r))
+	r.GrayUsers[0] = "mallory" // the caller's slice, changed afterwards
+	st = lb.RulesState()
+	require.Equal(t, []string{"alice"}, st.Rules.GrayUsers)
+	require.Equal(t, 5.0, st.Rules.CanaryPercent)
+	require.False(t, st.Changed.Before(before))
+	require.Equal(t, uint64(1), st.Changes)
+
+	err := lb.SetRules(Rules{CanaryPercent: 101})
+	require.ErrorIs(t, err, ErrInvalidRules)
+	st = lb.RulesState()
+	require.Equal(t, uint64(1), st.Refused)
+	require.Equal(t, err.Error(), st.LastRefusedError)
+	require.NotNil(t, st.LastRefusedRules)
+	require.Equal(t, 101.0, st.LastRefusedRules.CanaryPercent)
+	require.Equal(t, []string{"alice"}, st.Rules.GrayUsers, "the previous rules stay in force")
+	require.False(t, st.LastRefused.IsZero())
+}
+
+func TestRulesStateSourceAndRefusedFirstLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.json")
+	require.NoError(t, writeFile(path, `{"closed": null}`))
+	src, err := NewFileRuleSource(path, WithPollInterval(10*time.Millisecond))
+	require.NoError(t, err)
+	lb, _ := newTestLB(t, []Instance{inst("svc", 9001)}, WithRuleSource(src))
+	st := lb.RulesState()
+	require.Equal(t, "*graylb.FileRuleSource", st.Source)
+	require.Equal(t, uint64(1), st.Refused)
+	require.Contains(t, st.LastRefusedError, "null")
+	require.Nil(t, st.LastRefusedRules, "a document refused before it became Rules")
+
+	require.NoError(t, writeFile(path, `{"closed": true}`))
+	require.Eventually(t, func() bool { return lb.RulesState().Rules.Closed }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestRulesStateRacesWithSetRules(t *testing.T) {
+	lb, _ := newTestLB(t, []Instance{inst("svc", 9001)})
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 50; j++ {
+				_ = lb.SetRules(Rules{CanaryPercent: float64(i)})
+				_ = lb.RulesState()
+				_, _ = lb.Snapshot("svc")
+			}
+		}(i)
+	}
+	wg.Wait()
+	// The recorded rules are the rules in force.
+	st := lb.RulesState()
+	require.Equal(t, uint64(200), st.Changes)
+	want, err := compileRules(st.Rules)
+	require.NoError(t, err)
+	require.Equal(t, want.canary, lb.rules.Load().canary)
+}
