@@ -50,11 +50,16 @@ fuzz:
 	@set -e; for t in $$($(GO) test -list '^Fuzz' . | grep '^Fuzz'); do \
 		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) . ; done
 
-## lint: gofmt check and go vet over every module.
-lint:
+## lint: gofmt, go vet and staticcheck over every module.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(CURDIR)/.bin/staticcheck
+lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...); done
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/.bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 ## nacos-up / nacos-down: start or stop the local Nacos-compatible server.
 nacos-up:

@@ -166,7 +166,7 @@ func TestLoadBalancer_BadInput(t *testing.T) {
 	assert.ErrorIs(t, err, ErrInvalidService)
 	_, err = lb.Pick(context.Background(), "nope")
 	assert.ErrorIs(t, err, ErrUnknownService)
-	//nolint:staticcheck // a nil context must not panic
+	//lint:ignore SA1012 a nil context must not panic
 	_, err = lb.Pick(nil, "svc")
 	assert.NoError(t, err)
 	_, err = New(nil)

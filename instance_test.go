@@ -42,6 +42,7 @@ func TestRegistry_RefusesInjectedInput(t *testing.T) {
 	assert.ErrorIs(t, reg.Register(NewInstance("svc", "\r\nX: y", 80, nil)), ErrInvalidInstance)
 	assert.ErrorIs(t, reg.Register(NewInstance("a/../b", "127.0.0.1", 80, nil)), ErrInvalidService)
 	assert.ErrorIs(t, reg.Register(NewInstance("a\r\nb", "127.0.0.1", 80, nil)), ErrInvalidService)
-	_, err := reg.Instances(nil, "svc") //nolint:staticcheck // nil context is accepted
+	//lint:ignore SA1012 a nil context is accepted
+	_, err := reg.Instances(nil, "svc")
 	assert.ErrorIs(t, err, ErrUnknownService, "nothing was registered")
 }

@@ -174,7 +174,7 @@ func (b *wrrBuilder) level(idx []int32, share, tol []float64, first, last bool) 
 			L = limit
 		}
 		roundCounts(counts, share, float64(L), first)
-		return wrrLevel{s: b.place(idx, b.counts, L)}, next
+		return wrrLevel{s: b.place(idx, b.counts)}, next
 	}
 	L := limit
 	if first {
@@ -253,14 +253,14 @@ func (b *wrrBuilder) level(idx []int32, share, tol []float64, first, last bool) 
 			}
 		}
 		counts[big] += int32(rest)
-		return wrrLevel{s: b.place(idx, b.counts, L)}, wrrMembers{}
+		return wrrLevel{s: b.place(idx, b.counts)}, wrrMembers{}
 	}
 	for i := range next.share {
 		next.share[i] /= sum
 		next.tol[i] = max(next.tol[i], 0) / float64(rest)
 	}
 	b.counts[m] = int32(rest)
-	return wrrLevel{s: b.place(idx, b.counts, L), rest: uint64(rest)}, next
+	return wrrLevel{s: b.place(idx, b.counts), rest: uint64(rest)}, next
 }
 
 // smallestLength returns a length L <= limit at which roundCounts gives
@@ -332,16 +332,17 @@ func roundCounts(counts []int32, share []float64, fL float64, first bool) {
 }
 
 // place lays out a level: counts[i] slots for member i (the candidate
-// idx[i]) and counts[len(idx)] residual slots, each evenly spaced. Slot k
-// of c goes to bucket floor((2k+1)L / 2c) of L buckets; buckets are taken
+// idx[i]) and counts[len(idx)] residual slots, each evenly spaced over the
+// level's L slots (the counts' sum). Slot k of c goes to bucket
+// floor((2k+1)L / 2c) of L buckets; buckets are taken
 // in order and a bucket's slots in member order. A member has at most one
 // slot per bucket, so its slots keep their order. O(L + members).
-func (b *wrrBuilder) place(idx []int32, counts []int32, L int) []int32 {
+func (b *wrrBuilder) place(idx []int32, counts []int32) []int32 {
 	size := 0
 	for _, c := range counts {
 		size += int(c)
 	}
-	L = size // a raised first level is longer than planned
+	L := size // a raised first level is longer than planned
 	b.bucket = append(b.bucket[:0], make([]int32, L+1)...)
 	bucket := b.bucket
 	each := func(i, c int, f func(k, b int)) {

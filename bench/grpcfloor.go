@@ -101,7 +101,6 @@ type fakeSC struct {
 	balancer.SubConn
 	addr     string
 	listener func(balancer.SubConnState)
-	health   func(balancer.SubConnState)
 }
 
 // Both run outside the caller, as gRPC delivers state changes: the

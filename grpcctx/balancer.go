@@ -99,6 +99,7 @@ func (b *graylbBalancer) UpdateClientConnState(s balancer.ClientConnState) error
 			continue
 		}
 		c := &conn{inst: src.inst, state: connectivity.Idle}
+		//lint:ignore SA1019 one address per SubConn, which is what the deprecation asks for
 		sc, err := b.cc.NewSubConn([]resolver.Address{{Addr: a.Addr, ServerName: a.ServerName, Attributes: a.Attributes}},
 			balancer.NewSubConnOptions{StateListener: func(st balancer.SubConnState) { b.updateState(c, st) }})
 		if err != nil {

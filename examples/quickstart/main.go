@@ -54,7 +54,6 @@ type record struct {
 	hops     []*instance
 	grayLeft map[string]bool // per service: had a gray instance when sent
 	user     string
-	closed   bool
 }
 
 func main() {
@@ -166,7 +165,7 @@ func (w *world) start(name, service, next string, gray bool) (*instance, error) 
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		if name == "edge" { // the edge reports what it routed as
-			io.WriteString(rw, string(b))
+			rw.Write(b)
 			return
 		}
 		io.WriteString(rw, me+">"+string(b))
