@@ -83,7 +83,7 @@ func TestCache_EmptyProtectionRecoveredBeforeGrace(t *testing.T) {
 	require.NoError(t, err)
 	src.push(nil)
 	src.push([]Instance{inst("svc", 2)})
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // let the grace period pass: nothing may happen then
 	got, _ := c.Instances(context.Background(), "svc")
 	require.Len(t, got, 1)
 	assert.Equal(t, 2, got[0].Port)
@@ -98,8 +98,12 @@ func TestCache_EmptyProtectionQueryFailsKeepsLastGood(t *testing.T) {
 	src.mu.Lock()
 	src.err = errors.New("registry down")
 	src.mu.Unlock()
+	src.mu.Lock()
+	before := src.queries
+	src.mu.Unlock()
 	src.push(nil)
-	time.Sleep(80 * time.Millisecond)
+	// Wait for the re-query the grace period ends with.
+	require.Eventually(t, func() bool { src.mu.Lock(); defer src.mu.Unlock(); return src.queries > before }, 5*time.Second, time.Millisecond)
 	got, _ := c.Instances(context.Background(), "svc")
 	assert.Len(t, got, 1, "a failed re-query keeps the last good list")
 }

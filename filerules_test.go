@@ -2,6 +2,8 @@ package graylb
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,8 @@ import (
 func TestFileRuleSource(t *testing.T) {
 	path := t.TempDir() + "/rules.json"
 	require.NoError(t, writeFile(path, `{"closed":true}`))
-	src, err := NewFileRuleSource(path, WithPollInterval(10*time.Millisecond))
+	var logs syncBuffer
+	src, err := NewFileRuleSource(path, WithPollInterval(10*time.Millisecond), WithFileLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	require.NoError(t, err)
 	lb, _ := newTestLB(t, []Instance{inst("svc", 1, "gray", "true"), inst("svc", 2)}, WithRuleSource(src))
 	g := withHeaders(context.Background(), "gray", "true")
@@ -21,7 +24,7 @@ func TestFileRuleSource(t *testing.T) {
 	assert.Equal(t, 2, in.Port)
 
 	require.NoError(t, writeFile(path, `{"closed":`)) // broken: refused
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "refused") }, 5*time.Second, time.Millisecond)
 	in, err = lb.Pick(g, "svc")
 	require.NoError(t, err)
 	assert.Equal(t, 2, in.Port, "a broken document leaves the old rules")
