@@ -2,7 +2,6 @@ package graylb
 
 import (
 	"context"
-	"errors"
 	"math"
 	"testing"
 
@@ -75,5 +74,3 @@ func (b buildFunc) Build(in BuildInfo) Stage { return b.fn(in) }
 
 func filterOf(s Stage) ServerFilter                       { return buildFunc{func(BuildInfo) Stage { return s }} }
 func filterOfBuild(fn func(BuildInfo) Stage) ServerFilter { return buildFunc{fn} }
-
-var _ = errors.Is

@@ -7,7 +7,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"flag"
 	"fmt"
 	"image/color"
@@ -257,5 +256,3 @@ func fail(err error) {
 	fmt.Fprintln(os.Stderr, "report:", err)
 	os.Exit(1)
 }
-
-var _ = context.Background
