@@ -22,15 +22,15 @@ import (
 // (host:port, HTTP). `make test` starts one with scripts/nacos.sh and sets
 // it, and GRAYLB_NACOS_SCRIPT so the restart tests can stop and start it.
 //
-// They do not run under -race: nacos-sdk-go v2.3.2 (the newest the module
-// proxy serves) has data races inside its RPC client (nacos-sdk-go #741,
-// #833, #905, #908) that the detector reports whatever the caller does.
+// They do not run under -race: nacos-sdk-go (v2.3.0 to v2.3.2 at least)
+// has data races inside its RPC client (nacos-sdk-go #741, #833, #905,
+// #908) that the detector reports whatever the caller does.
 // `make test` runs them in a second pass without -race; this package's unit
 // tests run with it.
 func nacosAddr(t *testing.T) string {
 	t.Helper()
 	if raceEnabled {
-		t.Skip("integration test skipped under -race: nacos-sdk-go v2.3.2 races inside its RPC client; make test runs it without -race")
+		t.Skip("integration test skipped under -race: nacos-sdk-go races inside its RPC client; make test runs it without -race")
 	}
 	addr := os.Getenv("GRAYLB_NACOS_ADDR")
 	if addr == "" {
