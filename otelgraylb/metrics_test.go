@@ -1,0 +1,160 @@
+package otelgraylb_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/otelgraylb"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+func newMeter(t testing.TB) (*sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	return reader, mp
+}
+
+// points returns the int64 data points of the named instrument, by their
+// attributes rendered as "k=v,k=v".
+func points(t *testing.T, reader *sdkmetric.ManualReader, name string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			var dps []metricdata.DataPoint[int64]
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				dps = d.DataPoints
+			case metricdata.Gauge[int64]:
+				dps = d.DataPoints
+			default:
+				t.Fatalf("%s: unexpected data %T", name, m.Data)
+			}
+			for _, dp := range dps {
+				out[attrString(dp.Attributes)] = dp.Value
+			}
+		}
+	}
+	return out
+}
+
+func attrString(s attribute.Set) string {
+	out := ""
+	for _, kv := range s.ToSlice() {
+		if out != "" {
+			out += ","
+		}
+		out += string(kv.Key) + "=" + kv.Value.Emit()
+	}
+	return out
+}
+
+func registry(t testing.TB, service string, gray ...bool) *graylb.Registry {
+	t.Helper()
+	reg := graylb.NewRegistry()
+	for i, g := range gray {
+		md := map[string]string{}
+		if g {
+			md["gray"] = "true"
+		}
+		require.NoError(t, reg.Register(graylb.NewInstance(service, "127.0.0.1", 9000+i, md)))
+	}
+	return reg
+}
+
+var grayCtx = graylb.WithValue(context.Background(), "gray", "true")
+
+func TestPickCounter(t *testing.T) {
+	reader, mp := newMeter(t)
+	obs, err := otelgraylb.Observer(mp.Meter(otelgraylb.ScopeName))
+	require.NoError(t, err)
+	reg := registry(t, "svc", false, true)
+	require.NoError(t, reg.Register(graylb.NewInstance("prod-only", "127.0.0.1", 9100, nil)))
+	lb, err := graylb.New(reg, graylb.WithObserver(obs))
+	require.NoError(t, err)
+	defer lb.Close()
+
+	for i := 0; i < 3; i++ {
+		_, err = lb.Pick(context.Background(), "svc")
+		require.NoError(t, err)
+	}
+	_, err = lb.Pick(grayCtx, "svc")
+	require.NoError(t, err)
+	_, err = lb.Pick(grayCtx, "prod-only") // no gray instance: falls back
+	require.NoError(t, err)
+	require.NoError(t, lb.SetRules(graylb.Rules{Closed: true}))
+	_, err = lb.Pick(grayCtx, "svc")
+	require.NoError(t, err)
+	_, err = lb.Pick(context.Background(), "nobody") // unknown: no pick to count
+	require.Error(t, err)
+
+	require.Equal(t, map[string]int64{
+		"graylb.kind=prod,graylb.outcome=selected,graylb.service=svc":        3,
+		"graylb.kind=gray,graylb.outcome=selected,graylb.service=svc":        1,
+		"graylb.kind=gray,graylb.outcome=fell_back,graylb.service=prod-only": 1,
+		"graylb.kind=gray,graylb.outcome=fell_back,graylb.service=svc":       1,
+	}, points(t, reader, otelgraylb.MetricPicks))
+}
+
+func TestRegisterReadsState(t *testing.T) {
+	reader, mp := newMeter(t)
+	meter := mp.Meter(otelgraylb.ScopeName)
+	reg := registry(t, "svc", false, false, true)
+	lb, err := graylb.New(reg)
+	require.NoError(t, err)
+	defer lb.Close()
+	r, err := otelgraylb.Register(meter, lb, otelgraylb.WithAttributes(attribute.String("graylb.lb", "edge")))
+	require.NoError(t, err)
+
+	_, err = lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	require.NoError(t, lb.SetRules(graylb.Rules{CanaryPercent: 10}))
+	require.Error(t, lb.SetRules(graylb.Rules{CanaryPercent: -1}))
+
+	require.Equal(t, map[string]int64{
+		"graylb.kind=prod,graylb.lb=edge,graylb.service=svc": 2,
+		"graylb.kind=gray,graylb.lb=edge,graylb.service=svc": 1,
+	}, points(t, reader, otelgraylb.MetricInstances))
+	require.Equal(t, map[string]int64{"graylb.lb=edge": 1}, points(t, reader, otelgraylb.MetricRuleChanges))
+	require.Equal(t, map[string]int64{"graylb.lb=edge": 1}, points(t, reader, otelgraylb.MetricRulesRefused))
+	updates := points(t, reader, otelgraylb.MetricCacheUpdates)
+	require.Contains(t, updates, "graylb.lb=edge,graylb.result=applied")
+	require.Equal(t, int64(0), updates["graylb.lb=edge,graylb.result=refused_empty"])
+	require.Equal(t, int64(0), updates["graylb.lb=edge,graylb.result=held_shrink"])
+
+	// An empty update is refused by the cache's protection and counted.
+	require.NoError(t, reg.Deregister("svc", "127.0.0.1:9000"))
+	require.NoError(t, reg.Deregister("svc", "127.0.0.1:9001"))
+	require.NoError(t, reg.Deregister("svc", "127.0.0.1:9002"))
+	require.Equal(t, int64(1), points(t, reader, otelgraylb.MetricCacheUpdates)["graylb.lb=edge,graylb.result=refused_empty"])
+
+	require.NoError(t, r.Unregister())
+	require.Empty(t, points(t, reader, otelgraylb.MetricInstances))
+}
+
+func TestNilArguments(t *testing.T) {
+	_, mp := newMeter(t)
+	_, err := otelgraylb.Observer(nil)
+	require.Error(t, err)
+	_, err = otelgraylb.Register(mp.Meter("x"), nil)
+	require.Error(t, err)
+}
+
+func TestObserverAllocatesNothing(t *testing.T) {
+	_, mp := newMeter(t)
+	obs, err := otelgraylb.Observer(mp.Meter(otelgraylb.ScopeName))
+	require.NoError(t, err)
+	obs("svc", graylb.Gray, graylb.Selected) // first sight of the service builds its sets
+	allocs := testing.AllocsPerRun(1000, func() { obs("svc", graylb.Gray, graylb.Selected) })
+	require.Zero(t, allocs)
+}
