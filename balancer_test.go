@@ -2,6 +2,7 @@ package graylb
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -28,6 +29,7 @@ func TestSetRules_ReachesServiceBeingAdded(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, in.Port, "pick %d: prod reached 127.0.0.1:2, gray by the newest rules", i)
 	}
+	reliabilityFragment(t, "hostile-02a-rules-race-hook", "| 2. a rules change between a new service's first build and its publication (a hook between the two steps) | TestSetRules_ReachesServiceBeingAdded | 100 prod picks | 0 on the address the newest rules made gray |\n")
 }
 
 // The same race without a hook, as it happens: a rules change lands at a
@@ -64,6 +66,7 @@ func TestSetRules_RaceWithFirstUse(t *testing.T) {
 		}
 		lb.Close()
 	}
+	reliabilityFragment(t, "hostile-02b-rules-race", fmt.Sprintf("| 2. a rules change at a random moment while a service of %d instances is added (no hook; fails 1 in a few rounds without the fix) | TestSetRules_RaceWithFirstUse | 30 rounds × %d prod picks | 0 |\n", n, n))
 }
 
 // spin waits d without sleeping (a sleep is far coarser than d).

@@ -19,6 +19,7 @@ func TestInstance_ValidateRefusesInjection(t *testing.T) {
 		err := NewInstance("svc", host, 80, nil).Validate()
 		assert.ErrorIs(t, err, ErrInvalidInstance, "host %q", host)
 	}
+	reliabilityFragment(t, "hostile-09-names", "| 9. hosts like `evil.com/x?y=` and `\\r\\nX: y`, service names with `/`, NUL, CR/LF, `..`, space, `?`, `#`: refused by the registry, and dropped with a log line when they come from Nacos | TestInstance_ValidateRefusesInjection, TestValidateServiceName_RefusesInjection, TestRegistry_RefusesInjectedInput, TestSupplier_DropsInvalidHostsWithALogLine | 16 hosts, 13 names | 0 registered |\n")
 	for _, host := range []string{"127.0.0.1", "::1", "fe80::1%eth0", "user-service", "a.b-c.d", "pod_1.ns", "UPPER.case"} {
 		assert.NoError(t, NewInstance("svc", host, 80, nil).Validate(), "host %q", host)
 	}

@@ -2,6 +2,7 @@ package graylb
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"testing"
@@ -43,6 +44,7 @@ func TestLoadBalancer_UnknownNamesKeepMemoryBounded(t *testing.T) {
 	grown := int64(after) - int64(before)
 	t.Logf("%d distinct unknown names: heap %+d bytes", n, grown)
 	assert.Less(t, grown, int64(4<<20), "heap grew by %d bytes over %d unknown names", grown, n)
+	reliabilityFragment(t, "hostile-07-names", fmt.Sprintf("| 7. distinct unknown service names picked (as a Transport's URL host from untrusted input): heap %+d bytes after %d names (was about +354 B a name) | TestLoadBalancer_UnknownNamesKeepMemoryBounded | %d names | — |\n", grown, n, n))
 	_, err = lb.Pick(ctx, "known")
 	assert.NoError(t, err)
 }

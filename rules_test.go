@@ -32,6 +32,7 @@ func TestParseRules_RefusesDocumentsThatSilentlySwitchOff(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want, "%s", tc.doc)
 		}
 	}
+	reliabilityFragment(t, "hostile-03-rule-documents", "| 3. rule documents that would silently switch rules off: `null`, a repeated key, a key in another letter case, a null value, trailing data, a canary below or between the 0.01 steps (also through the file, Nacos and Redis sources, which share ParseRules; FuzzParseRules checks every accepted document) | TestParseRules_RefusesDocumentsThatSilentlySwitchOff, FuzzParseRules | 13 documents, plus the fuzzer below | 0 accepted; previous rules kept |\n")
 	for _, ok := range []string{`{}`, `{"canaryPercent":0}`, `{"canaryPercent":12.34}`, `{"canaryPercent":100}`, ` {"closed":true} `} {
 		_, err := ParseRules([]byte(ok))
 		assert.NoError(t, err, "%s", ok)

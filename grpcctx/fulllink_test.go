@@ -2,6 +2,7 @@ package grpcctx
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -108,6 +109,7 @@ func mixed(answer string) bool {
 func TestFullLink_CanaryDecisionTravels(t *testing.T) {
 	c := newChain(t, graylb.Rules{CanaryPercent: 50})
 	c.waitAllReady(t)
+	mixedChains := 0
 	for name, do := range map[string]func(*testing.T, ...string) string{"unary": c.unary, "stream": c.stream} {
 		counts := map[string]int{}
 		for i := 0; i < 500; i++ {
@@ -118,7 +120,13 @@ func TestFullLink_CanaryDecisionTravels(t *testing.T) {
 		}
 		assert.Greater(t, counts["A-gray>B-gray"], 150, "%s: %v", name, counts)
 		assert.Greater(t, counts["A-prod>B-prod"], 150, "%s: %v", name, counts)
+		for answer, n := range counts {
+			if mixed(answer) {
+				mixedChains += n
+			}
+		}
 	}
+	reliabilityFragment(t, "hostile-20-grpc-full-link", fmt.Sprintf("| gRPC full link: edge -> A -> B, 50 %% canary decided at the first hop, no user id (was 190 of 400 chains mixed) | TestFullLink_CanaryDecisionTravels, TestFullLink_GrayUserAndOptOut | 500 unary + 500 streaming calls | %d mixed chains |\n", mixedChains))
 }
 
 // A gray-user rule decides at the first hop too; gray: false from the edge
@@ -164,13 +172,20 @@ func TestFullLink_TrustBoundaryDropsForgedDecision(t *testing.T) {
 		require.NoError(t, err)
 		return r.GetServerId()
 	}
+	sent, wrong := 0, 0
 	for _, forged := range [][]string{
 		{"gray", "true"}, {"GRAY", "true"}, {"gray", "false", "gray", "true"}, {"uid", "alice"}, {"version", "v2"},
 	} {
 		for i := 0; i < 6; i++ {
-			assert.Equal(t, "A>B-prod", call(forged...), "forged %v", forged)
+			got := call(forged...)
+			assert.Equal(t, "A>B-prod", got, "forged %v", forged)
+			sent++
+			if got != "A>B-prod" {
+				wrong++
+			}
 		}
 	}
+	reliabilityFragment(t, "hostile-05-trust-grpc", fmt.Sprintf("| 5. an untrusted gRPC peer (a real grpc-go client) sends gray, a gray user's uid, a version, upper case, repeated | TestFullLink_TrustBoundaryDropsForgedDecision | %d calls | %d |\n", sent, wrong))
 	assert.Equal(t, "A>B-gray", call("authorization", "Bearer carol-token"), "the program's user id counts")
 }
 

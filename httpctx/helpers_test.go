@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -72,4 +74,14 @@ func fetch(t testing.TB, url string, hdr ...string) (string, int) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b), resp.StatusCode
+}
+
+// reliabilityFragment writes a row for RELIABILITY.md into the folder named
+// by GRAYLB_RELIABILITY_OUT (make test-reliability gathers them); without
+// it the row only goes to the test log.
+func reliabilityFragment(t *testing.T, name, text string) {
+	t.Log(text)
+	if dir := os.Getenv("GRAYLB_RELIABILITY_OUT"); dir != "" {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".md"), []byte(text), 0o644))
+	}
 }

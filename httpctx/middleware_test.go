@@ -1,6 +1,7 @@
 package httpctx
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -57,6 +58,10 @@ func rawGet(t *testing.T, url string, hdr [][2]string) string {
 // LoadBalancer reads: not the gray key, not a gray user's id, not the
 // version, under custom names, in any letter case, repeated.
 func TestMiddleware_TrustBoundaryDropsEveryRoutingKey(t *testing.T) {
+	sent, wrong := 0, 0
+	defer func() {
+		reliabilityFragment(t, "hostile-04-trust-http", fmt.Sprintf("| 4. an untrusted HTTP caller sends gray, a gray user's uid, a version, under default and renamed keys, upper case, repeated | TestMiddleware_TrustBoundaryDropsEveryRoutingKey, TestMiddleware_UserFromProgram, TestMiddleware_RenamedKeysFollowEverywhere | %d requests through the gateway | %d |\n", sent, wrong))
+	}()
 	for _, keys := range []struct {
 		opts              []graylb.Option
 		gray, user, lane  string
@@ -94,6 +99,10 @@ func TestMiddleware_TrustBoundaryDropsEveryRoutingKey(t *testing.T) {
 			for i := 0; i < 4; i++ {
 				got := rawGet(t, untrusted.URL, a)
 				assert.Equal(t, "prod "+keys.gray+"=false", got, "untrusted %v", a)
+				if got != "prod "+keys.gray+"=false" {
+					wrong++
+				}
+				sent++
 			}
 		}
 		// The same keys from a trusted caller route as asked.

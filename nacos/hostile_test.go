@@ -55,7 +55,7 @@ func TestIntegration_DeliberateDeregistration(t *testing.T) {
 	}
 	took := time.Since(start)
 	require.ErrorIs(t, err, graylb.ErrNoInstance, "prod picks fail once every prod instance is deregistered")
-	fragment(t, "hostile-8-deregister", fmt.Sprintf(
+	fragment(t, "hostile-08-deregister", fmt.Sprintf(
 		"| 8. deliberate deregistration of every prod instance (settled registry) | TestIntegration_DeliberateDeregistration | 1 run: %d prod picks reached the deregistered instances before the push applied, %v after the deregistration | 0 |\n",
 		stale, took.Round(10*time.Millisecond)))
 	assert.Less(t, took, 3*time.Second, "applied at the next push (r-nacos pushes within 0.5-1 s), not after a settle period")
@@ -180,7 +180,7 @@ func TestIntegration_ForgedUDPPush(t *testing.T) {
 	waitRouted(t, l, "prod-2", 10*time.Second)
 	l.finish()
 	_ = prod
-	fragment(t, "hostile-6-forged-udp", fmt.Sprintf(
+	fragment(t, "hostile-06-forged-udp", fmt.Sprintf(
 		"| 6. forged UDP registry push (lastRefTime 9e18, an attacker's address, the gray instance relabelled prod) sent to all %d UDP ports of the process | TestIntegration_ForgedUDPPush | %d requests | %d to the attacker, %d prod on gray, %d gray on prod, %d failed |\n",
 		len(v4)+len(v6), l.sent.Load(), hits.Load(), l.wrongKind.Load(), l.fellBack.Load(), l.failed.Load()))
 	assert.Zero(t, hits.Load(), "no request reaches the forged address")

@@ -14,6 +14,10 @@ scripts/nacos.sh start
 
 echo "== churn for $CHURN (-race)"
 GRAYLB_CHURN_DURATION=$CHURN go test -race -count=1 -run '^TestChurn$' .
+echo "== hostile input and trust: rules race, rule documents, trust boundaries, names, the gRPC full link"
+go test -count=1 -run '^(TestSetRules_ReachesServiceBeingAdded|TestSetRules_RaceWithFirstUse|TestParseRules_RefusesDocumentsThatSilentlySwitchOff|TestLoadBalancer_UnknownNamesKeepMemoryBounded|TestInstance_ValidateRefusesInjection)$' .
+go test -count=1 -run '^TestMiddleware_TrustBoundaryDropsEveryRoutingKey$' ./httpctx
+(cd grpcctx && GOWORK=off go test -count=1 -run '^(TestFullLink_TrustBoundaryDropsForgedDecision|TestFullLink_CanaryDecisionTravels)$' .)
 echo "== chaos, cluster, refill versus deregistration, forged pushes, leaks against Nacos"
 (cd nacos && GOWORK=off go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|CloseLeaks|UnreachableFailsFast)$' .)
 
@@ -23,7 +27,7 @@ for i in $(seq 1 "$runs"); do
   echo "== chaos run $i of $runs"
   (cd nacos && GRAYLB_RELIABILITY_OUT= GOWORK=off go test -count=1 -timeout 5m -run 'TestIntegration_ChaosHTTP$' .) || flaky=$((flaky + 1))
 done
-echo "| 1. \`make test\` flaky: gray requests on prod while Nacos restarts ($flaky of $runs runs failed) | TestIntegration_ChaosHTTP, $runs runs in a row | $runs | 0 in passing runs |" > "$OUT/hostile-1-chaos.md"
+echo "| 1. \`make test\` flaky: gray requests on prod while Nacos restarts ($flaky of $runs runs failed) | TestIntegration_ChaosHTTP, $runs runs in a row | $runs | 0 in passing runs |" > "$OUT/hostile-01-chaos.md"
 
 fuzzrows=""
 for t in $(go test -list '^Fuzz' . | grep '^Fuzz'); do
@@ -54,7 +58,7 @@ done
   echo "Targets: 0 violations, 0 leaked goroutines, 0 failed requests while a last good list exists, a"
   echo "registration made after a Nacos restart routed to within 5 s."
   echo
-  echo "How: \`TestChurn\` (root package) checks DESIGN §2 on every pick against the snapshot it was served"
+  echo "How: \`TestChurn\` (root package) checks the gray rule on every pick against the snapshot it was served"
   echo "from while about 100 list changes a second add, remove, flip (gray, prod, junk) and re-weight"
   echo "instances; a prod instance that never changes makes every error a failure."
   echo "\`TestIntegration_ChaosHTTP\` and \`TestIntegration_Cluster\` (nacos package) send about 100 requests a"
