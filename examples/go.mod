@@ -12,6 +12,7 @@ require (
 	github.com/graylb/graylb v0.0.0
 	github.com/graylb/graylb/grpcctx v0.0.0
 	github.com/graylb/graylb/nacos v0.0.0
+	golang.org/x/net v0.60.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -61,7 +62,6 @@ require (
 	go.uber.org/multierr v1.6.0 // indirect
 	go.uber.org/zap v1.21.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
