@@ -59,7 +59,7 @@ type demo struct {
 	gateway  string // http://host:port
 	lb       *graylb.LoadBalancer
 	registry graylb.Supplier
-	closers []func()
+	closers  []func()
 }
 
 func (d *demo) close() {
