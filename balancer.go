@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/graylb/graylb/internal/fanout"
 )
@@ -37,7 +38,11 @@ type LoadBalancer struct {
 	ruleStop func()
 
 	ruleWatchers fanout.Set[func()]
-	ruleLog      ruleLog // rules in force, changes and refusals (RulesState)
+	// Stats and outlier detection (ejection.go, stats.go).
+	outlier        *OutlierConfig // nil: no ejection
+	keepStats      bool           // outlier detection, or a StatsPolicy
+	healthWatchers fanout.Set[func(service string)]
+	ruleLog        ruleLog // rules in force, changes and refusals (RulesState)
 
 	testHookServiceBuilt func() // tests: runs after a new service's first build, before it is published
 }
@@ -48,6 +53,9 @@ type service struct {
 	mu   sync.Mutex // serialises rebuilds
 	list []Instance
 	stop func()
+
+	health  *health     // nil unless lb.keepStats
+	pending atomic.Bool // a rebuild for an ejection or readmission is scheduled
 }
 
 // New returns a LoadBalancer over the instances of s. Unless s is already
@@ -76,7 +84,10 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		handler:  chainHandlers(cfg.handlers),
 		observer: cfg.observer,
 		logger:   cfg.logger,
+		outlier:  cfg.outlier,
 	}
+	_, statsPolicy := cfg.policy.(StatsPolicy)
+	lb.keepStats = cfg.outlier != nil || statsPolicy
 	lb.rules.Store(defaultCompiledRules)
 	lb.services.Store(&map[string]*service{})
 	if cfg.rules != nil {
@@ -202,7 +213,11 @@ func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Rou
 		lb.observer(service, kind, outcome)
 	}
 	if n == nil {
-		return Route{Kind: kind, Outcome: outcome}, &NoInstanceError{Service: service, Kind: kind}
+		e := &NoInstanceError{Service: service, Kind: kind, Ejected: t.ejected[Prod]}
+		if kind == Gray {
+			e.Ejected += t.ejected[Gray]
+		}
+		return Route{Kind: kind, Outcome: outcome}, e
 	}
 	return Route{Kind: kind, Outcome: outcome, leaf: n}, nil
 }
@@ -224,6 +239,9 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 		return nil, err
 	}
 	s := &service{name: name}
+	if lb.keepStats {
+		s.health = newHealth(name, lb.outlier, func() { lb.healthChanged(s) })
+	}
 	s.mu.Lock()
 	lb.rebuild(s, list)
 	s.mu.Unlock()
@@ -267,14 +285,23 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 // s.mu is held. A failed build keeps the previous tree.
 func (lb *LoadBalancer) rebuild(s *service, list []Instance) {
 	rules := lb.rules.Load()
-	t, err := buildTree(s.name, list, &lb.gray, lb.filters, rules, lb.policy)
+	live := list
+	var ejected [2]int
+	var stats statsFunc
+	if h := s.health; h != nil {
+		h.sync(list, func(in Instance) Kind { return lb.gray.instanceKind(in, rules) })
+		live, ejected = h.live(list)
+		stats = h.statsOf
+	}
+	t, err := buildTree(s.name, live, &lb.gray, lb.filters, rules, lb.policy, stats)
 	if err != nil {
 		lb.logger.Error("graylb: keeping the previous routing", "service", s.name, "err", err)
 		if s.tree.Load() != nil {
 			return
 		}
-		t, _ = buildTree(s.name, nil, &lb.gray, nil, rules, lb.policy)
+		t, _ = buildTree(s.name, nil, &lb.gray, nil, rules, lb.policy, nil)
 	}
+	t.ejected = ejected
 	s.list = list
 	s.tree.Store(t)
 }
@@ -300,4 +327,62 @@ func (lb *LoadBalancer) Close() error {
 		return lb.cache.Close()
 	}
 	return nil
+}
+
+// healthChanged rebuilds s's routing after an ejection or a readmission,
+// off the reporting caller's path. Events that arrive while a rebuild is
+// scheduled share it: one rebuild reads every instance's state as it is
+// when it runs.
+func (lb *LoadBalancer) healthChanged(s *service) {
+	if !s.pending.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		s.mu.Lock()
+		s.pending.Store(false)
+		lb.rebuild(s, s.list)
+		s.mu.Unlock()
+		for _, fn := range lb.healthWatchers.Snapshot() {
+			fn(s.name)
+		}
+	}()
+}
+
+// OnEjectionChange calls fn with the service's name after an ejection or a
+// readmission changed which of its instances are usable, once the
+// LoadBalancer's own routing follows it, until stop is called. Adapters
+// that keep routing of their own (the gRPC balancer's Routers) rebuild it
+// there. fn must not block.
+func (lb *LoadBalancer) OnEjectionChange(fn func(service string)) (stop func()) {
+	return lb.healthWatchers.Add(fn)
+}
+
+// healthOf returns the Stats table of service, adding the service when
+// Stats are kept and it is not routed yet; nil when no Stats are kept or
+// the service cannot be added.
+func (lb *LoadBalancer) healthOf(service string) *health {
+	if !lb.keepStats {
+		return nil
+	}
+	s := (*lb.services.Load())[service]
+	if s == nil {
+		var err error
+		if s, err = lb.addService(context.Background(), service); err != nil {
+			return nil
+		}
+	}
+	return s.health
+}
+
+// Report reports the result of a call to inst of service made without a
+// Route (see Route.Call for calls made with one): ok is false for a
+// failure that counts against the instance, latency is the call's
+// duration (0 when unknown). It does nothing when the LoadBalancer keeps
+// no Stats or does not know the instance.
+func (lb *LoadBalancer) Report(service string, inst Instance, ok bool, latency time.Duration) {
+	s := (*lb.services.Load())[service]
+	if s == nil || s.health == nil {
+		return
+	}
+	s.health.statsOf(inst).Report(ok, latency)
 }

@@ -27,13 +27,19 @@ var (
 const MaxServiceNameLen = 512
 
 // NoInstanceError is returned when the request's kind has no instance. It
-// wraps ErrNoInstance and names the service and the request's kind.
+// wraps ErrNoInstance and names the service and the request's kind, and
+// the cause when outlier detection ejected instances the request could
+// have reached.
 type NoInstanceError struct {
 	Service string
 	Kind    Kind
+	Ejected int // instances the request could have reached, ejected as outliers
 }
 
 func (e *NoInstanceError) Error() string {
+	if e.Ejected > 0 {
+		return fmt.Sprintf("graylb: no instance of %q for %s request: %d ejected as outliers", e.Service, e.Kind, e.Ejected)
+	}
 	return fmt.Sprintf("graylb: no instance of %q for %s request", e.Service, e.Kind)
 }
 

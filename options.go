@@ -18,6 +18,7 @@ type config struct {
 	rules      *Rules
 	ruleSource RuleSource
 	cacheOpts  []CacheOption
+	outlier    *OutlierConfig
 
 	ruleLoadTimeout time.Duration
 }

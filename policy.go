@@ -19,6 +19,15 @@ type Picker interface {
 	Next() int
 }
 
+// StatsPolicy is a Policy whose pickers read the candidates' Stats (calls
+// in flight, latency), such as P2C. When the LoadBalancer keeps Stats it
+// builds each leaf's picker with NewStatsPicker, stats[i] being the Stats
+// of instances[i]; otherwise with NewPicker.
+type StatsPolicy interface {
+	Policy
+	NewStatsPicker(instances []Instance, stats []*Stats) Picker
+}
+
 // PolicyFunc adapts a function to a Policy.
 type PolicyFunc func(instances []Instance) Picker
 

@@ -46,6 +46,37 @@ func (r Route) Next() Instance {
 	return r.leaf.instances[r.leaf.picker.Next()]
 }
 
+// NextIndex picks one candidate with the policy and returns its index in
+// Instances (0 when the route has none).
+func (r Route) NextIndex() int {
+	if r.Len() == 0 {
+		return 0
+	}
+	return r.leaf.picker.Next()
+}
+
+// Start picks one candidate with the policy and starts a call to it:
+// Route.Call(Route.NextIndex()).
+func (r Route) Start() Call { return r.Call(r.NextIndex()) }
+
+// Call starts a call to candidate i of Instances: it counts the call in
+// flight until Call.Done or Call.Discard, which report its result to the
+// instance's Stats (outlier detection, latency-aware policies). When the
+// LoadBalancer keeps no Stats the Call only carries the instance. An index
+// out of range gives the zero Call.
+func (r Route) Call(i int) Call {
+	if i < 0 || i >= r.Len() {
+		return Call{}
+	}
+	c := Call{Instance: r.leaf.instances[i]}
+	if r.leaf.stats != nil {
+		c.stats = r.leaf.stats[i]
+		c.stats.inflight.Add(1)
+		c.start = monoNow()
+	}
+	return c
+}
+
 // Router is a routing snapshot of one service over an explicit instance
 // list, built with a LoadBalancer's filters, rules, handler and observer
 // and a policy of the caller's: what the gRPC balancer's picker runs over
@@ -68,10 +99,18 @@ func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy
 	if policy == nil {
 		policy = lb.policy
 	}
-	t, err := buildTree(service, usable(list), &lb.gray, lb.filters, lb.rules.Load(), policy)
+	list = usable(list)
+	var ejected [2]int
+	var stats statsFunc
+	if h := lb.healthOf(service); h != nil {
+		list, ejected = h.live(list)
+		stats = h.statsOf
+	}
+	t, err := buildTree(service, list, &lb.gray, lb.filters, lb.rules.Load(), policy, stats)
 	if err != nil {
 		return nil, err
 	}
+	t.ejected = ejected
 	return &Router{lb: lb, service: service, tree: t}, nil
 }
 

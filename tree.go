@@ -12,6 +12,7 @@ type node struct {
 	stage     Stage
 	children  []*node
 	instances []Instance
+	stats     []*Stats // beside instances, when the LoadBalancer keeps Stats
 	picker    Picker
 }
 
@@ -21,12 +22,16 @@ type tree struct {
 	gray     *grayStage
 	children [grayIdxAll + 1]*node // by gray subset index
 	rules    *compiledRules        // the rules it was built with
+	ejected  [2]int                // instances left out as outliers, by kind
 }
+
+// statsFunc returns an instance's Stats; nil when none are kept.
+type statsFunc func(Instance) *Stats
 
 // buildTree builds the routing of service over the usable instances: the
 // gray decision, then filters (sorted), then policy at each leaf. A filter
 // that panics fails the build.
-func buildTree(service string, instances []Instance, gray *grayFilter, filters []ServerFilter, rules *compiledRules, policy Policy) (t *tree, err error) {
+func buildTree(service string, instances []Instance, gray *grayFilter, filters []ServerFilter, rules *compiledRules, policy Policy, stats statsFunc) (t *tree, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			t, err = nil, fmt.Errorf("graylb: building the routing of %q: filter panicked: %v", service, p)
@@ -35,14 +40,14 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 	gs := gray.build(instances, rules)
 	t = &tree{gray: gs, rules: rules}
 	for i, sub := range gs.subsets() {
-		t.children[i] = buildNode(BuildInfo{Service: service, Instances: sub}, filters, policy)
+		t.children[i] = buildNode(BuildInfo{Service: service, Instances: sub}, filters, policy, stats)
 	}
 	return t, nil
 }
 
-func buildNode(in BuildInfo, filters []ServerFilter, policy Policy) *node {
+func buildNode(in BuildInfo, filters []ServerFilter, policy Policy, stats statsFunc) *node {
 	if len(filters) == 0 {
-		return &node{instances: in.Instances, picker: policy.NewPicker(in.Instances)}
+		return newLeaf(in.Instances, policy, stats)
 	}
 	st := filters[0].Build(in)
 	subs := st.Subsets()
@@ -50,8 +55,28 @@ func buildNode(in BuildInfo, filters []ServerFilter, policy Policy) *node {
 	for i, sub := range subs {
 		child := in
 		child.Instances = sub
-		n.children[i] = buildNode(child, filters[1:], policy)
+		n.children[i] = buildNode(child, filters[1:], policy, stats)
 	}
+	return n
+}
+
+// newLeaf builds a leaf over list: its Stats, when kept, and its picker
+// (a StatsPolicy's picker reads the Stats).
+func newLeaf(list []Instance, policy Policy, stats statsFunc) *node {
+	n := &node{instances: list}
+	if stats != nil && len(list) > 0 {
+		n.stats = make([]*Stats, len(list))
+		for i, in := range list {
+			if n.stats[i] = stats(in); n.stats[i] == nil {
+				n.stats[i] = &Stats{} // not tracked (a list the table has not seen)
+			}
+		}
+		if sp, ok := policy.(StatsPolicy); ok {
+			n.picker = sp.NewStatsPicker(list, n.stats)
+			return n
+		}
+	}
+	n.picker = policy.NewPicker(list)
 	return n
 }
 

@@ -1,8 +1,11 @@
 package grpcctx
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/graylb/graylb"
 	"google.golang.org/grpc"
@@ -10,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
 	"google.golang.org/grpc/status"
 )
 
@@ -45,7 +49,83 @@ type builder struct{}
 func (builder) Name() string { return Name }
 
 func (builder) Build(cc balancer.ClientConn, _ balancer.BuildOptions) balancer.Balancer {
-	return &graylbBalancer{cc: cc, conns: map[string]*conn{}}
+	return &graylbBalancer{cc: cc, conns: map[string]*conn{}, failures: defaultFailureCodes}
+}
+
+// DefaultFailureCodes are the status codes that count as a failure of the
+// instance that answered, for outlier detection and latency-aware
+// policies: what an HTTP proxy would see as a 5xx.
+var DefaultFailureCodes = []codes.Code{codes.Unavailable, codes.Internal, codes.Unknown, codes.DataLoss}
+
+var defaultFailureCodes = newFailureSet(DefaultFailureCodes)
+
+// failureSet is a set of status codes, by code.
+type failureSet [codes.Unauthenticated + 1]bool
+
+func newFailureSet(list []codes.Code) failureSet {
+	var s failureSet
+	for _, c := range list {
+		if int(c) < len(s) {
+			s[c] = true
+		}
+	}
+	return s
+}
+
+// failed reports whether a call that ended with err counts against its
+// instance.
+func (s *failureSet) failed(err error) bool {
+	if err == nil {
+		return false
+	}
+	c := status.Code(err)
+	return int(c) < len(s) && s[c]
+}
+
+// lbConfig is the balancer's configuration in the service config:
+// {"graylb":{"failureCodes":["UNAVAILABLE",13]}}, codes by name as gRPC
+// spells them or by number.
+type lbConfig struct {
+	serviceconfig.LoadBalancingConfig `json:"-"`
+	FailureCodes                      []json.RawMessage `json:"failureCodes"`
+	set                               failureSet
+}
+
+// ParseConfig reads the balancer's configuration; unknown code names are
+// refused.
+func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	cfg := &lbConfig{}
+	if len(js) > 0 {
+		if err := json.Unmarshal(js, cfg); err != nil {
+			return nil, fmt.Errorf("grpcctx: balancer config: %w", err)
+		}
+	}
+	if cfg.FailureCodes == nil {
+		cfg.set = defaultFailureCodes
+		return cfg, nil
+	}
+	list := make([]codes.Code, 0, len(cfg.FailureCodes))
+	for _, n := range cfg.FailureCodes {
+		var c codes.Code
+		if err := c.UnmarshalJSON(n); err != nil {
+			return nil, fmt.Errorf("grpcctx: balancer config: failure code %s: %w", n, err)
+		}
+		list = append(list, c)
+	}
+	cfg.set = newFailureSet(list)
+	return cfg, nil
+}
+
+// ServiceConfigWithFailureCodes returns ServiceConfig with the status codes
+// that count as an instance's failure (instead of DefaultFailureCodes), for
+// grpc.WithDefaultServiceConfig after DialOptions.
+func ServiceConfigWithFailureCodes(list ...codes.Code) string {
+	nums := make([]uint32, len(list))
+	for i, c := range list {
+		nums[i] = uint32(c)
+	}
+	b, _ := json.Marshal(map[string]any{"loadBalancingConfig": []any{map[string]any{Name: map[string]any{"failureCodes": nums}}}})
+	return string(b)
 }
 
 // conn is one instance's connection and what the balancer knows of it.
@@ -61,22 +141,37 @@ type conn struct {
 // states or the rules, builds a picker: a graylb Router over the
 // addresses' instances whose leaves pick among their READY connections.
 // grpc-go calls it from one goroutine at a time.
+//
+// With outlier detection (graylb.WithOutlierDetection) each RPC's result is
+// reported for the instance that served it (PickResult.Done; which status
+// codes count is the balancer config's, DefaultFailureCodes by default),
+// and an ejection or readmission rebuilds the Router of the picker in use,
+// without a new picker.
 type graylbBalancer struct {
-	cc      balancer.ClientConn
-	src     *source
-	conns   map[string]*conn // by address
-	order   []string         // addresses in the resolver's order
-	lastErr error            // resolver error, when there are no addresses
+	cc       balancer.ClientConn
+	mu       sync.Mutex // grpc-go's calls and ejection changes
+	src      *source
+	conns    map[string]*conn // by address
+	order    []string         // addresses in the resolver's order
+	lastErr  error            // resolver error, when there are no addresses
+	failures failureSet
+	picker   *picker // the last picker sent, nil when none
+	unwatch  func()  // stops following ejections
 }
 
 func (b *graylbBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cfg, ok := s.BalancerConfig.(*lbConfig); ok {
+		b.failures = cfg.set
+	}
 	addrs := s.ResolverState.Addresses
 	if len(addrs) == 0 {
 		// The service really emptied (the Cache hands an empty list over
 		// only then): drop every connection and fail RPCs with Unavailable.
-		b.Close()
+		b.closeConns()
 		b.order = b.order[:0]
-		b.ResolverError(errors.New("produced zero addresses"))
+		b.resolverError(errors.New("produced zero addresses"))
 		return balancer.ErrBadResolverState
 	}
 	seen := make(map[string]bool, len(addrs))
@@ -89,6 +184,14 @@ func (b *graylbBalancer) UpdateClientConnState(s balancer.ClientConnState) error
 			return balancer.ErrBadResolverState
 		}
 		b.src = src
+		if b.unwatch == nil {
+			lb, service := src.lb, src.service
+			b.unwatch = lb.OnEjectionChange(func(s string) {
+				if s == service {
+					b.ejectionChanged()
+				}
+			})
+		}
 		if seen[a.Addr] {
 			continue
 		}
@@ -120,7 +223,23 @@ func (b *graylbBalancer) UpdateClientConnState(s balancer.ClientConnState) error
 	return nil
 }
 
+// ejectionChanged rebuilds the Router of the picker in use after an
+// ejection or readmission: the instances' usability changed, not the
+// connections.
+func (b *graylbBalancer) ejectionChanged() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.picker == nil || b.src == nil {
+		return
+	}
+	if router, err := b.newRouter(); err == nil {
+		b.picker.router.Store(router)
+	}
+}
+
 func (b *graylbBalancer) updateState(c *conn, st balancer.SubConnState) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if st.ConnectivityState == connectivity.Shutdown {
 		return
 	}
@@ -137,6 +256,12 @@ func (b *graylbBalancer) updateState(c *conn, st balancer.SubConnState) {
 }
 
 func (b *graylbBalancer) ResolverError(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.resolverError(err)
+}
+
+func (b *graylbBalancer) resolverError(err error) {
 	b.lastErr = err
 	if len(b.conns) == 0 {
 		b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure,
@@ -148,6 +273,8 @@ func (b *graylbBalancer) ResolverError(err error) {
 func (b *graylbBalancer) UpdateSubConnState(balancer.SubConn, balancer.SubConnState) {}
 
 func (b *graylbBalancer) ExitIdle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, c := range b.conns {
 		if c.state == connectivity.Idle {
 			c.sc.Connect()
@@ -156,13 +283,23 @@ func (b *graylbBalancer) ExitIdle() {
 }
 
 func (b *graylbBalancer) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.unwatch != nil {
+		b.unwatch()
+	}
+	b.closeConns()
+}
+
+func (b *graylbBalancer) closeConns() {
 	for addr, c := range b.conns {
 		c.sc.Shutdown()
 		delete(b.conns, addr)
 	}
 }
 
-// regenerate sends grpc-go the aggregate state and a new picker.
+// regenerate sends grpc-go the aggregate state and a new picker; b.mu is
+// held.
 func (b *graylbBalancer) regenerate() {
 	state := connectivity.TransientFailure
 	ready := map[string]*conn{}
@@ -177,19 +314,29 @@ func (b *graylbBalancer) regenerate() {
 			}
 		}
 	}
+	router, err := b.newRouter()
+	if err != nil {
+		b.picker = nil
+		b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure,
+			Picker: errPicker{status.Error(codes.Internal, err.Error())}})
+		return
+	}
+	p := &picker{service: b.src.service, failures: b.failures}
+	p.router.Store(router)
+	b.picker = p
+	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: p})
+}
+
+// newRouter builds a Router over the addresses' instances whose leaves
+// pick among READY connections; b.mu is held.
+func (b *graylbBalancer) newRouter() (*graylb.Router, error) {
 	list := make([]graylb.Instance, 0, len(b.order))
 	for _, addr := range b.order {
 		if c := b.conns[addr]; c != nil {
 			list = append(list, c.inst)
 		}
 	}
-	router, err := b.src.lb.NewRouter(b.src.service, list, readyPolicy{b: b, inner: b.src.lb.Policy()})
-	if err != nil {
-		b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure,
-			Picker: errPicker{status.Error(codes.Internal, err.Error())}})
-		return
-	}
-	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: &picker{router: router, service: b.src.service}})
+	return b.src.lb.NewRouter(b.src.service, list, readyPolicy{b: b, inner: b.src.lb.Policy()})
 }
 
 // picker runs the chain with the RPC's context and the LoadBalancer's
@@ -203,20 +350,35 @@ func (b *graylbBalancer) regenerate() {
 // every one has failed, the RPC fails at once with Unavailable and the last
 // connection error (grpc-go queues it instead when it is wait-for-ready).
 // Prod never goes to gray: the candidates are the request's kind only.
+//
+// When the LoadBalancer keeps Stats, the result's Done reports the RPC's
+// outcome for the instance: with outlier detection alone it is made once
+// per connection (no allocation per pick); with a latency-aware policy
+// (graylb.P2C) it also carries the call's start, one small allocation per
+// pick.
 type picker struct {
-	router  *graylb.Router
-	service string
+	router   atomic.Pointer[graylb.Router]
+	service  string
+	failures failureSet
 }
 
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	rt, err := p.router.Route(info.Ctx)
+	rt, err := p.router.Load().Route(info.Ctx)
 	if err != nil {
 		// The request's kind has no instance at all.
 		return balancer.PickResult{}, status.Error(codes.Unavailable, err.Error())
 	}
 	rp, _ := rt.Picker().(*readyPicker)
-	if sc := rp.next(); sc != nil {
-		return balancer.PickResult{SubConn: sc}, nil
+	if j, ok := rp.nextReady(); ok {
+		res := balancer.PickResult{SubConn: rp.scs[j]}
+		switch {
+		case rp.timed:
+			call := rt.Call(rp.idx[j])
+			res.Done = func(di balancer.DoneInfo) { p.done(call, di) }
+		case rp.dones != nil:
+			res.Done = rp.dones[j]
+		}
+		return res, nil
 	}
 	if rp == nil || rp.connecting {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
@@ -224,6 +386,15 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	// Not a status error: grpc-go fails a non-wait-for-ready RPC with
 	// Unavailable and this message, and queues a wait-for-ready one.
 	return balancer.PickResult{}, fmt.Errorf("grpcctx: no connection to the %s instances of %q: %w", rt.Kind, p.service, rp.lastErr)
+}
+
+// done reports one RPC's result.
+func (p *picker) done(call graylb.Call, di balancer.DoneInfo) {
+	if status.Code(di.Err) == codes.Canceled {
+		call.Discard()
+		return
+	}
+	call.Done(!p.failures.failed(di.Err))
 }
 
 // errPicker fails every RPC with err.
@@ -243,8 +414,16 @@ type readyPolicy struct {
 }
 
 func (p readyPolicy) NewPicker(list []graylb.Instance) graylb.Picker {
+	return p.NewStatsPicker(list, nil)
+}
+
+// NewStatsPicker is NewPicker over instances whose Stats the LoadBalancer
+// keeps: the picker reports each RPC's result to them, and a latency-aware
+// inner policy reads them.
+func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*graylb.Stats) graylb.Picker {
 	rp := &readyPicker{}
 	var readyList []graylb.Instance
+	var readyStats []*graylb.Stats
 	for i, in := range list {
 		c := p.b.conns[in.Addr()]
 		switch {
@@ -253,6 +432,9 @@ func (p readyPolicy) NewPicker(list []graylb.Instance) graylb.Picker {
 			rp.idx = append(rp.idx, i)
 			rp.scs = append(rp.scs, c.sc)
 			readyList = append(readyList, in)
+			if stats != nil {
+				readyStats = append(readyStats, stats[i])
+			}
 		case c.state == connectivity.TransientFailure:
 			if c.err != nil {
 				rp.lastErr = c.err
@@ -261,8 +443,25 @@ func (p readyPolicy) NewPicker(list []graylb.Instance) graylb.Picker {
 			rp.connecting = true
 		}
 	}
-	if len(readyList) > 0 {
+	sp, timed := p.inner.(graylb.StatsPolicy)
+	switch {
+	case len(readyList) == 0:
+	case stats != nil && timed:
+		rp.inner = sp.NewStatsPicker(readyList, readyStats)
+		rp.timed = true
+	default:
 		rp.inner = p.inner.NewPicker(readyList)
+		if stats != nil {
+			failures := p.b.failures
+			rp.dones = make([]func(balancer.DoneInfo), len(readyStats))
+			for j, st := range readyStats {
+				rp.dones[j] = func(di balancer.DoneInfo) {
+					if status.Code(di.Err) != codes.Canceled {
+						st.Report(!failures.failed(di.Err), 0)
+					}
+				}
+			}
+		}
 	}
 	if rp.lastErr == nil {
 		rp.lastErr = errors.New("connection failed")
@@ -274,9 +473,11 @@ func (p readyPolicy) NewPicker(list []graylb.Instance) graylb.Picker {
 type readyPicker struct {
 	idx        []int // leaf index of each READY instance
 	scs        []balancer.SubConn
-	inner      graylb.Picker // over the READY instances
-	connecting bool          // a candidate without a READY connection is still connecting
-	lastErr    error         // else the last connection error among them
+	inner      graylb.Picker             // over the READY instances
+	connecting bool                      // a candidate without a READY connection is still connecting
+	lastErr    error                     // else the last connection error among them
+	timed      bool                      // results carry the call's start (a latency-aware policy)
+	dones      []func(balancer.DoneInfo) // per READY connection, when results are reported untimed
 }
 
 func (p *readyPicker) Next() int {
@@ -286,14 +487,18 @@ func (p *readyPicker) Next() int {
 	return p.idx[p.inner.Next()]
 }
 
-func (p *readyPicker) next() balancer.SubConn {
+// nextReady returns the index of a READY connection, false when there is
+// none.
+func (p *readyPicker) nextReady() (int, bool) {
 	if p == nil || p.inner == nil {
-		return nil
+		return 0, false
 	}
-	return p.scs[p.inner.Next()]
+	return p.inner.Next(), true
 }
 
 var (
-	_ balancer.Balancer = (*graylbBalancer)(nil)
-	_ balancer.Picker   = (*picker)(nil)
+	_ balancer.Balancer     = (*graylbBalancer)(nil)
+	_ balancer.Picker       = (*picker)(nil)
+	_ balancer.ConfigParser = builder{}
+	_ graylb.StatsPolicy    = readyPolicy{}
 )

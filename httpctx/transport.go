@@ -68,6 +68,12 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 // ErrServerName. graylb errors come back wrapped, so errors.Is works
 // through *url.Error.
 //
+// Each try's result is reported for the instance that served it (see
+// graylb.Route.Call): a connection failure or a failure status
+// (WithFailureStatus; by default 5xx) counts against it, any other answer
+// for it, and its latency is the time to the response's headers. With
+// graylb.WithOutlierDetection this ejects an instance that keeps failing.
+//
 // A connection failure (nothing was sent) is retried on another instance of
 // the same kind, at most MaxRetries times (default 2), when the request is
 // idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or an
@@ -90,7 +96,23 @@ type Transport struct {
 	instanceHost bool
 	serverName   func(service string) string
 	tls          *tlsClones // nil when base is not an *http.Transport
+	failure      func(status int) bool
 }
+
+// WithFailureStatus sets which response status codes count as a failure
+// of the instance that answered, for outlier detection and latency-aware
+// policies (graylb.WithOutlierDetection, graylb.P2C). The default counts
+// every 5xx. A connection failure always counts; a request the caller
+// cancelled counts neither way. nil keeps the default.
+func WithFailureStatus(failed func(status int) bool) TransportOption {
+	return func(t *Transport) {
+		if failed != nil {
+			t.failure = failed
+		}
+	}
+}
+
+func serverError(status int) bool { return status >= 500 && status <= 599 }
 
 // TransportOption configures a Transport.
 type TransportOption func(*Transport)
@@ -122,7 +144,7 @@ func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.pa
 // NewTransport returns a Transport over lb. Build lb with
 // graylb.WithContextHandler(httpctx.Handler()) so it reads the headers.
 func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
-	t := &Transport{lb: lb, base: http.DefaultTransport, maxRetries: 2, grayHeader: lb.Keys().Gray}
+	t := &Transport{lb: lb, base: http.DefaultTransport, maxRetries: 2, grayHeader: lb.Keys().Gray, failure: serverError}
 	for _, o := range opts {
 		if o != nil {
 			o(t)
@@ -179,8 +201,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	tried := make([]string, 0, retries+1)
 	for attempt := 0; ; attempt++ {
-		inst := next(route, tried)
-		addr := inst.Addr()
+		call := route.Call(next(route, tried))
+		addr := call.Instance.Addr()
 		tried = append(tried, addr)
 		out := req.Clone(req.Context())
 		out.URL.Host = addr
@@ -202,6 +224,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Body = body
 		}
 		resp, err := rt.RoundTrip(out)
+		switch {
+		case err == nil:
+			call.Done(!t.failure(resp.StatusCode))
+		case req.Context().Err() != nil:
+			call.Discard()
+		default:
+			call.Done(false)
+		}
 		if err == nil || attempt >= retries || !connectFailure(err) {
 			if clone != nil && resp != nil {
 				clone.release(resp)
@@ -211,28 +241,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// next picks from the route with its policy; if that instance was tried
-// already (a retry), it takes the next untried candidate after it, so every
-// retry reaches a new instance. The scan runs on the retry path only.
-func next(r graylb.Route, tried []string) graylb.Instance {
-	in := r.Next()
-	if !contains(tried, in.Addr()) {
-		return in
-	}
+// next picks from the route with its policy and returns the candidate's
+// index; if that instance was tried already (a retry), it takes the next
+// untried candidate after it, so every retry reaches a new instance. The
+// scan runs on the retry path only.
+func next(r graylb.Route, tried []string) int {
+	start := r.NextIndex()
 	list := r.Instances()
-	start := 0
-	for i := range list {
-		if list[i].Addr() == in.Addr() {
-			start = i
-			break
-		}
+	if len(tried) == 0 || !contains(tried, list[start].Addr()) {
+		return start
 	}
 	for k := 1; k <= len(list); k++ {
-		if c := list[(start+k)%len(list)]; !contains(tried, c.Addr()) {
-			return c
+		if i := (start + k) % len(list); !contains(tried, list[i].Addr()) {
+			return i
 		}
 	}
-	return in
+	return start
 }
 
 func contains(list []string, s string) bool {

@@ -1,0 +1,170 @@
+package grpcctx
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+)
+
+// flakyServer answers Unavailable while broken.
+type flakyServer struct {
+	testServer
+	broken atomic.Bool
+}
+
+func (s *flakyServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	if s.broken.Load() {
+		s.hits.Add(1)
+		return nil, status.Error(codes.Unavailable, "broken")
+	}
+	return s.testServer.UnaryCall(ctx, req)
+}
+
+// manualClock readmits when the test says so.
+type manualClock struct {
+	mu     sync.Mutex
+	timers []func()
+}
+
+func (c *manualClock) Now() time.Time { return time.Now() }
+
+func (c *manualClock) AfterFunc(_ time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timers = append(c.timers, f)
+	return func() bool { return false }
+}
+
+func (c *manualClock) fire() {
+	c.mu.Lock()
+	fs := c.timers
+	c.timers = nil
+	c.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+func TestBalancer_EjectsAnUnavailableBackend(t *testing.T) {
+	reg := graylb.NewRegistry()
+	bad := &flakyServer{testServer: testServer{name: "p3"}}
+	bad.broken.Store(true)
+	grayBad := &flakyServer{testServer: testServer{name: "g1"}}
+	grayBad.broken.Store(true)
+	serve(t, reg, "svc", &testServer{name: "p1"}, nil)
+	serve(t, reg, "svc", &testServer{name: "p2"}, nil)
+	serveFlaky(t, reg, "svc", bad, nil)
+	serveFlaky(t, reg, "svc", grayBad, map[string]string{"gray": "true"})
+	clk := &manualClock{}
+	var fellBack atomic.Int64
+	lb, c := dialLB(t, reg, "svc", graylb.WithOutlierDetection(graylb.OutlierConfig{Clock: clk}),
+		graylb.WithObserver(func(_ string, _ graylb.Kind, o graylb.Outcome) {
+			if o == graylb.FellBack {
+				fellBack.Add(1)
+			}
+		}))
+	changes := make(chan string, 8)
+	defer lb.OnEjectionChange(func(s string) { changes <- s })()
+
+	waitEjected := func() {
+		t.Helper()
+		select {
+		case <-changes:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no ejection")
+		}
+	}
+	ok := 0
+	const n = 1000
+	for range n {
+		if id, err := call(t, c, "false"); err == nil {
+			ok++
+			require.True(t, strings.HasPrefix(id, "p"), "prod reached %s", id)
+		}
+	}
+	waitEjected()
+	require.Eventually(t, func() bool {
+		before := bad.hits.Load()
+		call(t, c, "false")
+		call(t, c, "false")
+		call(t, c, "false")
+		return bad.hits.Load() == before
+	}, 5*time.Second, time.Millisecond)
+	t.Logf("prod: %d of %d succeeded, the broken one answered %d", ok, n, bad.hits.Load())
+	require.GreaterOrEqual(t, float64(ok)/n, 0.99)
+	before := bad.hits.Load()
+	for range 100 {
+		_, err := call(t, c, "false")
+		require.NoError(t, err)
+	}
+	require.Equal(t, before, bad.hits.Load())
+
+	// The only gray instance fails: after 5 failures gray falls back to prod.
+	for range 5 {
+		_, err := call(t, c, "true")
+		require.Equal(t, codes.Unavailable, status.Code(err))
+	}
+	waitEjected()
+	// The balancer swaps its Router in a watcher of its own, after ours.
+	require.Eventually(t, func() bool { _, err := call(t, c, "true"); return err == nil }, 5*time.Second, time.Millisecond)
+	for range 20 {
+		id, err := call(t, c, "true")
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(id, "p"))
+	}
+	require.Positive(t, fellBack.Load())
+
+	// Healed and readmitted: traffic again.
+	bad.broken.Store(false)
+	grayBad.broken.Store(false)
+	clk.fire()
+	waitEjected()
+	require.Eventually(t, func() bool { id, _ := call(t, c, "true"); return id == "g1" }, 5*time.Second, time.Millisecond)
+	seen := map[string]bool{}
+	for range 30 {
+		id, err := call(t, c, "false")
+		require.NoError(t, err)
+		seen[id] = true
+	}
+	require.True(t, seen["p3"], "the healed backend gets traffic again: %v", seen)
+}
+
+func serveFlaky(t *testing.T, reg *graylb.Registry, service string, srv *flakyServer, md map[string]string) {
+	t.Helper()
+	port := serveRaw(t, srv, ServerOptions(nil))
+	require.NoError(t, reg.Register(graylb.NewInstance(service, "127.0.0.1", port, md)))
+}
+
+func TestBalancer_FailureCodesConfig(t *testing.T) {
+	cfg, err := builder{}.ParseConfig(json.RawMessage(`{"failureCodes":["UNAVAILABLE",13]}`))
+	require.NoError(t, err)
+	set := cfg.(*lbConfig).set
+	require.True(t, set.failed(status.Error(codes.Unavailable, "")))
+	require.True(t, set.failed(status.Error(codes.Internal, "")))
+	require.False(t, set.failed(status.Error(codes.Unknown, "")))
+	require.False(t, set.failed(nil))
+	_, err = builder{}.ParseConfig(json.RawMessage(`{"failureCodes":["NOPE"]}`))
+	require.Error(t, err)
+	cfg, err = builder{}.ParseConfig(nil)
+	require.NoError(t, err)
+	require.True(t, cfg.(*lbConfig).set.failed(status.Error(codes.DataLoss, "")))
+
+	var sc struct {
+		LB []map[string]json.RawMessage `json:"loadBalancingConfig"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(ServiceConfigWithFailureCodes(codes.Unavailable, codes.DeadlineExceeded)), &sc))
+	cfg, err = builder{}.ParseConfig(sc.LB[0][Name])
+	require.NoError(t, err)
+	require.True(t, cfg.(*lbConfig).set.failed(status.Error(codes.DeadlineExceeded, "")))
+	require.False(t, cfg.(*lbConfig).set.failed(status.Error(codes.Internal, "")))
+}
