@@ -116,11 +116,25 @@ type debugHandler struct {
 // DebugState is what DebugHandler shows, and its JSON.
 type DebugState struct {
 	Generated time.Time          `json:"generated"`
-	Keys      Keys               `json:"keys"`
+	Keys      DebugKeys          `json:"keys"`
 	Services  []DebugService     `json:"services"`
 	Rules     DebugRules         `json:"rules"`
-	Cache     CacheStats         `json:"cache"`
+	Cache     DebugCache         `json:"cache"`
 	Ejections *DebugEjectionInfo `json:"ejections"` // null until outlier ejection exists
+}
+
+// DebugKeys are the LoadBalancer's key names (Keys).
+type DebugKeys struct {
+	Gray    string `json:"gray"`
+	User    string `json:"user"`
+	Version string `json:"version"`
+}
+
+// DebugCache is the Cache's counters (CacheStats).
+type DebugCache struct {
+	Applied      uint64 `json:"applied"`
+	RefusedEmpty uint64 `json:"refusedEmpty"`
+	HeldShrinks  uint64 `json:"heldShrinks"`
 }
 
 // DebugEjectionInfo is reserved for outlier ejection's counters.
@@ -164,7 +178,10 @@ type DebugRules struct {
 // state returns what the page shows now.
 func (h *debugHandler) state() DebugState {
 	lb := h.lb
-	st := DebugState{Generated: time.Now(), Keys: lb.Keys(), Cache: lb.Cache().Stats(), Services: []DebugService{}}
+	cs := lb.Cache().Stats()
+	k := lb.Keys()
+	st := DebugState{Generated: time.Now(), Keys: DebugKeys{Gray: k.Gray, User: k.User, Version: k.Version}, Services: []DebugService{},
+		Cache: DebugCache{Applied: cs.Applied, RefusedEmpty: cs.RefusedEmpty, HeldShrinks: cs.HeldShrinks}}
 	for _, name := range lb.Services() {
 		ss, ok := lb.Snapshot(name)
 		if !ok {

@@ -56,47 +56,84 @@ type InstanceState struct {
 	Metadata map[string]string
 }
 
-// Services returns the names of the services the LoadBalancer routes
-// (those picked at least once), sorted.
+// Services returns the names of the services the LoadBalancer routes:
+// those picked at least once, and those its Cache follows for adapters
+// that route on their own (the gRPC balancer), sorted.
 func (lb *LoadBalancer) Services() []string {
 	m := *lb.services.Load()
 	out := make([]string, 0, len(m))
 	for name := range m {
 		out = append(out, name)
 	}
+	for _, name := range lb.cache.services() {
+		if m[name] == nil {
+			out = append(out, name)
+		}
+	}
 	sort.Strings(out)
 	return out
 }
 
+// services returns the services whose first query succeeded.
+func (c *Cache) services() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.entries))
+	for name, e := range c.entries {
+		if c.ready(e) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// ready reports whether e was seeded without error.
+func (c *Cache) ready(e *cacheEntry) bool {
+	select {
+	case <-e.ready:
+		return e.err == nil && e.snap.Load() != nil
+	default:
+		return false
+	}
+}
+
 // Snapshot returns the routing state of service, and false when the
-// LoadBalancer does not route it (never picked, or unknown). It reads the
-// immutable routing tree in force, without a lock.
+// LoadBalancer does not route it (see Services). For a picked service it
+// reads the immutable routing tree in force, without a lock; for one only
+// the Cache follows, it classifies the Cache's list under the rules in
+// force.
 func (lb *LoadBalancer) Snapshot(service string) (ServiceState, bool) {
-	s := (*lb.services.Load())[service]
-	if s == nil {
+	if s := (*lb.services.Load())[service]; s != nil {
+		if t := s.tree.Load(); t != nil {
+			return lb.snapshot(service, t.gray, t.rules), true
+		}
+	}
+	lb.cache.mu.Lock()
+	e := lb.cache.entries[service]
+	lb.cache.mu.Unlock()
+	if e == nil || !lb.cache.ready(e) {
 		return ServiceState{}, false
 	}
-	t := s.tree.Load()
-	if t == nil {
-		return ServiceState{}, false
-	}
+	rules := lb.rules.Load()
+	return lb.snapshot(service, lb.gray.build(*e.snap.Load(), rules), rules), true
+}
+
+func (lb *LoadBalancer) snapshot(service string, gs *grayStage, rules *compiledRules) ServiceState {
 	versionKey := DefaultVersionKey
 	for _, f := range lb.filters {
 		if v, ok := f.(*VersionFilter); ok {
 			versionKey = v.metaKey
 		}
 	}
-	gs := t.gray
 	inAll := make(map[string]bool, len(gs.all))
 	for _, in := range gs.all {
 		inAll[in.Addr()] = true
 	}
 	st := ServiceState{Service: service, Prod: len(gs.prod), Gray: len(gs.gray),
-		GrayFallback: len(gs.gray) == 0 && len(gs.all) > 0 && t.rules.enabled}
+		GrayFallback: len(gs.gray) == 0 && len(gs.all) > 0 && rules.enabled}
 	add := func(in Instance, kind Kind, subset string) {
 		is := InstanceState{Addr: in.Addr(), Kind: kind, Weight: in.Weight, Cluster: in.Cluster, Usable: in.Usable(),
-			Subsets: []string{subset}, Metadata: make(map[string]string, len(in.Metadata))}
-		is.Version = in.Metadata[versionKey]
+			Version: in.Metadata[versionKey], Subsets: []string{subset}, Metadata: make(map[string]string, len(in.Metadata))}
 		for k, v := range in.Metadata {
 			is.Metadata[k] = v
 		}
@@ -111,7 +148,7 @@ func (lb *LoadBalancer) Snapshot(service string) (ServiceState, bool) {
 	for _, in := range gs.gray {
 		add(in, Gray, SubsetGray)
 	}
-	return st, true
+	return st
 }
 
 // RulesState is what the LoadBalancer knows of its rules.

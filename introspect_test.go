@@ -145,3 +145,19 @@ func TestRulesStateRacesWithSetRules(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want.canary, lb.rules.Load().canary)
 }
+
+func TestSnapshotOfServiceTheCacheFollows(t *testing.T) {
+	lb, _ := newTestLB(t, []Instance{inst("grpc-svc", 9001), inst("grpc-svc", 9002, "gray", "true")})
+	// An adapter that routes on its own (the gRPC resolver) follows the
+	// Cache without picking through the LoadBalancer.
+	_, err := lb.Cache().Instances(context.Background(), "grpc-svc")
+	require.NoError(t, err)
+	require.Equal(t, []string{"grpc-svc"}, lb.Services())
+	st, ok := lb.Snapshot("grpc-svc")
+	require.True(t, ok)
+	require.Equal(t, 1, st.Prod)
+	require.Equal(t, 1, st.Gray)
+	_, err = lb.Cache().Instances(context.Background(), "missing")
+	require.Error(t, err)
+	require.Equal(t, []string{"grpc-svc"}, lb.Services(), "a failed first query is not a routed service")
+}
