@@ -88,7 +88,7 @@ func main() {
 	})
 	w.register("order-gray")
 	w.setRules(graylb.Rules{Closed: true})
-	w.scenario("rollback (closed: true), gray: true", 3, header("true"))
+	w.scenario("rollback (closed: true), gray: true: still gray requests, served by prod at every hop", 3, header("true"))
 	w.setRules(graylb.Rules{CanaryPercent: 20})
 	w.canary(100)
 	w.setRules(graylb.Rules{})
@@ -268,7 +268,7 @@ func (w *world) send(scenario string, h http.Header, user string) (record, strin
 
 func (w *world) scenario(title string, n int, req func(i int) (http.Header, string)) {
 	fmt.Printf("\n== %s\n", title)
-	fmt.Printf("   %-3s %-24s %-6s %-13s %-13s\n", "#", "request headers", "kind", "user-service", "order-service")
+	fmt.Printf("   %-3s %-24s %-13s %-26s %-26s\n", "#", "request headers", "request kind", "user-service served by", "order-service served by")
 	for i := 0; i < n; i++ {
 		h, user := req(i)
 		rec, body, err := w.send(title, h, user)
@@ -279,8 +279,16 @@ func (w *world) scenario(title string, n int, req func(i int) (http.Header, stri
 			continue
 		}
 		w.log = append(w.log, rec)
-		fmt.Printf("   %-3d %-24s %-6s %-13s %-13s\n", i+1, showHeaders(h), rec.kind, rec.hops[0].name, rec.hops[1].name)
+		fmt.Printf("   %-3d %-24s %-13s %-26s %-26s\n", i+1, showHeaders(h), rec.kind, served(rec.hops[0]), served(rec.hops[1]))
 	}
+}
+
+// served names the instance that served a hop, with its kind.
+func served(in *instance) string {
+	if in.gray {
+		return in.name + " (gray)"
+	}
+	return in.name + " (prod)"
 }
 
 func (w *world) canary(users int) {
