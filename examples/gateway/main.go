@@ -2,18 +2,17 @@
 // a Spring Cloud Gateway or Zuul edge makes the gray decision and routes
 // by path: an httputil.ReverseProxy whose routes map path prefixes to
 // service names through graylb's Transport, behind graylb's trust
-// boundary.
+// boundary. Requests go client → gateway → user-service (prod, gray) →
+// order-service (prod, gray).
 //
-//		client ─▶ gateway ─▶ user-service (prod, gray) ─▶ order-service (prod, gray)
-//
-//	  - The user id comes from a stand-in authentication function
-//	    (Authorization: Bearer t-<user>, as a verified token would give it);
-//	    a uid header from the caller is never an identity.
-//	  - Only a trusted caller (here the user "qa") may choose gray by
-//	    header; everybody else's gray, uid and version headers are dropped.
-//	  - Rules: alice is a gray user; a sticky canary sends 10% of the other
-//	    users gray.
-//	  - The debug page is at /debug/graylb, for trusted callers only.
+//   - The user id comes from a stand-in authentication function
+//     (Authorization: Bearer t-<user>, as a verified token would give it);
+//     a uid header from the caller is never an identity.
+//   - Only a trusted caller (here the user "qa") may choose gray by
+//     header; everybody else's gray, uid and version headers are dropped.
+//   - Rules: alice is a gray user; a sticky canary sends 10% of the other
+//     users gray.
+//   - The debug page is at /debug/graylb, for trusted callers only.
 //
 // It runs on fixed, flag-set ports until Ctrl-C and prints curl commands:
 //
