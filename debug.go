@@ -181,7 +181,7 @@ func (h *debugHandler) state() DebugState {
 	cs := lb.Cache().Stats()
 	k := lb.Keys()
 	st := DebugState{Generated: time.Now(), Keys: DebugKeys{Gray: k.Gray, User: k.User, Version: k.Version}, Services: []DebugService{},
-		Cache: DebugCache{Applied: cs.Applied, RefusedEmpty: cs.RefusedEmpty, HeldShrinks: cs.HeldShrinks}}
+		Cache: DebugCache(cs)}
 	for _, name := range lb.Services() {
 		ss, ok := lb.Snapshot(name)
 		if !ok {

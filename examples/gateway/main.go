@@ -324,7 +324,7 @@ func check(d *demo, out io.Writer) error {
 		resp.Body.Close()
 		fmt.Fprintf(out, "%-38s -> %s\n", c.title, b)
 		if !strings.HasPrefix(string(b), c.want) {
-			return fmt.Errorf("%s: got %q, want %q...", c.title, b, c.want)
+			return fmt.Errorf("%s: got %q, want prefix %q", c.title, b, c.want)
 		}
 	}
 	return nil

@@ -207,7 +207,7 @@ func check(d *demo, out io.Writer) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("gray header %q: got %q, want %q...", gray, body, want)
+				return fmt.Errorf("gray header %q: got %q, want prefix %q", gray, body, want)
 			}
 			time.Sleep(100 * time.Millisecond) // waiting for the registry to push, not for a goroutine
 		}
