@@ -208,7 +208,7 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 }
 
 func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Route, error) {
-	n, kind, outcome := t.route(Request{Context: ctx, Service: service, handler: lb.handler})
+	n, kind, outcome, lane := t.route(Request{Context: ctx, Service: service, handler: lb.handler})
 	if lb.observer != nil {
 		lb.observer(service, kind, outcome)
 	}
@@ -217,9 +217,9 @@ func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Rou
 		if kind == Gray {
 			e.Ejected += t.ejected[Gray]
 		}
-		return Route{Kind: kind, Outcome: outcome}, e
+		return Route{Kind: kind, Outcome: outcome, Lane: lane}, e
 	}
-	return Route{Kind: kind, Outcome: outcome, leaf: n}, nil
+	return Route{Kind: kind, Outcome: outcome, Lane: lane, leaf: n}, nil
 }
 
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {

@@ -91,6 +91,7 @@ type Request struct {
 	Context context.Context
 	Service string
 	handler ContextHandler
+	lane    string // set by a match rule (see Lane)
 }
 
 // Value returns the request's named value: from the ContextHandler, else

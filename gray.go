@@ -63,9 +63,16 @@ func (f *grayFilter) instanceKind(inst Instance, rl *compiledRules) Kind {
 }
 
 // requestKind applies the request's own value (the key the call carries,
-// else the context value, else the caller's own flag), then the gray-user
-// and canary rules; it reports what decided.
+// else the context value, else the caller's own flag), then the gray-user,
+// match and canary rules; it reports what decided.
 func (f *grayFilter) requestKind(r Request, rl *compiledRules) (Kind, KindSource) {
+	k, src, _ := f.decideRequest(r, rl)
+	return k, src
+}
+
+// decideRequest is requestKind that also returns the lane (the version) a
+// match rule gave the request, "" when none did.
+func (f *grayFilter) decideRequest(r Request, rl *compiledRules) (Kind, KindSource, string) {
 	src := FromDefault
 	v := ""
 	if r.handler != nil {
@@ -76,19 +83,30 @@ func (f *grayFilter) requestKind(r Request, rl *compiledRules) (Kind, KindSource
 	} else if v = ValueFrom(r.Context, f.header); v != "" {
 		src = FromContext
 	} else if f.selfGray {
-		return Gray, FromSelf
+		return Gray, FromSelf, ""
 	}
 	if IsGray(v) {
-		return Gray, src
+		return Gray, src, ""
 	}
 	if len(rl.users) > 0 {
 		if uid := r.Value(f.userHeader); uid != "" {
 			if _, ok := rl.users[uid]; ok {
-				return Gray, FromRules
+				return Gray, FromRules, ""
 			}
 		}
 	}
-	if src == FromDefault && rl.canary > 0 {
+	if src != FromDefault {
+		return Prod, src, ""
+	}
+	if len(rl.matches) > 0 {
+		if m := rl.match(r); m != nil {
+			if m.gray {
+				return Gray, FromRules, m.version
+			}
+			return Prod, FromRules, m.version
+		}
+	}
+	if rl.canary > 0 {
 		var h uint32
 		if uid := r.Value(f.userHeader); uid != "" {
 			h = fnv32(uid) % canaryScale
@@ -96,11 +114,11 @@ func (f *grayFilter) requestKind(r Request, rl *compiledRules) (Kind, KindSource
 			h = rand.Uint32N(canaryScale)
 		}
 		if h < rl.canary {
-			return Gray, FromRules
+			return Gray, FromRules, ""
 		}
-		return Prod, FromRules
+		return Prod, FromRules, ""
 	}
-	return Prod, src
+	return Prod, src, ""
 }
 
 // fnv32 is FNV-1a over s, without allocating.
@@ -133,20 +151,22 @@ func (s *grayStage) subsets() [][]Instance { return [][]Instance{s.prod, s.gray,
 // a gray instance), then enabled=false (every instance for every request),
 // then the request's kind, gray falling back to every instance when there
 // is no gray one.
-func (s *grayStage) decide(r Request) (int, Kind, Outcome) {
+//
+// It also returns the lane a match rule gave the request ("" when none).
+func (s *grayStage) decide(r Request) (int, Kind, Outcome, string) {
 	rl := s.rules
-	k, _ := s.f.requestKind(r, rl)
+	k, _, lane := s.f.decideRequest(r, rl)
 	switch {
 	case rl.closed && k == Gray:
-		return grayIdxProd, Gray, FellBack
+		return grayIdxProd, Gray, FellBack, lane
 	case rl.closed:
-		return grayIdxProd, Prod, Selected
+		return grayIdxProd, Prod, Selected, lane
 	case !rl.enabled:
-		return grayIdxAll, k, Bypassed
+		return grayIdxAll, k, Bypassed, lane
 	case k == Prod:
-		return grayIdxProd, Prod, Selected
+		return grayIdxProd, Prod, Selected, lane
 	case len(s.gray) > 0:
-		return grayIdxGray, Gray, Selected
+		return grayIdxGray, Gray, Selected, lane
 	}
-	return grayIdxAll, Gray, FellBack
+	return grayIdxAll, Gray, FellBack, lane
 }

@@ -16,6 +16,10 @@ type Keys struct {
 	Gray    string // default "gray"
 	User    string // default "uid"
 	Version string // default "version"
+	// Match are the keys the match rules in force name, when the Keys
+	// came from LoadBalancer.Keys: a snapshot; rules change at run time,
+	// so adapters read LoadBalancer.MatchKeys per request instead.
+	Match []string
 }
 
 // DefaultKeys returns the default names: gray, uid, version.
@@ -23,12 +27,12 @@ func DefaultKeys() Keys {
 	return Keys{Gray: DefaultGrayHeader, User: DefaultUserHeader, Version: DefaultVersionHeader}
 }
 
-// Names returns the distinct names, in the order gray, user, version.
-// Header and metadata names are case-insensitive: two names that differ
-// only in letter case count once.
+// Names returns the distinct names, in the order gray, user, version,
+// then the match keys. Header and metadata names are case-insensitive: two
+// names that differ only in letter case count once.
 func (k Keys) Names() []string {
-	out := make([]string, 0, 3)
-	for _, n := range []string{k.Gray, k.User, k.Version} {
+	out := make([]string, 0, 3+len(k.Match))
+	for _, n := range append([]string{k.Gray, k.User, k.Version}, k.Match...) {
 		dup := n == ""
 		for _, o := range out {
 			dup = dup || strings.EqualFold(o, n)
@@ -46,13 +50,23 @@ func (lb *LoadBalancer) Keys() Keys {
 	if lb == nil {
 		return DefaultKeys()
 	}
-	k := Keys{Gray: lb.gray.header, User: lb.gray.userHeader, Version: DefaultVersionHeader}
-	for _, f := range lb.filters {
-		if v, ok := f.(*VersionFilter); ok {
-			k.Version = v.header
-		}
+	k := Keys{Gray: lb.gray.header, User: lb.gray.userHeader, Version: lb.versionHeader()}
+	if mk := lb.MatchKeys(); len(mk) > 0 {
+		k.Match = append([]string(nil), mk...)
 	}
 	return k
+}
+
+// versionHeader is the request key of the LoadBalancer's VersionFilter,
+// the default when it has none.
+func (lb *LoadBalancer) versionHeader() string {
+	h := DefaultVersionHeader
+	for _, f := range lb.filters {
+		if v, ok := f.(*VersionFilter); ok {
+			h = v.header
+		}
+	}
+	return h
 }
 
 // RequestKind returns the kind of the request in ctx under the rules in
@@ -79,9 +93,30 @@ func (lb *LoadBalancer) KindToPass(ctx context.Context) (Kind, bool) {
 		ctx = context.Background()
 	}
 	rl := lb.rules.Load()
-	if !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && ValueFrom(ctx, lb.gray.header) == "" {
+	if !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" {
 		return Prod, false
 	}
 	k, src := lb.RequestKind(ctx)
 	return k, !src.Travels()
+}
+
+// LaneToPass returns the lane (a version) a match rule gives the request
+// in ctx when the call carries no version of its own, "" otherwise. An
+// adapter that writes the kind (KindToPass) writes the lane under the
+// version key too: the next hop sees the kind as chosen, so its match
+// rules do not run, and routes by the version it is given.
+func (lb *LoadBalancer) LaneToPass(ctx context.Context) string {
+	rl := lb.rules.Load()
+	if len(rl.matches) == 0 {
+		return ""
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r := Request{Context: ctx, handler: lb.handler}
+	_, _, lane := lb.gray.decideRequest(r, rl)
+	if lane == "" || r.Value(lb.versionHeader()) != "" {
+		return ""
+	}
+	return lane
 }

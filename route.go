@@ -7,7 +7,11 @@ import "context"
 type Route struct {
 	Kind    Kind    // the request's kind
 	Outcome Outcome // what the gray decision did
-	leaf    *node
+	// Lane is the version a match rule gave the request ("" when none). An
+	// adapter writes it under the version key on the outgoing call when the
+	// call carries no version, so later hops take the same lane.
+	Lane string
+	leaf *node
 }
 
 // Picker returns the policy's picker over the candidates (nil when there

@@ -21,8 +21,9 @@ import (
 //
 // Precedence, strongest first: Closed (no request reaches a gray instance),
 // then Enabled=false (every instance serves every request), then the
-// request's kind, made gray by a GrayUsers match or by CanaryPercent.
-// GrayAddresses only change which instances count as gray.
+// request's kind, made gray by a GrayUsers match or, when nobody chose the
+// request's side, by the first of Matches that matches, else by
+// CanaryPercent. GrayAddresses only change which instances count as gray.
 type Rules struct {
 	// Enabled turns gray routing on (nil or true) or off (false): when off
 	// every instance serves every request.
@@ -41,6 +42,10 @@ type Rules struct {
 	// sticky by a hash of the user id when the request has one. A request
 	// that says gray: false stays prod.
 	CanaryPercent float64 `json:"canaryPercent,omitempty"`
+	// Matches make a request whose side nobody chose gray, or give it a
+	// version (a lane), by one of its keys; the first that matches wins
+	// (see Match).
+	Matches []Match `json:"matches,omitempty"`
 }
 
 // MaxRulesSize is the largest rule document accepted, in bytes.
@@ -77,60 +82,93 @@ func ParseRules(data []byte) (Rules, error) {
 	return r, nil
 }
 
-// ruleKeys are the JSON keys of Rules, exactly as documented.
-var ruleKeys = func() map[string]bool {
+// ruleKeys and matchKeys are the JSON keys of Rules and of Match, exactly
+// as documented.
+var (
+	ruleKeys  = jsonKeys(reflect.TypeOf(Rules{}))
+	matchKeys = jsonKeys(reflect.TypeOf(Match{}))
+)
+
+func jsonKeys(t reflect.Type) map[string]bool {
 	keys := map[string]bool{}
-	t := reflect.TypeOf(Rules{})
 	for i := 0; i < t.NumField(); i++ {
 		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
 			keys[name] = true
 		}
 	}
 	return keys
-}()
+}
 
-// checkKeys checks the document's top level: one JSON object whose keys are
-// Rules' keys to the letter, each given once and not null. encoding/json
-// alone would accept null, let a repeated key win over the first, and match
-// keys in any letter case.
+// checkKeys checks the document: one JSON object whose keys are Rules'
+// keys to the letter, each given once and not null, and likewise every
+// object of its matches. encoding/json alone would accept null, let a
+// repeated key win over the first, and match keys in any letter case.
 func checkKeys(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
+	fields, err := checkObject(dec, ruleKeys, "")
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidRules, err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return fmt.Errorf("%w: the document is not a JSON object (it starts with %v)", ErrInvalidRules, tok)
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidRules, err)
-		}
-		key, _ := tok.(string)
-		switch {
-		case !ruleKeys[key]:
-			return fmt.Errorf("%w: unknown key %q (keys are case-sensitive)", ErrInvalidRules, key)
-		case seen[key]:
-			return fmt.Errorf("%w: key %q appears twice", ErrInvalidRules, key)
-		}
-		seen[key] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return fmt.Errorf("%w: %q: %v", ErrInvalidRules, key, err)
-		}
-		if string(v) == "null" {
-			return fmt.Errorf("%w: key %q is null", ErrInvalidRules, key)
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return fmt.Errorf("%w: %v", ErrInvalidRules, err)
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: trailing data after the document", ErrInvalidRules)
 	}
+	m, ok := fields["matches"]
+	if !ok {
+		return nil
+	}
+	dec = json.NewDecoder(bytes.NewReader(m))
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("%w: matches: %v", ErrInvalidRules, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("%w: matches is not a JSON array", ErrInvalidRules)
+	}
+	for i := 0; dec.More(); i++ {
+		if _, err := checkObject(dec, matchKeys, fmt.Sprintf("matches[%d]: ", i)); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// checkObject reads one JSON object from dec whose keys are among keys, to
+// the letter, each once and none null, and returns its fields. where
+// prefixes the errors.
+func checkObject(dec *json.Decoder, keys map[string]bool, where string) (map[string]json.RawMessage, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s%v", ErrInvalidRules, where, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("%w: %snot a JSON object (it starts with %v)", ErrInvalidRules, where, tok)
+	}
+	fields := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s%v", ErrInvalidRules, where, err)
+		}
+		key, _ := tok.(string)
+		if !keys[key] {
+			return nil, fmt.Errorf("%w: %sunknown key %q (keys are case-sensitive)", ErrInvalidRules, where, key)
+		}
+		if _, dup := fields[key]; dup {
+			return nil, fmt.Errorf("%w: %skey %q appears twice", ErrInvalidRules, where, key)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%w: %s%q: %v", ErrInvalidRules, where, key, err)
+		}
+		if string(v) == "null" {
+			return nil, fmt.Errorf("%w: %skey %q is null", ErrInvalidRules, where, key)
+		}
+		fields[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, fmt.Errorf("%w: %s%v", ErrInvalidRules, where, err)
+	}
+	return fields, nil
 }
 
 const canaryScale = 10000 // canary resolution: 0.01 %
@@ -142,6 +180,9 @@ type compiledRules struct {
 	users   map[string]struct{}
 	addrs   map[string]struct{}
 	canary  uint32 // out of canaryScale
+
+	matches   []compiledMatch
+	matchKeys []string // the keys the matches name, lower case, each once
 }
 
 var defaultCompiledRules = &compiledRules{enabled: true}
@@ -167,6 +208,9 @@ func compileRules(r Rules) (*compiledRules, error) {
 			}
 			c.users[u] = struct{}{}
 		}
+	}
+	if err := compileMatches(c, r.Matches); err != nil {
+		return nil, err
 	}
 	if len(r.GrayAddresses) > 0 {
 		c.addrs = make(map[string]struct{}, len(r.GrayAddresses))

@@ -81,22 +81,24 @@ func newLeaf(list []Instance, policy Policy, stats statsFunc) *node {
 }
 
 // route walks the tree for one request. It returns the leaf (nil when a
-// stage chose no subset or the leaf is empty), the request's kind and the
-// outcome.
-func (t *tree) route(r Request) (*node, Kind, Outcome) {
-	i, kind, outcome := t.gray.decide(r)
+// stage chose no subset or the leaf is empty), the request's kind, the
+// outcome and the lane a match rule gave the request (the filters see it
+// as Request.Lane).
+func (t *tree) route(r Request) (*node, Kind, Outcome, string) {
+	i, kind, outcome, lane := t.gray.decide(r)
+	r.lane = lane
 	n := t.children[i]
 	for n.stage != nil {
 		i = n.stage.Choose(r)
 		if i < 0 || i >= len(n.children) {
-			return nil, kind, Failed
+			return nil, kind, Failed, lane
 		}
 		n = n.children[i]
 	}
 	if len(n.instances) == 0 {
-		return nil, kind, Failed
+		return nil, kind, Failed, lane
 	}
-	return n, kind, outcome
+	return n, kind, outcome, lane
 }
 
 // sortFilters returns the user's filters by Order (stable, so equal orders

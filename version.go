@@ -1,7 +1,8 @@
 package graylb
 
 // VersionFilter routes by version: a request's version (the "version"
-// request key, else the caller's own version) selects the instances whose
+// request key, else the lane a match rule gave it, else the caller's own
+// version) selects the instances whose
 // "version" metadata equals it; if there are none, the instances with no
 // version; if there are none, every candidate. A request with no version
 // goes to the instances with no version, else to every candidate. As one of
@@ -128,6 +129,9 @@ func (s *versionStage) Subsets() [][]Instance { return s.subsets }
 
 func (s *versionStage) Choose(r Request) int {
 	v := r.Value(s.f.header)
+	if v == "" {
+		v = r.lane // a match rule's version
+	}
 	if v == "" {
 		v = s.f.self
 	}

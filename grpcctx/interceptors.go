@@ -12,7 +12,8 @@ import (
 type Option func(*options)
 
 type options struct {
-	keys    []string // propagated, lower case: lb's keys, then the extra ones
+	lb      *graylb.LoadBalancer
+	keys    []string // propagated, lower case: lb's keys, then the extra ones (match keys aside)
 	userKey string
 	trusted func(context.Context) bool
 	user    func(context.Context) string
@@ -32,8 +33,8 @@ func WithPropagated(keys ...string) Option {
 
 // WithTrusted marks a trust boundary (a server facing untrusted peers):
 // for a call for which pred returns false, no routing key the caller sent
-// (the LoadBalancer's gray, user and version keys and WithPropagated keys)
-// is kept or propagated, and they are removed from the call's incoming
+// (the LoadBalancer's gray, user and version keys, the keys its match
+// rules in force name, and WithPropagated keys) is kept or propagated, and they are removed from the call's incoming
 // metadata before the handler sees it. pred sees the call's context (peer,
 // auth info: peer.FromContext). A nil pred trusts every call.
 func WithTrusted(pred func(ctx context.Context) bool) Option {
@@ -50,7 +51,8 @@ func WithUser(fn func(ctx context.Context) string) Option {
 
 func newOptions(lb *graylb.LoadBalancer, opts []Option) *options {
 	keys := lb.Keys()
-	o := &options{userKey: lower(keys.User)}
+	keys.Match = nil // read per call: rules change at run time
+	o := &options{lb: lb, userKey: lower(keys.User)}
 	WithPropagated(keys.Names()...)(o)
 	for _, f := range opts {
 		if f != nil {
@@ -64,22 +66,31 @@ func newOptions(lb *graylb.LoadBalancer, opts []Option) *options {
 // untrusted call it strips them from the incoming metadata instead.
 func (o *options) keep(ctx context.Context) context.Context {
 	in, _ := metadata.FromIncomingContext(ctx)
+	match := o.lb.MatchKeys() // lower case, as metadata keys
 	if o.trusted != nil && !o.trusted(ctx) && in != nil {
 		clean := metadata.MD{}
 		for k, v := range in {
-			if !contains(o.keys, k) {
+			if lk := lower(k); !contains(o.keys, lk) && !contains(match, lk) {
 				clean[k] = v
 			}
 		}
 		ctx, in = metadata.NewIncomingContext(ctx, clean), nil
 	}
 	var kept metadata.MD
-	for _, k := range o.keys {
+	keep := func(k string) {
 		if v := in.Get(k); len(v) > 0 && v[0] != "" {
 			if kept == nil {
 				kept = metadata.MD{}
 			}
 			kept[k] = v[:1]
+		}
+	}
+	for _, k := range o.keys {
+		keep(k)
+	}
+	for _, k := range match {
+		if !contains(o.keys, k) {
+			keep(k)
 		}
 	}
 	if o.user != nil {
@@ -142,11 +153,12 @@ func ServerOptions(lb *graylb.LoadBalancer, opts ...Option) []grpc.ServerOption 
 
 // outgoing prepares a call's context: the kept incoming values the call's
 // outgoing metadata lacks are appended, and when lb's rules (a gray user,
-// the canary), a context value or the caller's own flag decided the kind,
-// the kind is written under the gray key. The picker then reads that key,
-// so the decision is made once per call, and every later hop routes the
-// same way.
-func outgoing(ctx context.Context, lb *graylb.LoadBalancer, grayKey string) context.Context {
+// a match rule, the canary), a context value or the caller's own flag
+// decided the kind, the kind is written under the gray key, and a lane a
+// match rule gave the call under the version key. The picker then reads
+// those keys, so the decision is made once per call, and every later hop
+// routes the same way.
+func outgoing(ctx context.Context, lb *graylb.LoadBalancer, grayKey, versionKey string) context.Context {
 	if kept, ok := ctx.Value(keptKey{}).(metadata.MD); ok {
 		var kv []string
 		for k, v := range kept {
@@ -161,6 +173,7 @@ func outgoing(ctx context.Context, lb *graylb.LoadBalancer, grayKey string) cont
 	if lb == nil {
 		return ctx
 	}
+	lane := lb.LaneToPass(ctx)
 	if kind, write := lb.KindToPass(ctx); write {
 		v := "false"
 		if kind == graylb.Gray {
@@ -168,22 +181,27 @@ func outgoing(ctx context.Context, lb *graylb.LoadBalancer, grayKey string) cont
 		}
 		ctx = metadata.AppendToOutgoingContext(ctx, grayKey, v)
 	}
+	if lane != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, lane)
+	}
 	return ctx
 }
 
 // UnaryClientInterceptor passes the kept incoming keys on to the call and
 // writes the kind lb's rules decided (see DialOptions).
 func UnaryClientInterceptor(lb *graylb.LoadBalancer) grpc.UnaryClientInterceptor {
-	grayKey := lower(lb.Keys().Gray)
+	keys := lb.Keys()
+	grayKey, versionKey := lower(keys.Gray), lower(keys.Version)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		return invoker(outgoing(ctx, lb, grayKey), method, req, reply, cc, opts...)
+		return invoker(outgoing(ctx, lb, grayKey, versionKey), method, req, reply, cc, opts...)
 	}
 }
 
 // StreamClientInterceptor is UnaryClientInterceptor for streams.
 func StreamClientInterceptor(lb *graylb.LoadBalancer) grpc.StreamClientInterceptor {
-	grayKey := lower(lb.Keys().Gray)
+	keys := lb.Keys()
+	grayKey, versionKey := lower(keys.Gray), lower(keys.Version)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		return streamer(outgoing(ctx, lb, grayKey), desc, cc, method, opts...)
+		return streamer(outgoing(ctx, lb, grayKey, versionKey), desc, cc, method, opts...)
 	}
 }

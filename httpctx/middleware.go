@@ -12,7 +12,8 @@ import (
 type MiddlewareOption func(*middleware)
 
 type middleware struct {
-	names   []string // propagated: lb's keys, then the extra ones
+	lb      *graylb.LoadBalancer
+	names   []string // propagated: lb's keys, then the extra ones (match keys aside)
 	trusted func(*http.Request) bool
 	user    func(*http.Request) string
 	userKey string
@@ -33,8 +34,9 @@ func WithPropagated(names ...string) MiddlewareOption {
 
 // WithTrusted marks a trust boundary, such as a public gateway. A request
 // for which pred returns false is untrusted: every header the LoadBalancer
-// reads (its gray, user and version keys, whatever they are named) and
-// every WithPropagated header is removed from the request, in any letter
+// reads (its gray, user and version keys, whatever they are named, and
+// the keys the match rules in force name) and every WithPropagated header
+// is removed from the request, in any letter
 // case and however often repeated, before the next handler sees it, and
 // nothing of it is propagated. A nil pred trusts every request (internal
 // traffic, the default).
@@ -53,12 +55,15 @@ func WithUser(fn func(*http.Request) string) MiddlewareOption {
 }
 
 // Middleware returns server middleware that keeps the incoming values of
-// lb's keys (gray, user, version; see graylb.LoadBalancer.Keys) on the
-// request context, so every call made with that context through the
-// Transport passes them on. A nil lb has the default key names.
+// lb's keys (gray, user, version; see graylb.LoadBalancer.Keys) and of the
+// keys its match rules name (graylb.LoadBalancer.MatchKeys, read per
+// request, so a rules change needs no new middleware) on the request
+// context, so every call made with that context through the Transport
+// passes them on. A nil lb has the default key names.
 func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	keys := lb.Keys()
-	m := &middleware{userKey: keys.User}
+	keys.Match = nil // read per request
+	m := &middleware{lb: lb, userKey: keys.User}
 	WithPropagated(keys.Names()...)(m)
 	for _, o := range opts {
 		if o != nil {
@@ -82,6 +87,11 @@ func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Han
 					keep(n, v)
 				}
 			}
+			for _, n := range m.lb.MatchKeys() {
+				if v := r.Header.Get(n); v != "" && !containsFold(m.names, n) {
+					keep(n, v)
+				}
+			}
 			if m.user != nil {
 				if u := m.user(r); u != "" {
 					keep(m.userKey, u)
@@ -98,8 +108,9 @@ func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Han
 // strip returns a copy of r without any routing header, in any letter case.
 func (m *middleware) strip(r *http.Request) *http.Request {
 	r = r.Clone(r.Context())
+	match := m.lb.MatchKeys()
 	for k := range r.Header {
-		if containsFold(m.names, k) {
+		if containsFold(m.names, k) || containsFold(match, k) {
 			delete(r.Header, k)
 		}
 	}

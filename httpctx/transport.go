@@ -25,9 +25,11 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 //   - it returns an error only when no response was obtained, and then
 //     the request body is closed;
 //   - on the clone it sets the propagated headers kept by Middleware that
-//     the caller did not set, and the gray header to the kind it routed
-//     ("true" or "false"), so later hops route the same way even when a
-//     gray-user rule or a canary draw made the decision.
+//     the caller did not set, the gray header to the kind it routed
+//     ("true" or "false"), and the version header to the lane a match rule
+//     gave the request (when it carries no version), so later hops route
+//     the same way even when a gray-user rule, a match rule or a canary
+//     draw made the decision.
 //
 // The Host header an instance receives is the service name, as the
 // request names it (http://user-service/... sends "Host: user-service"),
@@ -92,6 +94,7 @@ type Transport struct {
 	base         http.RoundTripper
 	maxRetries   int
 	grayHeader   string
+	versionHdr   string
 	passthrough  bool
 	instanceHost bool
 	serverName   func(service string) string
@@ -144,7 +147,9 @@ func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.pa
 // NewTransport returns a Transport over lb. Build lb with
 // graylb.WithContextHandler(httpctx.Handler()) so it reads the headers.
 func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
-	t := &Transport{lb: lb, base: http.DefaultTransport, maxRetries: 2, grayHeader: lb.Keys().Gray, failure: serverError}
+	t := &Transport{lb: lb, base: http.DefaultTransport, maxRetries: 2, failure: serverError}
+	keys := lb.Keys()
+	t.grayHeader, t.versionHdr = keys.Gray, keys.Version
 	for _, o := range opts {
 		if o != nil {
 			o(t)
@@ -215,7 +220,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		case t.instanceHost && out.Host == host:
 			out.Host = addr
 		}
-		t.propagate(req, out, route.Kind)
+		t.propagate(req, out, route)
 		if attempt > 0 && req.GetBody != nil {
 			body, err := req.GetBody()
 			if err != nil {
@@ -269,14 +274,18 @@ func contains(list []string, s string) bool {
 }
 
 // propagate sets the incoming propagated headers the caller did not set,
-// and the gray header to the routed kind.
-func (t *Transport) propagate(orig, out *http.Request, kind graylb.Kind) {
+// the gray header to the routed kind, and the version header to the lane a
+// match rule gave the request when it carries no version.
+func (t *Transport) propagate(orig, out *http.Request, route graylb.Route) {
 	for k, v := range Incoming(orig.Context()) {
 		if _, ok := out.Header[k]; !ok {
 			out.Header[k] = v
 		}
 	}
-	if kind == graylb.Gray {
+	if route.Lane != "" && out.Header.Get(t.versionHdr) == "" {
+		out.Header.Set(t.versionHdr, route.Lane)
+	}
+	if route.Kind == graylb.Gray {
 		out.Header.Set(t.grayHeader, "true")
 	} else {
 		out.Header.Set(t.grayHeader, "false")
