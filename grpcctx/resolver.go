@@ -69,17 +69,21 @@ func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, 
 		return nil, fmt.Errorf("grpcctx: target %q: %w", target.URL.String(), err)
 	}
 	r := &graylbResolver{cc: cc, lb: b.lb, service: service}
-	list, err := b.lb.Cache().Instances(context.Background(), service)
+	// Follow changes first, then read the current list: a change between
+	// the two is pushed by the watch, and the read is pushed only if no
+	// watched list came first (it could be the older one).
+	stop, err := b.lb.Cache().Watch(service, r.watched)
 	if err != nil {
 		return nil, fmt.Errorf("grpcctx: resolving %q: %w", service, err)
 	}
-	r.push(list)
-	stop, err := b.lb.Cache().Watch(service, r.push)
-	if err != nil {
-		return nil, fmt.Errorf("grpcctx: watching %q: %w", service, err)
-	}
 	stopRules := b.lb.OnRulesChange(r.repush)
 	r.stop = func() { stop(); stopRules() }
+	list, err := b.lb.Cache().Instances(context.Background(), service)
+	if err != nil {
+		r.stop()
+		return nil, fmt.Errorf("grpcctx: resolving %q: %w", service, err)
+	}
+	r.push(list, false)
 	return r, nil
 }
 
@@ -90,10 +94,18 @@ type graylbResolver struct {
 	mu      sync.Mutex
 	closed  bool
 	last    []resolver.Address
-	stop    func()
+	// fromWatch: a list from the watch was sent (the first read's list is
+	// then older and is dropped).
+	fromWatch bool
+	stop      func()
 }
 
-func (r *graylbResolver) push(list []graylb.Instance) {
+// watched pushes a list the Cache hands over.
+func (r *graylbResolver) watched(list []graylb.Instance) { r.push(list, true) }
+
+// push sends list; the first read's list (fromWatch false) only when no
+// watched list was sent before it.
+func (r *graylbResolver) push(list []graylb.Instance, fromWatch bool) {
 	addrs := make([]resolver.Address, len(list))
 	for i, in := range list {
 		addrs[i] = resolver.Address{
@@ -103,6 +115,10 @@ func (r *graylbResolver) push(list []graylb.Instance) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !fromWatch && r.fromWatch {
+		return
+	}
+	r.fromWatch = r.fromWatch || fromWatch
 	r.last = addrs
 	r.update()
 }
