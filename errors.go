@@ -48,8 +48,9 @@ func (e *NoInstanceError) Is(target error) bool { return target == ErrNoInstance
 
 // ValidateServiceName returns an error wrapping ErrInvalidService when name
 // is empty, longer than MaxServiceNameLen, or holds what could break out of
-// a URL host, a header or a log line: a control character or space, '/',
-// '\\', '?', '#', or "..". Nacos group prefixes ("GROUP@@name") and
+// a URL host, a header or a log line: anything but printable ASCII (control
+// characters, space, bytes of 0x7f and above), one of / \\ ? # % [ ] < > "
+// or a backquote, or "..". Nacos group prefixes ("GROUP@@name") and
 // Dubbo-style names ("providers:com.acme.Api::") are accepted.
 func ValidateServiceName(name string) error {
 	switch {
@@ -62,9 +63,9 @@ func ValidateServiceName(name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		switch c := name[i]; {
-		case c <= ' ' || c == 0x7f:
-			return fmt.Errorf("%w: %q holds a control character or space", ErrInvalidService, name)
-		case c == '/' || c == '\\' || c == '?' || c == '#':
+		case c <= ' ' || c >= 0x7f:
+			return fmt.Errorf("%w: %q holds a byte that is not printable ASCII", ErrInvalidService, name)
+		case strings.IndexByte(`/\?#%[]<>"`+"`", c) >= 0:
 			return fmt.Errorf("%w: %q holds %q", ErrInvalidService, name, c)
 		}
 	}

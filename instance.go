@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"strings"
 	"strconv"
 )
 
@@ -38,9 +39,10 @@ func (i Instance) Usable() bool {
 
 // Validate returns an error wrapping ErrInvalidInstance (or
 // ErrInvalidService) when the instance cannot be registered or routed to:
-// the host must be an IP address (an IPv6 zone allowed) or a host name of
-// letters, digits, '-', '_' and '.', at most 253 bytes, so that no pick can
-// build a URL or a header out of it that says more than host:port.
+// the host must be an IP address (an IPv6 zone of letters, digits, '-', '_'
+// and '.' allowed) or a host name of dot-separated labels of letters,
+// digits, '-' and '_', at most 253 bytes, so that no pick can build a URL,
+// a header or a log line out of it that says more than host:port.
 func (i Instance) Validate() error {
 	if err := ValidateServiceName(i.Service); err != nil {
 		return err
@@ -69,17 +71,30 @@ func usable(list []Instance) []Instance {
 	return out
 }
 
-// validHost reports whether h is an IP address or a host name made of
-// ASCII letters, digits, '-', '_' and '.' (at most 253 bytes).
+// validHost reports whether h is an IP address (an IPv6 zone of letters,
+// digits, '-', '_' and '.' allowed) or a host name: dot-separated labels of
+// 1-63 ASCII letters, digits, '-' and '_', not starting or ending with '-',
+// at most 253 bytes.
 func validHost(h string) bool {
-	if _, err := netip.ParseAddr(h); err == nil {
-		return true
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Zone() == "" || hostChars(a.Zone())
 	}
-	if len(h) > 253 {
+	if len(h) == 0 || len(h) > 253 {
 		return false
 	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
+	for _, label := range strings.Split(h, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' || !hostChars(label) {
+			return false
+		}
+	}
+	return true
+}
+
+// hostChars reports whether s holds only ASCII letters, digits, '-', '_'
+// and '.'.
+func hostChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
 		default:

@@ -15,6 +15,7 @@ func TestInstance_ValidateRefusesInjection(t *testing.T) {
 	for _, host := range []string{
 		"evil.com/x?y=", "\r\nX: y", "a b", "h\x00", "user@host", "host#frag", "host?q", "h/", `h\x`,
 		"h\t", "[::1]", "h:80", "1.2.3.4:80", "host%", "ü.example", strings.Repeat("a", 300),
+		"fe80::1%\r\nX-Evil: 1", "fe80::1%a/b?c#d", "fe80::1%@evil.com", "-bad", "bad-", "a..b", ".", "a." + strings.Repeat("b", 64),
 	} {
 		err := NewInstance("svc", host, 80, nil).Validate()
 		assert.ErrorIs(t, err, ErrInvalidInstance, "host %q", host)
@@ -26,7 +27,8 @@ func TestInstance_ValidateRefusesInjection(t *testing.T) {
 }
 
 func TestValidateServiceName_RefusesInjection(t *testing.T) {
-	for _, name := range []string{"", "a/b", "a\x00", "a\r\nb", "a\nb", "..", "a..b", "a b", "a\tb", "a\x7f", "a?b", "a#b", `a\b`, strings.Repeat("a", MaxServiceNameLen+1)} {
+	for _, name := range []string{"", "a/b", "a\x00", "a\r\nb", "a\nb", "..", "a..b", "a b", "a\tb", "a\x7f", "a?b", "a#b", `a\b`, strings.Repeat("a", MaxServiceNameLen+1),
+		"a%2Fb", "a[b]", "a<b>", `a"b`, "a`b", "svc-\u00e9", "a\u202eb", "\xff"} {
 		err := ValidateServiceName(name)
 		require.Error(t, err, "%q", name)
 		assert.True(t, errors.Is(err, ErrInvalidService), "%q: %v", name, err)
