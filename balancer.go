@@ -235,6 +235,18 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 		return s, nil
 	}
 	list, err := lb.cache.Instances(ctx, name)
+	if errors.Is(err, ErrNoInstance) || (err == nil && len(list) == 0) {
+		// Nothing to route to, and maybe a name nothing was ever
+		// registered under: keep nothing for it (memory stays bounded
+		// whatever names callers send); the pick fails with the
+		// request's kind, and a later pick asks again.
+		if err == nil {
+			lb.cache.forgetEmpty(name)
+		}
+		s := &service{name: name}
+		s.tree.Store(lb.emptyTree(name))
+		return s, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +291,12 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 	}
 	s.mu.Unlock()
 	return s, nil
+}
+
+// emptyTree is the routing of a service with no instance.
+func (lb *LoadBalancer) emptyTree(name string) *tree {
+	t, _ := buildTree(name, nil, &lb.gray, nil, lb.rules.Load(), lb.policy, nil)
+	return t
 }
 
 // rebuild builds and installs the tree for list under the rules in force;

@@ -204,7 +204,7 @@ func (c *Cache) Stats() CacheStats {
 // Instances returns the cached usable instances of service, subscribing to
 // the source on first use.
 func (c *Cache) Instances(ctx context.Context, service string) ([]Instance, error) {
-	e, err := c.entry(ctx, service)
+	e, err := c.entry(ctx, service, false)
 	if err != nil {
 		return nil, err
 	}
@@ -217,14 +217,73 @@ func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 	if fn == nil {
 		return nil, errors.New("graylb: nil watch function")
 	}
-	e, err := c.entry(context.Background(), service)
-	if err != nil {
-		return nil, err
+	for {
+		e, err := c.entry(context.Background(), service, true)
+		if err != nil {
+			return nil, err
+		}
+		// Add under c.mu, so forgetEmpty never drops an entry that has
+		// just gained a watcher.
+		c.mu.Lock()
+		if c.entries[service] == e {
+			remove := e.watchers.Add(fn)
+			c.mu.Unlock()
+			return remove, nil
+		}
+		c.mu.Unlock()
 	}
-	return e.watchers.Add(fn), nil
 }
 
-func (c *Cache) entry(ctx context.Context, service string) (*cacheEntry, error) {
+// forgetEmpty drops the entry of a service whose list is empty and that
+// nobody watches (a name nothing was ever registered under, for a source
+// that answers such names with an empty list rather than an error), and
+// remembers it like a failed first query (see WithSeedRetry): the Cache
+// then keeps nothing per name it was merely asked about, so memory stays
+// bounded whatever names callers send. Instances gives an error wrapping
+// ErrNoInstance for it meanwhile; Watch subscribes again.
+func (c *Cache) forgetEmpty(service string) {
+	c.mu.Lock()
+	e := c.entries[service]
+	if e == nil {
+		c.mu.Unlock()
+		return
+	}
+	select {
+	case <-e.ready:
+	default:
+		c.mu.Unlock()
+		return
+	}
+	if s := e.snap.Load(); e.err != nil || s == nil || len(*s) > 0 || e.watchers.Len() > 0 {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.entries, service)
+	if c.seedRetry > 0 && c.failed != nil {
+		c.rememberFailure(service, fmt.Errorf("graylb: %q has no instances: %w", service, ErrNoInstance))
+	}
+	c.mu.Unlock()
+	e.mu.Lock()
+	stop := e.stop
+	e.stop = nil
+	if e.recheck != nil {
+		e.recheck.Stop()
+		e.recheck = nil
+	}
+	if e.settleT != nil {
+		e.settleT.Stop()
+		e.settleT, e.pending = nil, nil
+	}
+	e.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// entry returns the entry of service, seeding it on first use. A name
+// remembered as failed gives its error, unless watch is set (a watcher
+// subscribes again).
+func (c *Cache) entry(ctx context.Context, service string, watch bool) (*cacheEntry, error) {
 	if err := ValidateServiceName(service); err != nil {
 		return nil, err
 	}
@@ -239,7 +298,7 @@ func (c *Cache) entry(ctx context.Context, service string) (*cacheEntry, error) 
 	e := c.entries[service]
 	if e == nil {
 		if f, ok := c.failed[service]; ok {
-			if time.Now().Before(f.until) {
+			if time.Now().Before(f.until) && !watch {
 				c.mu.Unlock()
 				return nil, f.err
 			}

@@ -2,9 +2,11 @@ package graylb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -47,4 +49,50 @@ func TestLoadBalancer_UnknownNamesKeepMemoryBounded(t *testing.T) {
 	reliabilityFragment(t, "hostile-07-names", fmt.Sprintf("| 7. distinct unknown service names picked (as a Transport's URL host from untrusted input): heap %+d bytes after %d names (was about +354 B a name) | TestLoadBalancer_UnknownNamesKeepMemoryBounded | %d names | — |\n", grown, n, n))
 	_, err = lb.Pick(ctx, "known")
 	assert.NoError(t, err)
+}
+
+// emptySource answers every name with an empty list, as a Nacos server does
+// for a name nothing was ever registered under.
+type emptySource struct{ watches atomic.Int64 }
+
+func (s *emptySource) Instances(context.Context, string) ([]Instance, error) { return nil, nil }
+func (s *emptySource) Watch(string, func([]Instance)) (func(), error) {
+	s.watches.Add(1)
+	return func() { s.watches.Add(-1) }, nil
+}
+
+// A source that answers unknown names with an empty list must not make the
+// LoadBalancer and its Cache keep an entry (and a subscription) per name.
+func TestLoadBalancer_EmptyUnknownNamesKeepNothing(t *testing.T) {
+	src := &emptySource{}
+	lb, err := New(src)
+	require.NoError(t, err)
+	defer lb.Close()
+	ctx := context.Background()
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for i := 0; i < 1000; i++ { // warm up
+		_, err := lb.Pick(ctx, "warm-"+strconv.Itoa(i))
+		require.ErrorIs(t, err, ErrNoInstance)
+	}
+	before := heap()
+	n := 100_000
+	for i := 0; i < n; i++ {
+		_, err := lb.Pick(ctx, "unknown-"+strconv.Itoa(i))
+		if !errors.Is(err, ErrNoInstance) {
+			t.Fatalf("pick of an empty name: %v", err)
+		}
+	}
+	grown := int64(heap()) - int64(before)
+	t.Logf("%d names answered empty: heap %+d bytes, %d subscriptions left", n, grown, src.watches.Load())
+	assert.Less(t, grown, int64(4<<20))
+	assert.Zero(t, src.watches.Load(), "no subscription kept for a name with no instance")
+	assert.Len(t, *lb.services.Load(), 0)
+	// The same name again within the retry window fails fast, naming it.
+	_, err = lb.Pick(ctx, "unknown-1")
+	assert.ErrorIs(t, err, ErrNoInstance)
 }
