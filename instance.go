@@ -5,8 +5,8 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"strings"
 	"strconv"
+	"strings"
 )
 
 // Instance is one registered instance of a service. Once handed to graylb,
