@@ -308,7 +308,8 @@ func settle(t *testing.T, lb *LoadBalancer) {
 			}
 			runtime.Gosched()
 		}
-		s.mu.Lock() // a rebuild that took the flag holds the lock until it is done
+		//lint:ignore SA2001 waiting for a rebuild that took the flag: it holds the lock until it is done
+		s.mu.Lock()
 		s.mu.Unlock()
 	}
 }
