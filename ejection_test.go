@@ -308,8 +308,8 @@ func settle(t *testing.T, lb *LoadBalancer) {
 			}
 			runtime.Gosched()
 		}
-		//lint:ignore SA2001 waiting for a rebuild that took the flag: it holds the lock until it is done
 		s.mu.Lock()
+		//lint:ignore SA2001 waiting for a rebuild that took the flag: it holds the lock until it is done
 		s.mu.Unlock()
 	}
 }
