@@ -208,18 +208,19 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 }
 
 func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Route, error) {
-	n, kind, outcome, lane := t.route(Request{Context: ctx, Service: service, handler: lb.handler})
+	n, d := t.route(Request{Context: ctx, Service: service, handler: lb.handler})
 	if lb.observer != nil {
-		lb.observer(service, kind, outcome)
+		lb.observer(service, d.kind, d.outcome)
 	}
+	rt := Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}
 	if n == nil {
-		e := &NoInstanceError{Service: service, Kind: kind, Ejected: t.ejected[Prod]}
-		if kind == Gray {
+		e := &NoInstanceError{Service: service, Kind: d.kind, Ejected: t.ejected[Prod]}
+		if d.kind == Gray {
 			e.Ejected += t.ejected[Gray]
 		}
-		return Route{Kind: kind, Outcome: outcome, Lane: lane}, e
+		return rt, e
 	}
-	return Route{Kind: kind, Outcome: outcome, Lane: lane, leaf: n}, nil
+	return rt, nil
 }
 
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {

@@ -153,20 +153,32 @@ func (s *grayStage) subsets() [][]Instance { return [][]Instance{s.prod, s.gray,
 // is no gray one.
 //
 // It also returns the lane a match rule gave the request ("" when none).
-func (s *grayStage) decide(r Request) (int, Kind, Outcome, string) {
+func (s *grayStage) decide(r Request) (int, decision) {
 	rl := s.rules
-	k, _, lane := s.f.decideRequest(r, rl)
+	k, src, lane := s.f.decideRequest(r, rl)
+	d := decision{kind: k, source: src, lane: lane, outcome: Selected}
 	switch {
 	case rl.closed && k == Gray:
-		return grayIdxProd, Gray, FellBack, lane
+		d.outcome = FellBack
+		return grayIdxProd, d
 	case rl.closed:
-		return grayIdxProd, Prod, Selected, lane
+		return grayIdxProd, d
 	case !rl.enabled:
-		return grayIdxAll, k, Bypassed, lane
+		d.outcome = Bypassed
+		return grayIdxAll, d
 	case k == Prod:
-		return grayIdxProd, Prod, Selected, lane
+		return grayIdxProd, d
 	case len(s.gray) > 0:
-		return grayIdxGray, Gray, Selected, lane
+		return grayIdxGray, d
 	}
-	return grayIdxAll, Gray, FellBack, lane
+	d.outcome = FellBack
+	return grayIdxAll, d
+}
+
+// decision is what the gray decision made of one request.
+type decision struct {
+	kind    Kind
+	source  KindSource // what decided the kind
+	outcome Outcome
+	lane    string // the version a match rule gave it
 }

@@ -5,7 +5,10 @@ import "context"
 // Route is the result of running the chain for one request: its kind, what
 // the gray decision did, and the candidates to pick from.
 type Route struct {
-	Kind    Kind    // the request's kind
+	Kind Kind // the request's kind
+	// Source is what decided Kind. An adapter writes Kind on the outgoing
+	// call when !Source.Travels(), so later hops route the same way.
+	Source  KindSource
 	Outcome Outcome // what the gray decision did
 	// Lane is the version a match rule gave the request ("" when none). An
 	// adapter writes it under the version key on the outgoing call when the

@@ -84,21 +84,23 @@ func newLeaf(list []Instance, policy Policy, stats statsFunc) *node {
 // stage chose no subset or the leaf is empty), the request's kind, the
 // outcome and the lane a match rule gave the request (the filters see it
 // as Request.Lane).
-func (t *tree) route(r Request) (*node, Kind, Outcome, string) {
-	i, kind, outcome, lane := t.gray.decide(r)
-	r.lane = lane
+func (t *tree) route(r Request) (*node, decision) {
+	i, d := t.gray.decide(r)
+	r.lane = d.lane
 	n := t.children[i]
 	for n.stage != nil {
 		i = n.stage.Choose(r)
 		if i < 0 || i >= len(n.children) {
-			return nil, kind, Failed, lane
+			d.outcome = Failed
+			return nil, d
 		}
 		n = n.children[i]
 	}
 	if len(n.instances) == 0 {
-		return nil, kind, Failed, lane
+		d.outcome = Failed
+		return nil, d
 	}
-	return n, kind, outcome, lane
+	return n, d
 }
 
 // sortFilters returns the user's filters by Order (stable, so equal orders

@@ -25,11 +25,12 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 //   - it returns an error only when no response was obtained, and then
 //     the request body is closed;
 //   - on the clone it sets the propagated headers kept by Middleware that
-//     the caller did not set, the gray header to the kind it routed
-//     ("true" or "false"), and the version header to the lane a match rule
-//     gave the request (when it carries no version), so later hops route
-//     the same way even when a gray-user rule, a match rule or a canary
-//     draw made the decision.
+//     the caller did not set; the gray header to the kind it routed
+//     ("true" or "false") when rules (a gray user, a match, the canary), a
+//     context value or the caller's own flag decided it, and the version
+//     header to the lane a match rule gave the request (when it carries no
+//     version), so later hops route the same way. A request nobody
+//     classified gets no gray header: later hops' rules still apply to it.
 //
 // The Host header an instance receives is the service name, as the
 // request names it (http://user-service/... sends "Host: user-service"),
@@ -274,8 +275,9 @@ func contains(list []string, s string) bool {
 }
 
 // propagate sets the incoming propagated headers the caller did not set,
-// the gray header to the routed kind, and the version header to the lane a
-// match rule gave the request when it carries no version.
+// the gray header to the routed kind when it does not travel on its own,
+// and the version header to the lane a match rule gave the request when it
+// carries no version.
 func (t *Transport) propagate(orig, out *http.Request, route graylb.Route) {
 	for k, v := range Incoming(orig.Context()) {
 		if _, ok := out.Header[k]; !ok {
@@ -285,10 +287,16 @@ func (t *Transport) propagate(orig, out *http.Request, route graylb.Route) {
 	if route.Lane != "" && out.Header.Get(t.versionHdr) == "" {
 		out.Header.Set(t.versionHdr, route.Lane)
 	}
-	if route.Kind == graylb.Gray {
-		out.Header.Set(t.grayHeader, "true")
-	} else {
-		out.Header.Set(t.grayHeader, "false")
+	// A kind the call carries travels as it is (above); one that rules, a
+	// context value or the caller's own flag decided is written, so every
+	// later hop routes the same way. Nothing is written for a request
+	// nobody classified: later hops' canary and match rules still apply.
+	if !route.Source.Travels() {
+		if route.Kind == graylb.Gray {
+			out.Header.Set(t.grayHeader, "true")
+		} else {
+			out.Header.Set(t.grayHeader, "false")
+		}
 	}
 }
 
