@@ -349,22 +349,25 @@ func (lb *LoadBalancer) Close() error {
 }
 
 // healthChanged rebuilds s's routing after an ejection or a readmission,
-// off the reporting caller's path. Events that arrive while a rebuild is
-// scheduled share it: one rebuild reads every instance's state as it is
-// when it runs.
+// on the goroutine that reported it (once per event, not per failure).
+// Events that arrive while a rebuild is pending share it: one rebuild reads
+// every instance's state as it is when it runs.
 func (lb *LoadBalancer) healthChanged(s *service) {
 	if !s.pending.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
-		s.mu.Lock()
-		s.pending.Store(false)
-		lb.rebuild(s, s.list)
-		s.mu.Unlock()
-		for _, fn := range lb.healthWatchers.Snapshot() {
-			fn(s.name)
-		}
-	}()
+	// Rebuild on the reporting goroutine: the call that ejected the
+	// instance returns once no later pick can reach it (a rebuild on
+	// another goroutine left a window in which a loaded machine sent more
+	// requests to the ejected instance). One rebuild per ejection or
+	// readmission, coalesced by s.pending.
+	s.mu.Lock()
+	s.pending.Store(false)
+	lb.rebuild(s, s.list)
+	s.mu.Unlock()
+	for _, fn := range lb.healthWatchers.Snapshot() {
+		fn(s.name)
+	}
 }
 
 // OnEjectionChange calls fn with the service's name after an ejection or a
