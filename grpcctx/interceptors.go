@@ -43,8 +43,10 @@ func WithTrusted(pred func(ctx context.Context) bool) Option {
 
 // WithUser sets where the user id comes from: fn returns the authenticated
 // user of the call ("" for none). Its value is the call's user id for
-// routing and is propagated under the LoadBalancer's user key; it wins over
-// metadata, trusted or not.
+// routing and is propagated under the LoadBalancer's user key. With
+// WithUser the user id comes from fn alone: the caller's metadata under the
+// user key, trusted or not, is replaced by fn's value in the incoming
+// metadata too (removed when it is "").
 func WithUser(fn func(ctx context.Context) string) Option {
 	return func(o *options) { o.user = fn }
 }
@@ -76,6 +78,21 @@ func (o *options) keep(ctx context.Context) context.Context {
 		}
 		ctx, in = metadata.NewIncomingContext(ctx, clean), nil
 	}
+	if o.user != nil {
+		// The program's user id replaces whatever the caller sent under
+		// the user key, also in the incoming metadata a handler may copy.
+		u := o.user(ctx)
+		md := metadata.MD{}
+		for k, v := range in {
+			if lower(k) != o.userKey {
+				md[k] = v
+			}
+		}
+		if u != "" {
+			md[o.userKey] = []string{u}
+		}
+		ctx, in = metadata.NewIncomingContext(ctx, md), md
+	}
 	var kept metadata.MD
 	keep := func(k string) {
 		if v := in.Get(k); len(v) > 0 && v[0] != "" {
@@ -91,14 +108,6 @@ func (o *options) keep(ctx context.Context) context.Context {
 	for _, k := range match {
 		if !contains(o.keys, k) {
 			keep(k)
-		}
-	}
-	if o.user != nil {
-		if u := o.user(ctx); u != "" {
-			if kept == nil {
-				kept = metadata.MD{}
-			}
-			kept[o.userKey] = []string{u}
 		}
 	}
 	if kept == nil {

@@ -47,9 +47,12 @@ func WithTrusted(pred func(*http.Request) bool) MiddlewareOption {
 // WithUser sets where the user id comes from: fn returns the authenticated
 // user of the request ("" for none), as the program knows it (a verified
 // token, a session). Its value is the request's user id for routing and is
-// propagated under the LoadBalancer's user key; it wins over a header,
-// trusted or not. At a trust boundary this is how gray-user rules and a
-// sticky canary get a user id an attacker cannot choose.
+// propagated under the LoadBalancer's user key. With WithUser the user id
+// comes from fn alone: the request's user header, trusted or not, is
+// replaced by fn's value (removed when it is ""), so a handler that copies
+// the incoming headers passes fn's value on too. At a trust boundary this
+// is how gray-user rules and a sticky canary get a user id an attacker
+// cannot choose.
 func WithUser(fn func(*http.Request) string) MiddlewareOption {
 	return func(m *middleware) { m.user = fn }
 }
@@ -75,6 +78,9 @@ func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Han
 			if m.trusted != nil && !m.trusted(r) {
 				r = m.strip(r)
 			}
+			if m.user != nil {
+				r = m.setUser(r, m.user(r))
+			}
 			var kept http.Header
 			keep := func(name, value string) {
 				if kept == nil {
@@ -87,14 +93,10 @@ func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Han
 					keep(n, v)
 				}
 			}
+			// (With WithUser, the user key now holds the program's value.)
 			for _, n := range m.lb.MatchKeys() {
 				if v := r.Header.Get(n); v != "" && !containsFold(m.names, n) {
 					keep(n, v)
-				}
-			}
-			if m.user != nil {
-				if u := m.user(r); u != "" {
-					keep(m.userKey, u)
 				}
 			}
 			if kept != nil {
@@ -103,6 +105,23 @@ func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Han
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// setUser returns a copy of r whose user header is u alone (none when u is
+// empty), whatever the caller sent under that name in any letter case, so
+// a handler that copies the incoming headers (a reverse proxy) passes the
+// program's user id on, not the caller's.
+func (m *middleware) setUser(r *http.Request, u string) *http.Request {
+	r = r.Clone(r.Context())
+	for k := range r.Header {
+		if strings.EqualFold(k, m.userKey) {
+			delete(r.Header, k)
+		}
+	}
+	if u != "" {
+		r.Header.Set(m.userKey, u)
+	}
+	return r
 }
 
 // strip returns a copy of r without any routing header, in any letter case.

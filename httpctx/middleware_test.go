@@ -165,3 +165,33 @@ func TestMiddleware_RenamedKeysFollowEverywhere(t *testing.T) {
 	assert.Equal(t, "b-prod x-canary=", rawGet(t, gw.URL, [][2]string{{"gray", "true"}, {"X-Internal", "yes"}}),
 		"the default name means nothing once renamed")
 }
+
+// With WithUser, a handler that copies the incoming headers onto its own
+// call (as a reverse proxy does) passes the program's user id, not the
+// caller's: a trusted caller's uid header cannot make a request gray.
+func TestMiddleware_UserFromProgramWinsOverCopiedHeader(t *testing.T) {
+	reg := graylb.NewRegistry()
+	prod, gray := echoKind("prod", "uid"), echoKind("gray", "uid")
+	defer prod.Close()
+	defer gray.Close()
+	register(t, reg, "svc", prod, nil)
+	register(t, reg, "svc", gray, map[string]string{"gray": "true"})
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithRules(graylb.Rules{GrayUsers: []string{"vip"}}))
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb)}
+	copying := httptest.NewServer(Middleware(lb, WithUser(func(*http.Request) string { return "alice" }))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://svc/", nil)
+		req.Header = r.Header.Clone() // a proxy copies what came in
+		resp, err := client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		io.Copy(w, resp.Body)
+	})))
+	defer copying.Close()
+	assert.Equal(t, "prod uid=alice", rawGet(t, copying.URL, [][2]string{{"uid", "vip"}}))
+	assert.Equal(t, "prod uid=alice", rawGet(t, copying.URL, [][2]string{{"UID", "vip"}, {"uid", "vip"}}))
+}
