@@ -49,7 +49,7 @@ func Example_noInstance() {
 // A filter of your own runs after the gray decision. PartitionFilter
 // writes the common kind in one expression: here zone affinity, preferring
 // the instances of the caller's zone (the instance's Cluster), read from
-// the request value "zone", else every candidate. The grouping runs once
+// the request key "zone", else every candidate. The grouping runs once
 // per list change; a pick only looks the zone up.
 func ExamplePartitionFilter() {
 	reg := graylb.NewRegistry()
@@ -60,9 +60,8 @@ func ExamplePartitionFilter() {
 	reg.Register(a)
 	reg.Register(b)
 
-	zone := graylb.PartitionFilter(200, // after the version filter (100)
-		func(in graylb.Instance) string { return in.Cluster },
-		func(r graylb.Request) string { return r.Value("zone") })
+	zone := graylb.PartitionFilter(200, "zone", // after the version filter (100)
+		func(in graylb.Instance) string { return in.Cluster })
 	lb, _ := graylb.New(reg, graylb.WithFilters(zone))
 	defer lb.Close()
 	in, _ := lb.Pick(graylb.WithValue(context.Background(), "zone", "zone-b"), "pay")

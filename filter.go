@@ -32,28 +32,41 @@ type Stage interface {
 	Choose(r Request) int
 }
 
+// KeyReader is implemented by a ServerFilter that reads request keys
+// (Request.Value): the LoadBalancer lists them in Keys().Filters, so the
+// adapters propagate them from hop to hop and a trust boundary removes
+// them from an untrusted caller's request, as it does the gray key. A
+// filter that reads a key it does not declare is not covered by the trust
+// boundary.
+type KeyReader interface {
+	RequestKeys() []string
+}
+
 // PartitionFilter returns a ServerFilter that groups the candidates by
 // key(instance) once per list change and, per request, narrows them to the
-// group named value(request); when no group has that name (or the name is
-// empty), every candidate stays. For example, a zone-affinity filter:
+// group named by the request's value under requestKey; when no group has
+// that name (or the request has none), every candidate stays. requestKey
+// counts among the LoadBalancer's Keys (it is propagated, and stripped at
+// a trust boundary). For example, a zone-affinity filter:
 //
-//	graylb.PartitionFilter(200,
-//		func(in graylb.Instance) string { return in.Cluster },
-//		func(r graylb.Request) string { return r.Value("zone") })
-func PartitionFilter(order int, key func(Instance) string, value func(Request) string) ServerFilter {
-	return partitionFilter{order: order, key: key, value: value}
+//	graylb.PartitionFilter(200, "zone", func(in graylb.Instance) string { return in.Cluster })
+func PartitionFilter(order int, requestKey string, key func(Instance) string) ServerFilter {
+	return partitionFilter{order: order, requestKey: requestKey, key: key}
 }
 
 type partitionFilter struct {
-	order int
-	key   func(Instance) string
-	value func(Request) string
+	order      int
+	requestKey string
+	key        func(Instance) string
 }
 
 func (f partitionFilter) Order() int { return f.order }
 
+// RequestKeys is the request key the filter reads.
+func (f partitionFilter) RequestKeys() []string { return []string{f.requestKey} }
+
 func (f partitionFilter) Build(in BuildInfo) Stage {
-	st := &partitionStage{value: f.value, subsets: [][]Instance{in.Instances}, index: map[string]int{}}
+	st := &partitionStage{requestKey: f.requestKey, subsets: [][]Instance{in.Instances}, index: map[string]int{}}
 	for _, inst := range in.Instances {
 		k := f.key(inst)
 		if k == "" {
@@ -71,15 +84,15 @@ func (f partitionFilter) Build(in BuildInfo) Stage {
 }
 
 type partitionStage struct {
-	value   func(Request) string
-	subsets [][]Instance // 0: every candidate
-	index   map[string]int
+	requestKey string
+	subsets    [][]Instance // 0: every candidate
+	index      map[string]int
 }
 
 func (s *partitionStage) Subsets() [][]Instance { return s.subsets }
 
 func (s *partitionStage) Choose(r Request) int {
-	if i, ok := s.index[s.value(r)]; ok {
+	if i, ok := s.index[r.Value(s.requestKey)]; ok {
 		return i
 	}
 	return 0

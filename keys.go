@@ -16,6 +16,9 @@ type Keys struct {
 	Gray    string // default "gray"
 	User    string // default "uid"
 	Version string // default "version"
+	// Filters are the request keys the LoadBalancer's own filters read
+	// (see KeyReader), beside the version key.
+	Filters []string
 	// Match are the keys the match rules in force name, when the Keys
 	// came from LoadBalancer.Keys: a snapshot; rules change at run time,
 	// so adapters read LoadBalancer.MatchKeys per request instead.
@@ -27,12 +30,13 @@ func DefaultKeys() Keys {
 	return Keys{Gray: DefaultGrayHeader, User: DefaultUserHeader, Version: DefaultVersionHeader}
 }
 
-// Names returns the distinct names, in the order gray, user, version,
-// then the match keys. Header and metadata names are case-insensitive: two
-// names that differ only in letter case count once.
+// Names returns the distinct names, in the order gray, user, version, the
+// filters' keys, then the match keys. Header and metadata names are
+// case-insensitive: two names that differ only in letter case count once.
 func (k Keys) Names() []string {
-	out := make([]string, 0, 3+len(k.Match))
-	for _, n := range append([]string{k.Gray, k.User, k.Version}, k.Match...) {
+	out := make([]string, 0, 3+len(k.Filters)+len(k.Match))
+	all := append(append([]string{k.Gray, k.User, k.Version}, k.Filters...), k.Match...)
+	for _, n := range all {
 		dup := n == ""
 		for _, o := range out {
 			dup = dup || strings.EqualFold(o, n)
@@ -51,6 +55,11 @@ func (lb *LoadBalancer) Keys() Keys {
 		return DefaultKeys()
 	}
 	k := Keys{Gray: lb.gray.header, User: lb.gray.userHeader, Version: lb.versionHeader()}
+	for _, f := range lb.filters {
+		if kr, ok := f.(KeyReader); ok {
+			k.Filters = append(k.Filters, kr.RequestKeys()...)
+		}
+	}
 	if mk := lb.MatchKeys(); len(mk) > 0 {
 		k.Match = append([]string(nil), mk...)
 	}

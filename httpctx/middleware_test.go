@@ -195,3 +195,29 @@ func TestMiddleware_UserFromProgramWinsOverCopiedHeader(t *testing.T) {
 	assert.Equal(t, "prod uid=alice", rawGet(t, copying.URL, [][2]string{{"uid", "vip"}}))
 	assert.Equal(t, "prod uid=alice", rawGet(t, copying.URL, [][2]string{{"UID", "vip"}, {"uid", "vip"}}))
 }
+
+// The keys the LoadBalancer's filters read are routing keys too: an
+// untrusted caller's zone header does not choose the zone.
+func TestMiddleware_TrustBoundaryDropsFilterKeys(t *testing.T) {
+	reg := graylb.NewRegistry()
+	a, b := echoKind("zone-a", "zone"), echoKind("zone-b", "zone")
+	defer a.Close()
+	defer b.Close()
+	for srv, zone := range map[*httptest.Server]string{a: "a", b: "b"} {
+		in := register(t, reg, "svc", srv, nil)
+		require.NoError(t, reg.Update("svc", in.Addr(), func(i *graylb.Instance) { i.Cluster = zone }))
+	}
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithPolicy(graylb.StrictRoundRobin()),
+		graylb.WithFilters(graylb.PartitionFilter(200, "zone", func(in graylb.Instance) string { return in.Cluster })))
+	require.NoError(t, err)
+	defer lb.Close()
+	assert.Contains(t, lb.Keys().Names(), "zone")
+	untrusted := edge(t, lb, "svc", WithTrusted(func(*http.Request) bool { return false }))
+	trusted := edge(t, lb, "svc")
+	seen := map[string]int{}
+	for i := 0; i < 20; i++ {
+		seen[rawGet(t, untrusted.URL, [][2]string{{"Zone", "b"}})]++
+	}
+	assert.Equal(t, 10, seen["zone-a zone="], "an untrusted zone header chooses nothing: %v", seen)
+	assert.Equal(t, "zone-b zone=b", rawGet(t, trusted.URL, [][2]string{{"zone", "b"}}), "a trusted one chooses, and travels")
+}
