@@ -27,9 +27,11 @@ func p2cShares(t *testing.T, lb *LoadBalancer, ctx context.Context, n int, laten
 
 func TestP2C_AvoidsTheSlowInstance(t *testing.T) {
 	lb, _ := newTestLB(t, mix("svc", nil, nil, nil, nil), WithPolicy(P2C()))
+	// The slow one is far slower than any stall of a loaded machine between
+	// a call's start and its Done (which adds to a fast one's latency).
 	slow := func(port int) time.Duration {
 		if port == 9003 {
-			return 20 * time.Millisecond
+			return 5 * time.Second
 		}
 		return 500 * time.Microsecond
 	}
