@@ -72,7 +72,8 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return tim
 // (httpctx's Transport and grpcctx's picker do it themselves); a program
 // that picks by hand reports with Route.Call and Call.Done. Reporting a
 // result costs a few atomic operations; only an ejection or a
-// readmission rebuilds the service's routing, once, off the caller's path.
+// readmission rebuilds the service's routing, once, on the goroutine that
+// reported it.
 func WithOutlierDetection(cfg OutlierConfig) Option {
 	if cfg.ConsecutiveFailures <= 0 {
 		cfg.ConsecutiveFailures = DefaultConsecutiveFailures
