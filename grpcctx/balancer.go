@@ -134,6 +134,11 @@ type conn struct {
 	inst  graylb.Instance
 	state connectivity.State
 	err   error // the last connection error
+	// failing: the connection went TRANSIENT_FAILURE and has not been
+	// READY since; its retries (IDLE, CONNECTING) do not make it a
+	// connection that is still coming up (as grpc-go's round_robin sticks
+	// to TRANSIENT_FAILURE until a READY).
+	failing bool
 }
 
 // graylbBalancer keeps one connection per address the resolver gives and,
@@ -247,6 +252,9 @@ func (b *graylbBalancer) updateState(c *conn, st balancer.SubConnState) {
 	switch c.state {
 	case connectivity.TransientFailure:
 		c.err = st.ConnectionError
+		c.failing = true
+	case connectivity.Ready:
+		c.failing = false
 	case connectivity.Idle:
 		c.sc.Connect() // reconnect, as round_robin does
 	}
@@ -309,7 +317,7 @@ func (b *graylbBalancer) regenerate() {
 			ready[addr] = c
 			state = connectivity.Ready
 		case connectivity.Connecting, connectivity.Idle:
-			if state != connectivity.Ready {
+			if state != connectivity.Ready && !c.failing {
 				state = connectivity.Connecting
 			}
 		}
@@ -435,7 +443,7 @@ func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*graylb.Stat
 			if stats != nil {
 				readyStats = append(readyStats, stats[i])
 			}
-		case c.state == connectivity.TransientFailure:
+		case c.state == connectivity.TransientFailure || c.failing:
 			if c.err != nil {
 				rp.lastErr = c.err
 			}

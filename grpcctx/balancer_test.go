@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -407,4 +408,53 @@ func TestResolver_PushesARealEmptyList(t *testing.T) {
 		_, err := call(t, open, "-")
 		return status.Code(err) == codes.Unavailable
 	}, 5*time.Second, 10*time.Millisecond, "without protection the empty list reaches the balancer")
+}
+
+// A connection that failed stays failed for the picker through its retries
+// (IDLE, CONNECTING) until it is READY again, as grpc-go's round_robin
+// sticks to TRANSIENT_FAILURE: RPCs keep failing fast instead of queueing
+// during every retry.
+func TestBalancer_FailedConnectionStaysFailedThroughRetries(t *testing.T) {
+	reg := graylb.NewRegistry()
+	// It accepts TCP and never answers the HTTP/2 handshake: each try
+	// stays CONNECTING until the connect timeout, then fails.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", l.Addr().(*net.TCPAddr).Port, nil)))
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()))
+	require.NoError(t, err)
+	defer lb.Close()
+	fast := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1, MaxDelay: 50 * time.Millisecond}, MinConnectTimeout: 300 * time.Millisecond})
+	conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb), fast, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	require.NoError(t, err)
+	defer conn.Close()
+	c := testgrpc.NewTestServiceClient(conn)
+	callOnce := func() (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		return time.Since(start), err
+	}
+	require.Eventually(t, func() bool { d, err := callOnce(); return status.Code(err) == codes.Unavailable && d < 100*time.Millisecond },
+		10*time.Second, 10*time.Millisecond, "the first failure")
+	slow := 0
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+		d, err := callOnce()
+		require.Equal(t, codes.Unavailable, status.Code(err))
+		if d > 150*time.Millisecond {
+			slow++ // queued through a retry instead of failing fast
+		}
+	}
+	assert.Zero(t, slow, "RPCs queued while the failed connection retried")
 }
