@@ -29,7 +29,7 @@ func TestSwitchValues(t *testing.T) {
 		warn  bool
 	}{
 		{"true", true, false}, {"TRUE", true, false}, {"True", true, false},
-		{"", false, false}, // missing
+		{"", false, true}, // missing: off, and said so
 		{"false", false, false}, {"FALSE", false, false},
 		{"1", false, true}, {"yes", false, true}, {" true", false, true}, {"true\n", false, true},
 		{"truex", false, true}, {strings.Repeat("true", 1000), false, true},

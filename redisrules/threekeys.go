@@ -71,6 +71,11 @@ func (l *threeKeys) queue(p redis.Pipeliner, maxEntries int) func() (content, er
 func (l *threeKeys) rules(switchLen int64, switchPeek string, users, addrs []string, maxEntries int) (graylb.Rules, []string, error) {
 	var warnings []string
 	on := switchLen == int64(len("true")) && strings.EqualFold(switchPeek, "true")
+	if switchLen == 0 {
+		// The layout's rule (a missing switch is off), but never silent: a
+		// flushed database, a wrong one or a misspelt key name lands here.
+		warnings = append(warnings, fmt.Sprintf("switch key %q is missing or empty: gray routing is off, every instance serves every request (SET it to true to route by kind)", l.switchKey))
+	}
 	if switchLen > 0 && !on && !(switchLen == int64(len("false")) && strings.EqualFold(switchPeek, "false")) {
 		shown := fmt.Sprintf("%q", switchPeek)
 		if switchLen > int64(len(switchPeek)) {
