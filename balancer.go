@@ -42,7 +42,8 @@ type LoadBalancer struct {
 	outlier        *OutlierConfig // nil: no ejection
 	keepStats      bool           // outlier detection, or a StatsPolicy
 	healthWatchers fanout.Set[func(service string)]
-	ruleLog        ruleLog // rules in force, changes and refusals (RulesState)
+	ruleLog        ruleLog     // rules in force, changes and refusals (RulesState)
+	ejectionLog    ejectionLog // ejections and readmissions (Ejections)
 
 	testHookServiceBuilt func() // tests: runs after a new service's first build, before it is published
 }
@@ -86,6 +87,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		logger:   cfg.logger,
 		outlier:  cfg.outlier,
 	}
+	lb.outlier = lb.ejectionLog.wrap(cfg.outlier) // counts each event for Ejections
 	_, statsPolicy := cfg.policy.(StatsPolicy)
 	lb.keepStats = cfg.outlier != nil || statsPolicy
 	lb.rules.Store(defaultCompiledRules)
@@ -123,16 +125,18 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		} else if err := lb.SetRules(r); err != nil {
 			lb.logger.Error("graylb: rules refused; keeping the current rules", "err", err)
 		}
+		stopRefused := lb.watchRefusals(src) // documents Watch refuses (rulereport.go)
 		stop, err := src.Watch(func(r Rules) {
 			if err := lb.SetRules(r); err != nil {
 				lb.logger.Error("graylb: rules refused; keeping the current rules", "err", err)
 			}
 		})
 		if err != nil {
+			stopRefused()
 			lb.Close()
 			return nil, fmt.Errorf("graylb: watching rules: %w", err)
 		}
-		lb.ruleStop = stop
+		lb.ruleStop = func() { stop(); stopRefused() }
 	}
 	return lb, nil
 }
@@ -314,11 +318,16 @@ func (lb *LoadBalancer) rebuild(s *service, list []Instance) {
 	}
 	t, err := buildTree(s.name, live, &lb.gray, lb.filters, rules, lb.policy, stats)
 	if err != nil {
-		lb.logger.Error("graylb: keeping the previous routing", "service", s.name, "err", err)
-		if s.tree.Load() != nil {
+		// A filter failed. Under the same rules the previous routing is
+		// still right for its list; under new rules (a gray address, say)
+		// it is not, so route by the gray decision alone, which cannot fail
+		// and keeps prod off every instance the new rules make gray.
+		if old := s.tree.Load(); old != nil && old.rules == rules {
+			lb.logger.Error("graylb: keeping the previous routing", "service", s.name, "err", err)
 			return
 		}
-		t, _ = buildTree(s.name, nil, &lb.gray, nil, rules, lb.policy, nil)
+		lb.logger.Error("graylb: routing by the gray decision alone", "service", s.name, "err", err)
+		t, _ = buildTree(s.name, live, &lb.gray, nil, rules, lb.policy, stats)
 	}
 	t.ejected = ejected
 	s.list = list

@@ -3,6 +3,7 @@ package graylb
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -74,3 +75,26 @@ func (b buildFunc) Build(in BuildInfo) Stage { return b.fn(in) }
 
 func filterOf(s Stage) ServerFilter                       { return buildFunc{func(BuildInfo) Stage { return s }} }
 func filterOfBuild(fn func(BuildInfo) Stage) ServerFilter { return buildFunc{fn} }
+
+// A filter that fails under new rules cannot keep the old routing: prod
+// must stop reaching an instance the new rules make gray. The gray
+// decision alone routes until the filter builds again.
+func TestChain_FailingFilterUnderNewRulesKeepsProdOffGray(t *testing.T) {
+	var boom atomic.Bool
+	f := filterOfBuild(func(in BuildInfo) Stage {
+		if boom.Load() {
+			panic("boom")
+		}
+		return passStage{in.Instances}
+	})
+	lb, _ := newTestLB(t, []Instance{inst("svc", 1), inst("svc", 2)}, WithFilters(f))
+	prod := withHeaders(context.Background(), "gray", "false")
+	got, err := pickedSet(t, lb, prod, "svc", 6)
+	require.NoError(t, err)
+	require.Equal(t, []string{"127.0.0.1:1", "127.0.0.1:2"}, got)
+	boom.Store(true)
+	require.NoError(t, lb.SetRules(Rules{GrayAddresses: []string{"127.0.0.1:2"}}))
+	got, err = pickedSet(t, lb, prod, "svc", 10)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.0.1:1"}, got, "prod reached the instance the new rules made gray")
+}

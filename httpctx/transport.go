@@ -132,7 +132,7 @@ func WithBase(rt http.RoundTripper) TransportOption {
 }
 
 // WithMaxRetries bounds the retries after a connection failure (default 2;
-// 0 turns retries off).
+// 0 turns retries off; a negative n keeps the default).
 func WithMaxRetries(n int) TransportOption {
 	return func(t *Transport) {
 		if n >= 0 {

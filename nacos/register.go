@@ -15,8 +15,8 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
 
-// Environment variables read by Register (seed 002 deploys gray instances
-// with gray-tag: ${gray:false}; these are graylb's names for the same).
+// Environment variables read by Register, so a deployment marks a gray
+// build by its environment alone (gray defaults to false).
 const (
 	EnvGray    = "GRAYLB_GRAY"    // "true" registers a gray instance
 	EnvVersion = "GRAYLB_VERSION" // the instance's version metadata
