@@ -446,7 +446,10 @@ func TestBalancer_FailedConnectionStaysFailedThroughRetries(t *testing.T) {
 		_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
 		return time.Since(start), err
 	}
-	require.Eventually(t, func() bool { d, err := callOnce(); return status.Code(err) == codes.Unavailable && d < 100*time.Millisecond },
+	require.Eventually(t, func() bool {
+		d, err := callOnce()
+		return status.Code(err) == codes.Unavailable && d < 100*time.Millisecond
+	},
 		10*time.Second, 10*time.Millisecond, "the first failure")
 	slow := 0
 	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
