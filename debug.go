@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"html/template"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,12 +116,12 @@ type debugHandler struct {
 
 // DebugState is what DebugHandler shows, and its JSON.
 type DebugState struct {
-	Generated time.Time          `json:"generated"`
-	Keys      DebugKeys          `json:"keys"`
-	Services  []DebugService     `json:"services"`
-	Rules     DebugRules         `json:"rules"`
-	Cache     DebugCache         `json:"cache"`
-	Ejections *DebugEjectionInfo `json:"ejections"` // null until outlier ejection exists
+	Generated time.Time      `json:"generated"`
+	Keys      DebugKeys      `json:"keys"`
+	Services  []DebugService `json:"services"`
+	Rules     DebugRules     `json:"rules"`
+	Cache     DebugCache     `json:"cache"`
+	Ejections DebugEjections `json:"ejections"`
 }
 
 // DebugKeys are the LoadBalancer's key names (Keys).
@@ -137,14 +138,52 @@ type DebugCache struct {
 	HeldShrinks  uint64 `json:"heldShrinks"`
 }
 
-// DebugEjectionInfo is reserved for outlier ejection's counters.
-type DebugEjectionInfo struct{}
+// DebugEjections is outlier detection's part of the debug page
+// (LoadBalancer.Ejections).
+type DebugEjections struct {
+	Enabled      bool                 `json:"enabled"`
+	Ejected      int                  `json:"ejected"` // instances ejected now, over every routed service
+	Ejections    uint64               `json:"ejections"`
+	Readmissions uint64               `json:"readmissions"`
+	Counts       []DebugEjectionCount `json:"counts"`
+	Last         *DebugEjectionEvent  `json:"last"` // null: none yet
+}
+
+// DebugEjectionCount is the ejections and readmissions of one kind of
+// instance of one service.
+type DebugEjectionCount struct {
+	Service      string `json:"service"`
+	Kind         string `json:"kind"`
+	Ejections    uint64 `json:"ejections"`
+	Readmissions uint64 `json:"readmissions"`
+}
+
+// DebugEjectionEvent is one ejection (forMs > 0) or readmission (forMs
+// 0).
+type DebugEjectionEvent struct {
+	Service string    `json:"service"`
+	Addr    string    `json:"addr"`
+	Kind    string    `json:"kind"`
+	ForMs   int64     `json:"forMs"`
+	At      time.Time `json:"at"`
+}
+
+// DebugInstanceStats is an instance's Stats on the debug page
+// (InstanceStats); null when the LoadBalancer keeps none.
+type DebugInstanceStats struct {
+	Ejected   bool    `json:"ejected"`
+	InFlight  int64   `json:"inFlight"`
+	LatencyMs float64 `json:"latencyMs"` // peak-EWMA estimate; 0 before the first result
+	Failures  int     `json:"failures"`  // consecutive
+}
 
 // DebugService is one service on the debug page.
 type DebugService struct {
 	Service      string                       `json:"service"`
-	Prod         int                          `json:"prod"`
+	Prod         int                          `json:"prod"` // routable
 	Gray         int                          `json:"gray"`
+	EjectedProd  int                          `json:"ejectedProd"`
+	EjectedGray  int                          `json:"ejectedGray"`
 	GrayFallback bool                         `json:"grayFallback"`
 	Instances    []DebugInstance              `json:"instances"`
 	Picks        map[string]map[string]uint64 `json:"picks,omitempty"` // kind → outcome → count
@@ -152,15 +191,15 @@ type DebugService struct {
 
 // DebugInstance is one instance on the debug page.
 type DebugInstance struct {
-	Addr     string            `json:"addr"`
-	Kind     string            `json:"kind"`
-	Version  string            `json:"version"`
-	Weight   float64           `json:"weight"`
-	Cluster  string            `json:"cluster"`
-	Usable   bool              `json:"usable"`
-	Ejection string            `json:"ejection"`
-	Subsets  []string          `json:"subsets"`
-	Metadata map[string]string `json:"metadata"`
+	Addr     string              `json:"addr"`
+	Kind     string              `json:"kind"`
+	Version  string              `json:"version"`
+	Weight   float64             `json:"weight"`
+	Cluster  string              `json:"cluster"`
+	Usable   bool                `json:"usable"`
+	Ejection *DebugInstanceStats `json:"ejection"`
+	Subsets  []string            `json:"subsets"`
+	Metadata map[string]string   `json:"metadata"`
 }
 
 // DebugRules is the rules part of the debug page.
@@ -187,15 +226,32 @@ func (h *debugHandler) state() DebugState {
 		if !ok {
 			continue
 		}
-		ds := DebugService{Service: name, Prod: ss.Prod, Gray: ss.Gray, GrayFallback: ss.GrayFallback, Instances: []DebugInstance{}}
+		ds := DebugService{Service: name, Prod: ss.Prod, Gray: ss.Gray, EjectedProd: ss.EjectedProd, EjectedGray: ss.EjectedGray, GrayFallback: ss.GrayFallback, Instances: []DebugInstance{}}
+		st.Ejections.Ejected += ss.EjectedProd + ss.EjectedGray
 		for _, in := range ss.Instances {
-			ds.Instances = append(ds.Instances, DebugInstance{Addr: in.Addr, Kind: in.Kind.String(), Version: in.Version,
-				Weight: in.Weight, Cluster: in.Cluster, Usable: in.Usable, Ejection: in.Ejection, Subsets: in.Subsets, Metadata: in.Metadata})
+			di := DebugInstance{Addr: in.Addr, Kind: in.Kind.String(), Version: in.Version,
+				Weight: in.Weight, Cluster: in.Cluster, Usable: in.Usable, Subsets: in.Subsets, Metadata: in.Metadata}
+			if s := in.Stats; s != nil {
+				di.Ejection = &DebugInstanceStats{Ejected: s.Ejected, InFlight: s.InFlight,
+					LatencyMs: float64(s.Latency) / float64(time.Millisecond), Failures: s.Failures}
+			}
+			ds.Instances = append(ds.Instances, di)
 		}
 		if h.picks != nil {
 			ds.Picks = h.picks.Counts(name)
 		}
 		st.Services = append(st.Services, ds)
+	}
+	es := lb.Ejections()
+	st.Ejections.Enabled, st.Ejections.Ejections, st.Ejections.Readmissions = es.Enabled, es.Ejections, es.Readmissions
+	st.Ejections.Counts = make([]DebugEjectionCount, 0, len(es.Counts))
+	for _, c := range es.Counts {
+		st.Ejections.Counts = append(st.Ejections.Counts, DebugEjectionCount{Service: c.Service, Kind: c.Kind.String(),
+			Ejections: c.Ejections, Readmissions: c.Readmissions})
+	}
+	if e := es.Last; e != nil {
+		st.Ejections.Last = &DebugEjectionEvent{Service: e.Service, Addr: e.Addr, Kind: e.Kind.String(),
+			ForMs: e.For.Milliseconds(), At: es.LastAt}
 	}
 	rs := lb.RulesState()
 	st.Rules = DebugRules{Rules: rs.Rules, Source: rs.Source, Changes: rs.Changes, Refused: rs.Refused,
@@ -243,6 +299,7 @@ func debugRulesJSON(r Rules) string {
 
 var debugPage = template.Must(template.New("debug").Funcs(template.FuncMap{
 	"rulesJSON": debugRulesJSON,
+	"ms":        func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " ms" },
 	"when": func(t *time.Time) string {
 		if t == nil {
 			return "never"
@@ -293,11 +350,22 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 <tr><td class="num">{{.Cache.Applied}}</td><td class="num">{{.Cache.RefusedEmpty}}</td><td class="num">{{.Cache.HeldShrinks}}</td></tr>
 </table>
 
+<h2>Outlier ejection</h2>
+{{with .Ejections}}{{if .Enabled}}<table id="ejections">
+<tr><th>ejected now</th><th>ejections</th><th>readmissions</th><th>last</th></tr>
+<tr><td class="num" id="ejected-now">{{.Ejected}}</td><td class="num" id="ejections-total">{{.Ejections}}</td><td class="num" id="readmissions-total">{{.Readmissions}}</td>
+<td id="ejections-last">{{with .Last}}{{if .ForMs}}ejected{{else}}readmitted{{end}} <span class="mono">{{.Service}} {{.Addr}}</span> ({{.Kind}}){{if .ForMs}} for {{.ForMs}} ms{{end}} at {{.At.Format "2006-01-02T15:04:05Z07:00"}}{{else}}<span class="muted">none</span>{{end}}</td></tr>
+</table>
+{{with .Counts}}<table id="ejection-counts">
+<tr><th>service</th><th>instance kind</th><th>ejections</th><th>readmissions</th></tr>
+{{range .}}<tr><td>{{.Service}}</td><td class="kind-{{.Kind}}">{{.Kind}}</td><td class="num">{{.Ejections}}</td><td class="num">{{.Readmissions}}</td></tr>
+{{end}}</table>{{end}}{{else}}<p class="muted" id="ejections-off">Outlier detection is off.</p>{{end}}{{end}}
+
 <h2>Services</h2>
 {{if not .Services}}<p class="muted" id="no-services">No service routed yet: a service appears after its first pick.</p>{{end}}
 {{range .Services}}
 <section class="service" data-service="{{.Service}}">
-<h3>{{.Service}} <span class="muted">&mdash; {{.Prod}} prod, {{.Gray}} gray{{if .GrayFallback}}; no gray instance: gray requests fall back to every instance{{end}}</span></h3>
+<h3>{{.Service}} <span class="muted">&mdash; {{.Prod}} prod, {{.Gray}} gray{{if or .EjectedProd .EjectedGray}} routable; ejected: {{.EjectedProd}} prod, {{.EjectedGray}} gray{{end}}{{if .GrayFallback}}; no gray instance: gray requests fall back to every instance{{end}}</span></h3>
 <table class="instances">
 <tr><th>address</th><th>kind</th><th>version</th><th>weight</th><th>cluster</th><th>usable</th><th>ejection</th><th>serves (subsets)</th><th>metadata</th></tr>
 {{range .Instances}}<tr class="instance">
@@ -307,7 +375,7 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 <td class="num weight">{{.Weight}}</td>
 <td>{{.Cluster}}</td>
 <td class="usable">{{if .Usable}}yes{{else}}<span class="bad">no</span>{{end}}</td>
-<td class="ejection">{{if .Ejection}}<span class="bad">{{.Ejection}}</span>{{else}}<span class="muted">&ndash;</span>{{end}}</td>
+<td class="ejection">{{with .Ejection}}{{if .Ejected}}<span class="bad ejected">ejected</span>{{else}}<span class="admitted">admitted</span>{{end}}<br><span class="muted">in flight <span class="inflight">{{.InFlight}}</span> &middot; latency <span class="latency">{{ms .LatencyMs}}</span>{{if .Failures}} &middot; <span class="failures">{{.Failures}}</span> failures in a row{{end}}</span>{{else}}<span class="muted">&ndash;</span>{{end}}</td>
 <td class="subsets">{{range .Subsets}}<span class="tag">{{.}}</span>{{end}}</td>
 <td class="metadata mono">{{range $k, $v := .Metadata}}<span class="tag">{{$k}}={{$v}}</span>{{end}}</td>
 </tr>

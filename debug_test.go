@@ -56,7 +56,7 @@ func TestDebugHandlerJSON(t *testing.T) {
 	require.Equal(t, "v1", s.Instances[0].Version)
 	require.Equal(t, "gray", s.Instances[1].Kind)
 	require.True(t, s.Instances[1].Usable)
-	require.Empty(t, s.Instances[1].Ejection)
+	require.Nil(t, s.Instances[1].Ejection)
 	require.Equal(t, uint64(3), s.Picks["prod"]["selected"])
 	require.Equal(t, uint64(1), s.Picks["gray"]["selected"])
 	require.Equal(t, []string{"alice"}, st.Rules.Rules.GrayUsers)
@@ -64,8 +64,8 @@ func TestDebugHandlerJSON(t *testing.T) {
 	require.Equal(t, uint64(1), st.Rules.Refused)
 	require.Contains(t, st.Rules.LastRefusedError, "grayUsers[0] is empty")
 	require.NotNil(t, st.Rules.LastRefusedRules)
-	require.Contains(t, body, `"ejections": null`)
-	require.Contains(t, body, `"ejection": ""`)
+	require.False(t, st.Ejections.Enabled)
+	require.Contains(t, body, `"ejection": null`)
 }
 
 func TestDebugHandlerEscapesMetadata(t *testing.T) {

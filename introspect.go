@@ -27,8 +27,12 @@ type ServiceState struct {
 	// Instances are the instances routing knows (those the Cache kept:
 	// healthy, enabled, weight > 0), in the supplier's order, prod first.
 	Instances []InstanceState
-	// Prod and Gray count the instances of each kind.
+	// Prod and Gray count the routable instances of each kind.
 	Prod, Gray int
+	// EjectedProd and EjectedGray count the instances of each kind that
+	// outlier detection has ejected: they are listed in Instances (not
+	// Usable, in no subset) and not counted in Prod and Gray.
+	EjectedProd, EjectedGray int
 	// GrayFallback: a gray request would be served by every instance,
 	// as the service has no gray instance (routing on, not closed).
 	GrayFallback bool
@@ -44,16 +48,38 @@ type InstanceState struct {
 	// Usable: the instance may be picked (healthy, enabled, positive
 	// weight, and not ejected).
 	Usable bool
-	// Ejection says why traffic management took the instance out of
-	// rotation; "" when it is not ejected (always, until outlier ejection
-	// exists).
-	Ejection string
+	// Stats is what the LoadBalancer knows of the instance's calls and
+	// whether outlier detection ejected it; nil when it keeps no Stats
+	// (no outlier detection and a policy that reads none) or the service
+	// is one only its Cache follows.
+	Stats *InstanceStats
 	// Subsets are the subsets the instance lands in (SubsetProd,
 	// SubsetGray, SubsetAll): which requests it can serve.
 	Subsets []string
 	// Metadata is a copy of the instance's registry metadata: untrusted
 	// text, escape it wherever it is shown.
 	Metadata map[string]string
+}
+
+// InstanceStats is a reading of an instance's Stats.
+type InstanceStats struct {
+	// Ejected: outlier detection took the instance out of rotation.
+	Ejected bool
+	// InFlight counts calls started and not yet done.
+	InFlight int64
+	// Latency is the peak-EWMA latency estimate, decayed to now (0 before
+	// the first result).
+	Latency time.Duration
+	// Failures counts consecutive failed calls (kept with outlier
+	// detection only).
+	Failures int
+}
+
+func readStats(s *Stats) *InstanceStats {
+	if s == nil {
+		return nil
+	}
+	return &InstanceStats{Ejected: s.Ejected(), InFlight: s.InFlight(), Latency: s.Latency(), Failures: int(s.fails.Load())}
 }
 
 // Services returns the names of the services the LoadBalancer routes:
@@ -104,8 +130,16 @@ func (c *Cache) ready(e *cacheEntry) bool {
 // force.
 func (lb *LoadBalancer) Snapshot(service string) (ServiceState, bool) {
 	if s := (*lb.services.Load())[service]; s != nil {
-		if t := s.tree.Load(); t != nil {
-			return lb.snapshot(service, t.gray, t.rules), true
+		// The tree and the list it was built from, as one pair.
+		s.mu.Lock()
+		t, list := s.tree.Load(), s.list
+		s.mu.Unlock()
+		if t != nil {
+			st := lb.snapshot(service, t.gray, t.rules)
+			if h := s.health; h != nil {
+				lb.addStats(&st, h, list, t.rules)
+			}
+			return st, true
 		}
 	}
 	lb.cache.mu.Lock()
@@ -119,12 +153,6 @@ func (lb *LoadBalancer) Snapshot(service string) (ServiceState, bool) {
 }
 
 func (lb *LoadBalancer) snapshot(service string, gs *grayStage, rules *compiledRules) ServiceState {
-	versionKey := DefaultVersionKey
-	for _, f := range lb.filters {
-		if v, ok := f.(*VersionFilter); ok {
-			versionKey = v.metaKey
-		}
-	}
 	inAll := make(map[string]bool, len(gs.all))
 	for _, in := range gs.all {
 		inAll[in.Addr()] = true
@@ -132,11 +160,8 @@ func (lb *LoadBalancer) snapshot(service string, gs *grayStage, rules *compiledR
 	st := ServiceState{Service: service, Prod: len(gs.prod), Gray: len(gs.gray),
 		GrayFallback: len(gs.gray) == 0 && len(gs.all) > 0 && rules.enabled}
 	add := func(in Instance, kind Kind, subset string) {
-		is := InstanceState{Addr: in.Addr(), Kind: kind, Weight: in.Weight, Cluster: in.Cluster, Usable: in.Usable(),
-			Version: in.Metadata[versionKey], Subsets: []string{subset}, Metadata: make(map[string]string, len(in.Metadata))}
-		for k, v := range in.Metadata {
-			is.Metadata[k] = v
-		}
+		is := lb.instanceState(in, kind)
+		is.Subsets = []string{subset}
 		if inAll[is.Addr] {
 			is.Subsets = append(is.Subsets, SubsetAll)
 		}
@@ -149,6 +174,165 @@ func (lb *LoadBalancer) snapshot(service string, gs *grayStage, rules *compiledR
 		add(in, Gray, SubsetGray)
 	}
 	return st
+}
+
+// addStats attaches the Stats of h to the routable instances of st, and
+// lists the ejected instances of list after the routable ones of their
+// kind.
+func (lb *LoadBalancer) addStats(st *ServiceState, h *health, list []Instance, rules *compiledRules) {
+	table := *h.table.Load()
+	byAddr := make(map[string]*Stats, len(list))
+	for _, in := range list {
+		byAddr[in.Addr()] = table[keyOf(in)]
+	}
+	for i := range st.Instances {
+		st.Instances[i].Stats = readStats(byAddr[st.Instances[i].Addr])
+	}
+	var ejected [2][]InstanceState
+	for _, in := range list {
+		s := table[keyOf(in)]
+		if s == nil || !s.Ejected() {
+			continue
+		}
+		k := lb.gray.instanceKind(in, rules)
+		is := lb.instanceState(in, k)
+		is.Usable = false
+		is.Subsets = []string{}
+		is.Stats = readStats(s)
+		ejected[k] = append(ejected[k], is)
+	}
+	if len(ejected[Prod])+len(ejected[Gray]) == 0 {
+		return
+	}
+	st.EjectedProd, st.EjectedGray = len(ejected[Prod]), len(ejected[Gray])
+	out := make([]InstanceState, 0, len(st.Instances)+st.EjectedProd+st.EjectedGray)
+	out = append(out, st.Instances[:st.Prod]...)
+	out = append(out, ejected[Prod]...)
+	out = append(out, st.Instances[st.Prod:]...)
+	out = append(out, ejected[Gray]...)
+	st.Instances = out
+}
+
+// EjectionsState is what the LoadBalancer knows of outlier detection.
+type EjectionsState struct {
+	// Enabled: outlier detection is on (WithOutlierDetection).
+	Enabled bool
+	// Ejections and Readmissions count every ejection and readmission
+	// since New.
+	Ejections, Readmissions uint64
+	// Counts are the same counts by service and kind, sorted by service,
+	// then kind.
+	Counts []EjectionCount
+	// Last is the last ejection or readmission (nil: none), at LastAt.
+	Last   *Ejection
+	LastAt time.Time
+}
+
+// EjectionCount counts the ejections and readmissions of one kind of
+// instance of one service.
+type EjectionCount struct {
+	Service                 string
+	Kind                    Kind
+	Ejections, Readmissions uint64
+}
+
+// Ejections returns the ejections and readmissions outlier detection made.
+// Which instances are ejected now is in each service's Snapshot.
+func (lb *LoadBalancer) Ejections() EjectionsState {
+	return lb.ejectionLog.state(lb.outlier != nil)
+}
+
+// ejectionLog counts ejections and readmissions for Ejections. It holds
+// one entry per service and kind that had one: services the LoadBalancer
+// routes, so it is as bounded as they are.
+type ejectionLog struct {
+	mu     sync.Mutex
+	counts map[ejectionKey]*[2]uint64 // ejections, readmissions
+	total  [2]uint64
+	last   *Ejection
+	lastAt time.Time
+}
+
+type ejectionKey struct {
+	service string
+	kind    Kind
+}
+
+// wrap returns a copy of cfg whose OnEjection records each event in l
+// before calling cfg's own (nil for a nil cfg).
+func (l *ejectionLog) wrap(cfg *OutlierConfig) *OutlierConfig {
+	if cfg == nil {
+		return nil
+	}
+	c := *cfg
+	next := cfg.OnEjection
+	c.OnEjection = func(e Ejection) {
+		l.record(e)
+		if next != nil {
+			next(e)
+		}
+	}
+	return &c
+}
+
+func (l *ejectionLog) record(e Ejection) {
+	i := 0 // ejection
+	if e.For == 0 {
+		i = 1 // readmission
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.counts == nil {
+		l.counts = map[ejectionKey]*[2]uint64{}
+	}
+	k := ejectionKey{e.Service, e.Kind}
+	c := l.counts[k]
+	if c == nil {
+		c = new([2]uint64)
+		l.counts[k] = c
+	}
+	c[i]++
+	l.total[i]++
+	l.last, l.lastAt = &e, time.Now()
+}
+
+func (l *ejectionLog) state(enabled bool) EjectionsState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := EjectionsState{Enabled: enabled, Ejections: l.total[0], Readmissions: l.total[1], LastAt: l.lastAt,
+		Counts: make([]EjectionCount, 0, len(l.counts))}
+	if l.last != nil {
+		e := *l.last
+		st.Last = &e
+	}
+	for k, c := range l.counts {
+		st.Counts = append(st.Counts, EjectionCount{Service: k.service, Kind: k.kind, Ejections: c[0], Readmissions: c[1]})
+	}
+	sort.Slice(st.Counts, func(i, j int) bool {
+		a, b := st.Counts[i], st.Counts[j]
+		if a.Service != b.Service {
+			return a.Service < b.Service
+		}
+		return a.Kind < b.Kind
+	})
+	return st
+}
+
+// instanceState is in as routing sees it, with its metadata copied and no
+// subset.
+func (lb *LoadBalancer) instanceState(in Instance, kind Kind) InstanceState {
+	versionKey := DefaultVersionKey
+	for _, f := range lb.filters {
+		if v, ok := f.(*VersionFilter); ok {
+			versionKey = v.metaKey
+		}
+	}
+	is := InstanceState{Addr: in.Addr(), Kind: kind, Weight: in.Weight, Cluster: in.Cluster, Usable: in.Usable(),
+		Version: in.Metadata[versionKey], Metadata: make(map[string]string, len(in.Metadata))}
+	for k, v := range in.Metadata {
+		is.Metadata[k] = v
+	}
+	return is
 }
 
 // RulesState is what the LoadBalancer knows of its rules.

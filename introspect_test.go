@@ -33,7 +33,7 @@ func TestSnapshotSubsets(t *testing.T) {
 	require.Equal(t, "v1", p.Version)
 	require.Equal(t, []string{SubsetProd}, p.Subsets)
 	require.True(t, p.Usable)
-	require.Empty(t, p.Ejection)
+	require.Nil(t, p.Stats, "no Stats kept")
 	require.Equal(t, Gray, g.Kind)
 	require.Equal(t, []string{SubsetGray}, g.Subsets)
 	require.Equal(t, "<script>x</script>", g.Metadata["note"], "metadata is reported as it is; the page escapes it")

@@ -36,6 +36,12 @@ const (
 	MetricRuleChanges = "graylb.rules.changes"
 	// MetricRulesRefused counts refused rule sets and documents (Register).
 	MetricRulesRefused = "graylb.rules.refused"
+	// MetricEjections counts outlier detection's ejections by service and
+	// instance kind (Register).
+	MetricEjections = "graylb.ejections"
+	// MetricEjected is the number of instances ejected now by service and
+	// kind (Register).
+	MetricEjected = "graylb.instances.ejected"
 )
 
 // Observer returns a graylb.Observer that counts each pick in the
@@ -136,10 +142,15 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 //     applied, refused_empty (an empty update refused by the empty
 //     protection), held_shrink (a sudden shrink held);
 //   - MetricRuleChanges and MetricRulesRefused (counters): accepted and
-//     refused rule sets and documents (graylb.LoadBalancer.RulesState).
+//     refused rule sets and documents (graylb.LoadBalancer.RulesState);
+//   - MetricEjections (counter): outlier detection's ejections by service
+//     and instance kind (graylb.LoadBalancer.Ejections), and
+//     MetricEjected (gauge): instances ejected now, by service and kind;
+//     both only with outlier detection on.
 //
-// Outlier ejections will be counted here too once graylb ejects
-// instances. Unregister the returned Registration before dropping lb.
+// MetricInstances counts routable instances: an ejected one is counted
+// in MetricEjected instead. Unregister the returned Registration before
+// dropping lb.
 func Register(meter metric.Meter, lb *graylb.LoadBalancer, opts ...Option) (metric.Registration, error) {
 	if meter == nil || lb == nil {
 		return nil, fmt.Errorf("otelgraylb: nil meter or LoadBalancer")
@@ -170,10 +181,24 @@ func Register(meter metric.Meter, lb *graylb.LoadBalancer, opts ...Option) (metr
 	if err != nil {
 		return nil, fmt.Errorf("otelgraylb: %w", err)
 	}
+	ejections, err := meter.Int64ObservableCounter(MetricEjections,
+		metric.WithDescription("Outlier ejections by service and instance kind."), metric.WithUnit("{ejection}"))
+	if err != nil {
+		return nil, fmt.Errorf("otelgraylb: %w", err)
+	}
+	ejected, err := meter.Int64ObservableGauge(MetricEjected,
+		metric.WithDescription("Instances ejected by outlier detection now, by service and kind."), metric.WithUnit("{instance}"))
+	if err != nil {
+		return nil, fmt.Errorf("otelgraylb: %w", err)
+	}
 	with := func(kv ...attribute.KeyValue) metric.ObserveOption {
 		return metric.WithAttributes(append(kv, o.attrs...)...)
 	}
 	return meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+		es := lb.Ejections()
+		for _, c := range es.Counts {
+			ob.ObserveInt64(ejections, int64(c.Ejections), with(AttrService.String(c.Service), AttrKind.String(c.Kind.String())))
+		}
 		for _, svc := range lb.Services() {
 			st, ok := lb.Snapshot(svc)
 			if !ok {
@@ -181,6 +206,10 @@ func Register(meter metric.Meter, lb *graylb.LoadBalancer, opts ...Option) (metr
 			}
 			ob.ObserveInt64(instances, int64(st.Prod), with(AttrService.String(svc), AttrKind.String(graylb.Prod.String())))
 			ob.ObserveInt64(instances, int64(st.Gray), with(AttrService.String(svc), AttrKind.String(graylb.Gray.String())))
+			if es.Enabled {
+				ob.ObserveInt64(ejected, int64(st.EjectedProd), with(AttrService.String(svc), AttrKind.String(graylb.Prod.String())))
+				ob.ObserveInt64(ejected, int64(st.EjectedGray), with(AttrService.String(svc), AttrKind.String(graylb.Gray.String())))
+			}
 		}
 		cs := lb.Cache().Stats()
 		ob.ObserveInt64(updates, int64(cs.Applied), with(AttrResult.String("applied")))
@@ -190,5 +219,5 @@ func Register(meter metric.Meter, lb *graylb.LoadBalancer, opts ...Option) (metr
 		ob.ObserveInt64(changes, int64(rs.Changes), with())
 		ob.ObserveInt64(refused, int64(rs.Refused), with())
 		return nil
-	}, instances, updates, changes, refused)
+	}, instances, updates, changes, refused, ejections, ejected)
 }

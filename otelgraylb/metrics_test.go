@@ -158,3 +158,39 @@ func TestObserverAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() { obs("svc", graylb.Gray, graylb.Selected) })
 	require.Zero(t, allocs)
 }
+
+func TestRegisterCountsEjections(t *testing.T) {
+	reader, mp := newMeter(t)
+	reg := registry(t, "svc", false, false, true)
+	lb, err := graylb.New(reg, graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: 2}))
+	require.NoError(t, err)
+	defer lb.Close()
+	_, err = otelgraylb.Register(mp.Meter(otelgraylb.ScopeName), lb)
+	require.NoError(t, err)
+	_, err = lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	require.Empty(t, points(t, reader, otelgraylb.MetricEjections), "no ejection yet")
+	require.Equal(t, map[string]int64{"graylb.kind=prod,graylb.service=svc": 0, "graylb.kind=gray,graylb.service=svc": 0},
+		points(t, reader, otelgraylb.MetricEjected))
+
+	bad := graylb.NewInstance("svc", "127.0.0.1", 9000, nil)
+	lb.Report("svc", bad, false, 0)
+	lb.Report("svc", bad, false, 0) // the second failure in a row ejects it, on this goroutine
+
+	require.Equal(t, map[string]int64{"graylb.kind=prod,graylb.service=svc": 1}, points(t, reader, otelgraylb.MetricEjections))
+	require.Equal(t, map[string]int64{"graylb.kind=prod,graylb.service=svc": 1, "graylb.kind=gray,graylb.service=svc": 0},
+		points(t, reader, otelgraylb.MetricEjected))
+	require.Equal(t, map[string]int64{"graylb.kind=prod,graylb.service=svc": 1, "graylb.kind=gray,graylb.service=svc": 1},
+		points(t, reader, otelgraylb.MetricInstances), "an ejected instance is not routable")
+
+	// Without outlier detection, no ejected gauge.
+	reader2, mp2 := newMeter(t)
+	lb2, err := graylb.New(registry(t, "svc", false))
+	require.NoError(t, err)
+	defer lb2.Close()
+	_, err = otelgraylb.Register(mp2.Meter(otelgraylb.ScopeName), lb2)
+	require.NoError(t, err)
+	_, err = lb2.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	require.Empty(t, points(t, reader2, otelgraylb.MetricEjected))
+}
