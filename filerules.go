@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/graylb/graylb/internal/fanout"
 )
 
 // FileRuleSource reads a JSON rule document from a local file and polls it
@@ -18,6 +20,7 @@ type FileRuleSource struct {
 	path     string
 	interval time.Duration
 	logger   *slog.Logger
+	refusals fanout.Set[func(error)]
 }
 
 // FileOption configures a FileRuleSource.
@@ -82,7 +85,8 @@ func (s *FileRuleSource) read() ([]byte, error) {
 }
 
 // Watch polls the file; each time its content changes and parses, fn is
-// called. A document that does not parse is logged and skipped.
+// called. A document that does not parse is logged, reported to OnRefused's
+// functions and skipped.
 func (s *FileRuleSource) Watch(fn func(Rules)) (func(), error) {
 	if fn == nil {
 		return nil, errors.New("graylb: rules: nil watch function")
@@ -107,6 +111,10 @@ func (s *FileRuleSource) Watch(fn func(Rules)) (func(), error) {
 			r, err := ParseRules(data)
 			if err != nil {
 				s.logger.Error("graylb: rule document refused; previous rules stay in force", "path", s.path, "err", err)
+				err = fmt.Errorf("%s: %w", s.path, err)
+				for _, f := range s.refusals.Snapshot() {
+					f(err)
+				}
 				continue
 			}
 			fn(r)
@@ -114,3 +122,15 @@ func (s *FileRuleSource) Watch(fn func(Rules)) (func(), error) {
 	}()
 	return func() { once.Do(func() { close(done) }) }, nil
 }
+
+// OnRefused calls fn with the error (wrapping ErrInvalidRules) of each
+// document Watch refuses, once per change of the file, until stop is
+// called (RefusalReporter).
+func (s *FileRuleSource) OnRefused(fn func(error)) (stop func()) {
+	if fn == nil {
+		return func() {}
+	}
+	return s.refusals.Add(fn)
+}
+
+var _ RefusalReporter = (*FileRuleSource)(nil)

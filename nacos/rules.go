@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/internal/fanout"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
 
@@ -25,14 +26,17 @@ const DefaultRulesDataID = "graylb-rules.json"
 // RuleSource is a graylb.RuleSource over Nacos config: a JSON rule
 // document (see graylb.Rules) under a data id and group, reloaded live
 // through the SDK's config listener. A document that does not parse or
-// validate is refused with a logged error; the previous rules stay in
-// force.
+// validate is refused with a logged error, reported to OnRefused's
+// functions (so a LoadBalancer's RulesState counts it); the previous rules
+// stay in force.
 type RuleSource struct {
 	client  configClient
 	closeFn func()
 	dataID  string
 	group   string
 	logger  *slog.Logger
+
+	refusals fanout.Set[func(error)]
 }
 
 // NewRuleSource returns a RuleSource for dataID (DefaultRulesDataID when
@@ -101,6 +105,10 @@ func (r *RuleSource) Watch(fn func(graylb.Rules)) (func(), error) {
 		rules, err := graylb.ParseRules([]byte(data))
 		if err != nil {
 			r.logger.Error("nacos: rule document refused; previous rules stay in force", "dataId", r.dataID, "group", r.group, "err", err)
+			err = fmt.Errorf("nacos: rules %s/%s: %w", r.group, r.dataID, err)
+			for _, f := range r.refusals.Snapshot() {
+				f(err)
+			}
 			return
 		}
 		fn(rules)
@@ -118,6 +126,17 @@ func (r *RuleSource) Watch(fn func(graylb.Rules)) (func(), error) {
 	}, nil
 }
 
+// OnRefused calls fn with the error (wrapping graylb.ErrInvalidRules) of
+// each document Watch refuses, until stop is called
+// (graylb.RefusalReporter). The SDK's listener calls it once per change
+// of the document.
+func (r *RuleSource) OnRefused(fn func(error)) (stop func()) {
+	if fn == nil {
+		return func() {}
+	}
+	return r.refusals.Add(fn)
+}
+
 // Close closes the SDK client if the RuleSource built it.
 func (r *RuleSource) Close() error {
 	if r.closeFn != nil {
@@ -126,4 +145,7 @@ func (r *RuleSource) Close() error {
 	return nil
 }
 
-var _ graylb.RuleSource = (*RuleSource)(nil)
+var (
+	_ graylb.RuleSource      = (*RuleSource)(nil)
+	_ graylb.RefusalReporter = (*RuleSource)(nil)
+)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/internal/fanout"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,7 +25,8 @@ import (
 //     it delivered (or loaded): unchanged data rebuilds nothing.
 //   - Content that does not make valid rules is refused with an error
 //     wrapping graylb.ErrInvalidRules that names the key; the previous
-//     rules stay in force. Watch logs it once per distinct content.
+//     rules stay in force. Watch logs it, and reports it to OnRefused's
+//     functions, once per distinct content.
 //   - While Redis is unreachable the current rules stay in force; Watch
 //     logs the outage once and the recovery once, not every poll.
 //   - Credentials and TLS settings stay inside the client: no log line or
@@ -42,6 +44,8 @@ type RuleSource struct {
 	hasRefused bool // refused holds the sum of the last refused content
 	loaded     *content
 	watchers   map[*watcher]struct{}
+
+	refusals fanout.Set[func(error)]
 }
 
 // New returns a RuleSource reading through client: a single server's,
@@ -192,8 +196,8 @@ func (s *RuleSource) reachable() {
 	}
 }
 
-// refuse records refused content, logged when log is set and the content
-// differs from the last refused.
+// refuse records refused content, logged and reported to OnRefused's
+// functions when log is set and the content differs from the last refused.
 func (s *RuleSource) refuse(sum [sha256.Size]byte, err error, log bool) {
 	s.mu.Lock()
 	seen := s.hasRefused && s.refused == sum
@@ -201,7 +205,21 @@ func (s *RuleSource) refuse(sum [sha256.Size]byte, err error, log bool) {
 	s.mu.Unlock()
 	if !seen && log {
 		s.cfg.logger.Error("redisrules: rules refused; the previous rules stay in force", "keys", s.Keys(), "err", err)
+		for _, f := range s.refusals.Snapshot() {
+			f(err)
+		}
 	}
+}
+
+// OnRefused calls fn with the error (wrapping graylb.ErrInvalidRules, naming
+// the key) of content a Watch refuses, once per distinct content, until
+// stop is called (graylb.RefusalReporter). Load's refusals are not
+// reported: Load returns them.
+func (s *RuleSource) OnRefused(fn func(error)) (stop func()) {
+	if fn == nil {
+		return func() {}
+	}
+	return s.refusals.Add(fn)
 }
 
 // accept records that valid content was read.
@@ -217,4 +235,7 @@ func (s *RuleSource) warn(warnings []string) {
 	}
 }
 
-var _ graylb.RuleSource = (*RuleSource)(nil)
+var (
+	_ graylb.RuleSource      = (*RuleSource)(nil)
+	_ graylb.RefusalReporter = (*RuleSource)(nil)
+)
