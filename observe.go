@@ -34,3 +34,34 @@ func (o Outcome) String() string {
 // keep it short and non-blocking (an atomic add). A nil Observer costs
 // nothing.
 type Observer func(service string, kind Kind, outcome Outcome)
+
+// Observers returns an Observer that tells each non-nil Observer given of
+// every pick, in order: one LoadBalancer feeds PickCounters and a metrics
+// Observer at once. It returns nil when none is non-nil (a nil Observer
+// costs nothing) and the Observer itself when only one is. It allocates
+// nothing per pick.
+func Observers(a Observer, more ...Observer) Observer {
+	list := make([]Observer, 0, 1+len(more))
+	for _, o := range append([]Observer{a}, more...) {
+		if o != nil {
+			list = append(list, o)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
+	case 2:
+		x, y := list[0], list[1]
+		return func(service string, kind Kind, outcome Outcome) {
+			x(service, kind, outcome)
+			y(service, kind, outcome)
+		}
+	}
+	return func(service string, kind Kind, outcome Outcome) {
+		for _, o := range list {
+			o(service, kind, outcome)
+		}
+	}
+}
