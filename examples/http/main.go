@@ -7,6 +7,10 @@
 //	go run ./http                       # from examples/
 //	go run ./http -nacos 127.0.0.1:8848 # with make nacos-up
 //	go run ./http -once                 # free ports, a few requests, exit
+//
+// The gateway serves graylb's metrics at /metrics in the Prometheus text
+// format, through OpenTelemetry's Prometheus exporter (-metrics=false
+// leaves them out).
 package main
 
 import (
@@ -25,6 +29,11 @@ import (
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/httpctx"
 	"github.com/graylb/graylb/nacos"
+	"github.com/graylb/graylb/otelgraylb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // config is what the flags set.
@@ -35,6 +44,7 @@ type config struct {
 	gray     string // of its gray instance
 	once     bool
 	register bool // register user-service's instances (false: another process does, e.g. nacos-register)
+	metrics  bool // serve /metrics
 }
 
 func main() {
@@ -45,6 +55,7 @@ func main() {
 	flag.StringVar(&c.gray, "gray", "127.0.0.1:8082", "user-service gray instance listen address")
 	flag.BoolVar(&c.once, "once", false, "use free ports, send a few requests, check and exit")
 	flag.BoolVar(&c.register, "register", true, "run and register user-service's prod and gray instances")
+	flag.BoolVar(&c.metrics, "metrics", true, "serve graylb's metrics at /metrics (Prometheus text format, through OpenTelemetry)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -87,6 +98,9 @@ Try it (Ctrl-C stops):
   curl -H 'gray: false' %[1]s/      # prod
   open %[1]s/debug/graylb           # the debug page (?format=json for JSON)
 `, d.gateway)
+	if c.metrics {
+		fmt.Fprintf(out, "  curl -s %s/metrics | grep '^graylb_'   # picks, instances, rule changes\n", d.gateway)
+	}
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
 	return nil
@@ -152,15 +166,43 @@ func start(c config, out io.Writer) (_ *demo, err error) {
 
 	// The gateway: middleware keeps the incoming headers, the transport
 	// routes http://user-service/ by them; the debug page shows the rest.
+	// Picks are counted twice: for the debug page and, with -metrics, for
+	// OpenTelemetry (graylb.Observers feeds both).
 	picks := graylb.NewPickCounters()
-	lb, err := graylb.New(supplier, graylb.WithContextHandler(httpctx.Handler()), graylb.WithObserver(picks.Observe))
+	mux := http.NewServeMux()
+	var (
+		otelPicks graylb.Observer
+		meter     *sdkmetric.MeterProvider
+	)
+	if c.metrics {
+		// A registry of the example's own, not the process-wide default.
+		reg := prometheus.NewRegistry()
+		exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+		if err != nil {
+			return nil, err
+		}
+		meter = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+		d.closers = append(d.closers, func() { meter.Shutdown(context.Background()) })
+		if otelPicks, err = otelgraylb.Observer(meter.Meter(otelgraylb.ScopeName)); err != nil {
+			return nil, err
+		}
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
+	lb, err := graylb.New(supplier, graylb.WithContextHandler(httpctx.Handler()),
+		graylb.WithObserver(graylb.Observers(picks.Observe, otelPicks)))
 	if err != nil {
 		return nil, err
 	}
 	d.lb, d.registry = lb, supplier
 	d.closers = append(d.closers, func() { lb.Close() })
+	if meter != nil {
+		r, err := otelgraylb.Register(meter.Meter(otelgraylb.ScopeName), lb)
+		if err != nil {
+			return nil, err
+		}
+		d.closers = append(d.closers, func() { r.Unregister() })
+	}
 	client := &http.Client{Transport: httpctx.NewTransport(lb), Timeout: 5 * time.Second}
-	mux := http.NewServeMux()
 	mux.Handle("/debug/graylb", graylb.DebugHandler(lb, graylb.WithPickCounters(picks)))
 	mux.Handle("/", httpctx.Middleware(lb)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://user-service/", nil)
