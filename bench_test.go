@@ -115,7 +115,7 @@ func BenchmarkUpdate(b *testing.B) {
 // the request is gray and no instance is, then round robin. One deviation
 // favours the baseline: the fall-back map is built once per request, where
 // the seed rebuilds it for each non-matching instance. Two slips of the seed
-// are corrected so that the port routes as DESIGN §2 says: its loop looks
+// are corrected so that the port routes as the gray rule says: its loop looks
 // values up in the new, empty local map that shadows the normalisation map
 // (so every instance counts as prod and gray requests always fall back), and
 // it keeps the value's letter case ("True" would not match "true").

@@ -315,7 +315,7 @@ func settle(t *testing.T, lb *LoadBalancer) {
 }
 
 // TestProperty_EjectionKeepsGrayInvariants: random lists, random failures
-// reported, random clock steps; every pick keeps DESIGN §2 over the
+// reported, random clock steps; every pick keeps the gray rule over the
 // instances not ejected, and a gray request with no admitted gray instance
 // is an observable fall-back.
 func TestProperty_EjectionKeepsGrayInvariants(t *testing.T) {

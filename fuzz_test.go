@@ -62,7 +62,7 @@ func FuzzParseRules(f *testing.F) {
 }
 
 // FuzzChain drives the chain over an instance list and request decoded from
-// the fuzzer's bytes and checks the invariants of DESIGN §2.
+// the fuzzer's bytes and checks the invariants of the gray rule.
 func FuzzChain(f *testing.F) {
 	f.Add([]byte{3, 1, 0, 2}, "true", "v1")
 	f.Add([]byte{0}, "false", "")

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// oracle is DESIGN §2 written as plainly as possible.
+// oracle is the gray rule written as plainly as possible.
 func oracle(reqGray bool, list []Instance) []Instance {
 	var gray, prod []Instance
 	for _, in := range list {

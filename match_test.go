@@ -248,7 +248,7 @@ func TestProperty_MatchesKeepGrayInvariants(t *testing.T) {
 			ctx := withHeaders(context.Background(), hdr...)
 			r, err := lb.Route(ctx, "svc")
 			if g != "" {
-				// The side was chosen: §2 as without rules.
+				// The side was chosen: the gray rule as without rules.
 				var got Instance
 				if err == nil {
 					got = r.Next()

@@ -103,7 +103,7 @@ func TestP2C_PickDoesNotAllocate(t *testing.T) {
 }
 
 // TestProperty_P2CWithEjectionKeepsGrayInvariants: P2C over random lists
-// with random results and ejections keeps DESIGN §2.
+// with random results and ejections keeps the gray rule.
 func TestProperty_P2CWithEjectionKeepsGrayInvariants(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 13))

@@ -38,7 +38,7 @@ func randomList(rng *rand.Rand, service string) []Instance {
 	return out
 }
 
-// checkPick states the invariants of DESIGN §2 for one pick over list.
+// checkPick states the invariants of the gray rule for one pick over list.
 func checkPick(list []Instance, reqGray bool, got Instance, err error) error {
 	var usableGray, usableProd int
 	for _, in := range list {

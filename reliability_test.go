@@ -30,7 +30,7 @@ func reliabilityFragment(t *testing.T, name, text string) {
 
 // TestChurn picks from many goroutines while the list changes about 100
 // times a second (instances added, removed, flipped gray/prod/junk, weights
-// changed, 0 included) and checks DESIGN §2 on every pick against the
+// changed, 0 included) and checks the gray rule on every pick against the
 // snapshot it was served from. One prod instance never changes, so every
 // pick has a candidate: any error is a failure. GRAYLB_CHURN_DURATION sets
 // the duration (make test: 2s; make test-reliability: 30s).

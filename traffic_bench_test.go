@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkPickTraffic is BenchmarkPick's gray+version pick at 100 and
-// 10000 instances with the traffic management of DESIGN §8 off and on,
+// 10000 instances with traffic management off and on,
 // in one run: outlier detection (Stats kept, nothing ejected), five match
 // rules (the request matches none, so every rule is read), P2C, and all
 // of them together with a call reported per pick.

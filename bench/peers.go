@@ -51,7 +51,7 @@ func Graylb(name string, policy graylb.Policy) Peer {
 	}}
 }
 
-// grayNodeFilter is DESIGN §2 as a Kratos NodeFilter, run per request.
+// grayNodeFilter is the gray rule as a Kratos NodeFilter, run per request.
 func grayNodeFilter(ctx context.Context, nodes []selector.Node) []selector.Node {
 	reqGray := graylb.IsGray(graylb.ValueFrom(ctx, "gray"))
 	var gray, prod []selector.Node

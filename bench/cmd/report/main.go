@@ -165,7 +165,7 @@ func writeMarkdown(path string, rows []row, benchtime string, withNacos bool, to
 	fmt.Fprintf(&b, "- whole run: %v\n\n", took.Round(time.Second))
 	fmt.Fprintf(&b, "![ns/op against instances](docs/bench-pick.png)\n\n")
 	fmt.Fprintf(&b, "Peers: graylb's pick (GrayFilter + VersionFilter over a precomputed tree) with each policy; Kratos v2.8.3's\n")
-	fmt.Fprintf(&b, "selector with its wrr, p2c and random balancers, a gray `NodeFilter` equivalent to DESIGN §2 and `filter.Version`;\n")
+	fmt.Fprintf(&b, "selector with its wrr, p2c and random balancers, a gray `NodeFilter` equivalent to the gray rule and `filter.Version`;\n")
 	fmt.Fprintf(&b, "a faithful port of seed 000's per-request gray filter followed by seed 004's version preference; grpc-go's\n")
 	fmt.Fprintf(&b, "`round_robin` picker (no filtering: the floor)")
 	if withNacos {
