@@ -1,8 +1,8 @@
 // Command nacos-register registers a service instance in Nacos with its
 // gray and version metadata taken from the environment, as a CI pipeline
-// deploys a gray build (seed 002 sets gray-tag: ${gray:false}):
+// deploys a gray build (the pipeline sets GRAYLB_GRAY for gray builds only):
 //
-//	GRAYLB_GRAY=true GRAYLB_VERSION=v2 go run ./examples/nacos-register -service user-service -port 8081
+//	GRAYLB_GRAY=true GRAYLB_VERSION=v2 go run ./nacos-register -service user-service -port 8081
 //
 // It serves a small HTTP endpoint until interrupted, then deregisters.
 package main
