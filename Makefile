@@ -7,6 +7,9 @@ export GOWORK := off
 # Every Go module in the repository (the library and its side modules).
 MODULES  := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
 FUZZTIME ?= 30s
+# The oldest Go the root module (core + httpctx) declares; make test runs its tests with it too
+# (the go command fetches that toolchain from the module proxy).
+OLDEST_GO ?= go1.23.12
 
 .PHONY: test test-unit test-reliability demo bench fuzz lint nacos-up nacos-down
 
@@ -16,6 +19,8 @@ NACOS_ADDR ?= 127.0.0.1:8848
 ## server (scripts/nacos.sh) for the integration tests. NACOS_HTTP_PORT moves that server (and
 ## the cluster test's nodes, at NACOS_HTTP_PORT + 10000) to other ports.
 test: lint
+	@echo "== go test . with the oldest Go the root module declares ($(OLDEST_GO))"
+	@GOTOOLCHAIN=$(OLDEST_GO) $(GO) test -count=1 ./...
 	@scripts/nacos.sh start
 	@set -e; trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; \
 	for m in $(MODULES); do echo "== go test $$m"; \
