@@ -15,7 +15,11 @@ import (
 )
 
 // FileRuleSource reads a JSON rule document from a local file and polls it
-// for changes (the standard library has no file watcher).
+// for changes (the standard library has no file watcher). Replace the file
+// atomically (write a new one and rename it over the old, as
+// configuration managers do): a poll that reads a half-written file refuses
+// it (logged and reported; the previous rules stay) and takes the whole
+// document at the next poll.
 type FileRuleSource struct {
 	path     string
 	interval time.Duration

@@ -90,8 +90,15 @@ func mix(name string, md ...[]string) []Instance {
 	return out
 }
 
+// writeFile replaces path's content atomically (a new file renamed over
+// it), as a rule file should be updated: a poller never reads it half
+// written.
 func writeFile(path, content string) error {
-	return os.WriteFile(path, []byte(content), 0o600)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test to share.

@@ -29,6 +29,9 @@ for i in $(seq 1 "$runs"); do
 done
 echo "| 1. \`make test\` flaky: gray requests on prod while Nacos restarts ($flaky of $runs runs failed) | TestIntegration_ChaosHTTP, $runs runs in a row | $runs | 0 in passing runs |" > "$OUT/hostile-01-chaos.md"
 
+# The traffic-management section is measured by its own tests (named in its rows) and kept as it is.
+traffic=$(sed -n '/^## Traffic management/,$p' RELIABILITY.md 2>/dev/null || true)
+
 fuzzrows=""
 for t in $(go test -list '^Fuzz' . | grep '^Fuzz'); do
   echo "== fuzz $t for $FUZZTIME"
@@ -85,5 +88,6 @@ done
   printf "%s" "$fuzzrows"
   echo
   echo "Any crasher the fuzzer finds is written to testdata/fuzz/<target>/ and then runs as a regular test."
+  if [ -n "$traffic" ]; then echo; echo "$traffic"; fi
 } > RELIABILITY.md
 echo "wrote RELIABILITY.md"
