@@ -187,11 +187,28 @@ func (lb *LoadBalancer) rulesChanged() {
 // *NoInstanceError names the service and the kind), ErrInvalidService,
 // ErrUnknownService (from the supplier) or ErrClosed.
 func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, error) {
-	r, err := lb.Route(ctx, service)
-	if err != nil {
-		return Instance{}, err
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	return r.Next(), nil
+	s := (*lb.services.Load())[service]
+	if s == nil {
+		r, err := lb.Route(ctx, service)
+		if err != nil {
+			return Instance{}, err
+		}
+		return r.Next(), nil
+	}
+	// The hot path: the tree is walked and the leaf's policy picks,
+	// without building a Route.
+	t := s.tree.Load()
+	n, d := t.route(Request{Context: ctx, Service: service, handler: lb.handler})
+	if lb.observer != nil {
+		lb.observer(service, d.kind, d.outcome)
+	}
+	if n == nil {
+		return Instance{}, lb.noInstance(service, t, d.kind)
+	}
+	return n.instances[n.picker.Next()], nil
 }
 
 // Route runs the chain for the request in ctx and returns its candidates.
@@ -218,13 +235,18 @@ func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Rou
 	}
 	rt := Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}
 	if n == nil {
-		e := &NoInstanceError{Service: service, Kind: d.kind, Ejected: t.ejected[Prod]}
-		if d.kind == Gray {
-			e.Ejected += t.ejected[Gray]
-		}
-		return rt, e
+		return rt, lb.noInstance(service, t, d.kind)
 	}
 	return rt, nil
+}
+
+// noInstance is the error of a request of kind that t has no instance for.
+func (lb *LoadBalancer) noInstance(service string, t *tree, kind Kind) error {
+	e := &NoInstanceError{Service: service, Kind: kind, Ejected: t.ejected[Prod]}
+	if kind == Gray {
+		e.Ejected += t.ejected[Gray]
+	}
+	return e
 }
 
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {
