@@ -49,11 +49,15 @@ type LoadBalancer struct {
 }
 
 type service struct {
-	name string
-	tree atomic.Pointer[tree]
-	mu   sync.Mutex // serialises rebuilds
-	list []Instance
-	stop func()
+	// unlisted: a throw-away service for a name with no instance (not
+	// kept, not watched, not shown to the Observer: names can come from
+	// untrusted input and must not grow anything).
+	unlisted bool
+	name     string
+	tree     atomic.Pointer[tree]
+	mu       sync.Mutex // serialises rebuilds
+	list     []Instance
+	stop     func()
 
 	health  *health     // nil unless lb.keepStats
 	pending atomic.Bool // a rebuild for an ejection or readmission is scheduled
@@ -225,6 +229,10 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 			return Route{}, err
 		}
 	}
+	if s.unlisted {
+		n, d := s.tree.Load().route(Request{Context: ctx, Service: service, handler: lb.handler})
+		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, lb.noInstance(service, s.tree.Load(), d.kind)
+	}
 	return lb.route(ctx, service, s.tree.Load())
 }
 
@@ -270,7 +278,7 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 		if err == nil {
 			lb.cache.forgetEmpty(name)
 		}
-		s := &service{name: name}
+		s := &service{name: name, unlisted: true}
 		s.tree.Store(lb.emptyTree(name))
 		return s, nil
 	}
@@ -371,6 +379,9 @@ func (lb *LoadBalancer) Close() error {
 	for _, s := range *lb.services.Load() {
 		if s.stop != nil {
 			s.stop()
+		}
+		if s.health != nil {
+			s.health.close()
 		}
 	}
 	if lb.ownsCache {

@@ -104,3 +104,30 @@ func (r Request) Value(name string) string {
 	}
 	return ValueFrom(r.Context, name)
 }
+
+// untrustedKey marks a context that serves a caller outside the trust
+// boundary.
+type untrustedKey struct{}
+
+// WithUntrustedCaller returns a copy of ctx marked as serving a caller
+// outside the trust boundary. The server adapters' trust boundaries set it
+// (httpctx.WithTrusted, grpcctx.WithTrusted); the client adapters then
+// settle the request's side on every outgoing call made with the context:
+// they write its kind even when nothing decided it (prod, "false"), so no
+// later hop's rules can be steered by what the caller sent, and they do
+// not let the caller's headers feed this hop's match rules.
+func WithUntrustedCaller(ctx context.Context) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return context.WithValue(ctx, untrustedKey{}, true)
+}
+
+// UntrustedCaller reports whether ctx was marked by WithUntrustedCaller.
+func UntrustedCaller(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
+	v, _ := ctx.Value(untrustedKey{}).(bool)
+	return v
+}

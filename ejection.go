@@ -113,6 +113,20 @@ type health struct {
 	table atomic.Pointer[map[endpointKey]*Stats]
 }
 
+// close stops every ejection timer: no readmission runs after the
+// LoadBalancer is closed, and nothing keeps it reachable.
+func (h *health) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range *h.table.Load() {
+		s.removed = true
+		if s.stopTimer != nil {
+			s.stopTimer()
+			s.stopTimer = nil
+		}
+	}
+}
+
 func newHealth(service string, cfg *OutlierConfig, changed func()) *health {
 	h := &health{service: service, cfg: cfg, changed: changed}
 	h.table.Store(&map[endpointKey]*Stats{})

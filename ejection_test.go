@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -425,4 +426,20 @@ func TestEjection_ChurnUnderRace(t *testing.T) {
 	t.Logf("picks %d, ejection rebuilds %d, violations %d", picks.Load(), ejections.Load(), violations.Load())
 	require.Zero(t, violations.Load())
 	require.Positive(t, ejections.Load())
+}
+
+// Close stops the ejection timers: no readmission (and no OnEjection call)
+// after it.
+func TestEjection_CloseStopsTimers(t *testing.T) {
+	clk := newFakeClock()
+	var events atomic.Int64
+	lb, _ := newTestLB(t, []Instance{inst("svc", 1), inst("svc", 2)},
+		WithOutlierDetection(OutlierConfig{ConsecutiveFailures: 1, Clock: clk, OnEjection: func(Ejection) { events.Add(1) }}))
+	r, err := lb.Route(context.Background(), "svc")
+	require.NoError(t, err)
+	r.Call(0).Done(false)
+	require.EqualValues(t, 1, events.Load(), "ejected")
+	require.NoError(t, lb.Close())
+	clk.Advance(time.Hour)
+	assert.EqualValues(t, 1, events.Load(), "a readmission ran after Close")
 }

@@ -96,3 +96,17 @@ func TestLoadBalancer_EmptyUnknownNamesKeepNothing(t *testing.T) {
 	_, err = lb.Pick(ctx, "unknown-1")
 	assert.ErrorIs(t, err, ErrNoInstance)
 }
+
+// A name with no instance never reaches the Observer (it could come from
+// untrusted input; an Observer keeping per-service state would grow).
+func TestLoadBalancer_UnknownNamesNeverReachTheObserver(t *testing.T) {
+	var observed atomic.Int64
+	lb, err := New(&emptySource{}, WithObserver(func(string, Kind, Outcome) { observed.Add(1) }))
+	require.NoError(t, err)
+	defer lb.Close()
+	for i := 0; i < 100; i++ {
+		_, err := lb.Pick(context.Background(), "nobody-"+strconv.Itoa(i))
+		require.ErrorIs(t, err, ErrNoInstance)
+	}
+	assert.Zero(t, observed.Load())
+}

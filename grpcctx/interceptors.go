@@ -77,6 +77,7 @@ func (o *options) keep(ctx context.Context) context.Context {
 			}
 		}
 		ctx, in = metadata.NewIncomingContext(ctx, clean), nil
+		ctx = graylb.WithUntrustedCaller(ctx)
 	}
 	if o.user != nil {
 		// The program's user id replaces whatever the caller sent under

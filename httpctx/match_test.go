@@ -67,9 +67,9 @@ func TestMatchRules_TrustLanesAndPropagation(t *testing.T) {
 		{"trusted region hz goes gray", []string{"X-Internal", "1", "x-region", "hz"}, "b-gray gray=true version="},
 		{"trusted lane takes the lane, the version travels", []string{"X-Internal", "1", "x-lane", "feat-42"}, "b-feat gray=false version=feat-42"},
 		{"trusted, gray false opts out", []string{"X-Internal", "1", "x-region", "hz", "gray", "false"}, "b-prod gray=false version="},
-		{"untrusted region hz never matches", []string{"x-region", "hz"}, "b-prod gray= version="},
-		{"untrusted, other letter case", []string{"X-REGION", "hz"}, "b-prod gray= version="},
-		{"untrusted lane never matches", []string{"x-lane", "feat-42"}, "b-prod gray= version="},
+		{"untrusted region hz never matches", []string{"x-region", "hz"}, "b-prod gray=false version="},
+		{"untrusted, other letter case", []string{"X-REGION", "hz"}, "b-prod gray=false version="},
+		{"untrusted lane never matches", []string{"x-lane", "feat-42"}, "b-prod gray=false version="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 6 {
@@ -87,7 +87,7 @@ func TestMatchRules_TrustLanesAndPropagation(t *testing.T) {
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Equal(t, "b-prod gray= version=", string(b))
+	require.Equal(t, "b-prod gray=false version=", string(b))
 
 	// Rules without matches: the key is an ordinary header again.
 	require.NoError(t, lb.SetRules(graylb.Rules{}))

@@ -77,6 +77,7 @@ func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Han
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if m.trusted != nil && !m.trusted(r) {
 				r = m.strip(r)
+				r = r.WithContext(graylb.WithUntrustedCaller(r.Context()))
 			}
 			if m.user != nil {
 				r = m.setUser(r, m.user(r))

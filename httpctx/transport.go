@@ -180,7 +180,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !isServiceName(host) {
 		return t.base.RoundTrip(req)
 	}
-	ctx := WithOutgoing(req.Context(), req.Header)
+	// For an untrusted caller (a trust boundary upstream marked the
+	// context) the side is settled here: match keys in the outgoing
+	// headers (a proxy copies the caller's) do not match, and the kind is
+	// written whatever decided it.
+	untrusted := graylb.UntrustedCaller(req.Context())
+	routed := req.Header
+	if untrusted {
+		routed = withoutKeys(req.Header, t.lb.MatchKeys())
+	}
+	ctx := WithOutgoing(req.Context(), routed)
 	route, err := t.lb.Route(ctx, host)
 	if err != nil {
 		if t.passthrough && errors.Is(err, graylb.ErrUnknownService) {
@@ -211,6 +220,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		addr := call.Instance.Addr()
 		tried = append(tried, addr)
 		out := req.Clone(req.Context())
+		if untrusted {
+			out.Header = withoutKeys(out.Header, t.lb.MatchKeys())
+		}
 		out.URL.Host = addr
 		switch {
 		case out.Host == "":
@@ -221,7 +233,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		case t.instanceHost && out.Host == host:
 			out.Host = addr
 		}
-		t.propagate(req, out, route)
+		t.propagate(req, out, route, untrusted)
 		if attempt > 0 && req.GetBody != nil {
 			body, err := req.GetBody()
 			if err != nil {
@@ -278,7 +290,7 @@ func contains(list []string, s string) bool {
 // the gray header to the routed kind when it does not travel on its own,
 // and the version header to the lane a match rule gave the request when it
 // carries no version.
-func (t *Transport) propagate(orig, out *http.Request, route graylb.Route) {
+func (t *Transport) propagate(orig, out *http.Request, route graylb.Route, untrusted bool) {
 	for k, v := range Incoming(orig.Context()) {
 		if _, ok := out.Header[k]; !ok {
 			out.Header[k] = v
@@ -291,7 +303,7 @@ func (t *Transport) propagate(orig, out *http.Request, route graylb.Route) {
 	// context value or the caller's own flag decided is written, so every
 	// later hop routes the same way. Nothing is written for a request
 	// nobody classified: later hops' canary and match rules still apply.
-	if !route.Source.Travels() {
+	if !route.Source.Travels() || untrusted {
 		if route.Kind == graylb.Gray {
 			out.Header.Set(t.grayHeader, "true")
 		} else {
@@ -335,3 +347,21 @@ func closeBody(req *http.Request) {
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
+
+// withoutKeys returns h without the named keys (in any letter case), h
+// itself when it holds none of them.
+func withoutKeys(h http.Header, names []string) http.Header {
+	var out http.Header
+	for k := range h {
+		if containsFold(names, k) {
+			if out == nil {
+				out = h.Clone()
+			}
+			delete(out, k)
+		}
+	}
+	if out == nil {
+		return h
+	}
+	return out
+}
