@@ -244,22 +244,35 @@ func (b *graylbBalancer) ejectionChanged() {
 
 func (b *graylbBalancer) updateState(c *conn, st balancer.SubConnState) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if st.ConnectivityState == connectivity.Shutdown {
+		b.mu.Unlock()
 		return
 	}
 	c.state = st.ConnectivityState
+	failed := false
 	switch c.state {
 	case connectivity.TransientFailure:
 		c.err = st.ConnectionError
 		c.failing = true
+		failed = true
 	case connectivity.Ready:
 		c.failing = false
 	case connectivity.Idle:
 		c.sc.Connect() // reconnect, as round_robin does
 	}
-	if b.conns[c.inst.Addr()] == c { // not shut down meanwhile
+	current := b.conns[c.inst.Addr()] == c // not shut down meanwhile
+	if current {
 		b.regenerate()
+	}
+	src, inst := b.src, c.inst
+	b.mu.Unlock()
+	// A failed connection attempt is a failure of its instance, as a dial
+	// failure is over HTTP: with outlier detection an instance that cannot
+	// be reached is ejected, and a gray request whose gray instances are
+	// all unreachable falls back to prod. Reported outside b.mu: an
+	// ejection rebuilds this balancer's routing.
+	if failed && current && src != nil {
+		src.lb.Report(src.service, inst, false, 0)
 	}
 }
 

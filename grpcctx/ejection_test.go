@@ -3,6 +3,7 @@ package grpcctx
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -212,5 +213,29 @@ func TestBalancer_P2CAvoidsTheSlowBackend(t *testing.T) {
 		cl := r.Call(i)
 		require.EqualValues(t, 1, cl.Stats().InFlight(), "every call was done")
 		cl.Discard()
+	}
+}
+
+// A registered gray instance that refuses connections: its failed
+// connection attempts count as its failures, so outlier detection ejects
+// it and gray RPCs fall back to prod, as over HTTP (before, no RPC reached
+// it, nothing was reported and every gray RPC failed).
+func TestBalancer_UnreachableGrayInstanceIsEjected(t *testing.T) {
+	reg := graylb.NewRegistry()
+	serve(t, reg, "svc", &testServer{name: "p1"}, nil)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", port, map[string]string{"gray": "true"})))
+	_, c := dialLB(t, reg, "svc", graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: 1}))
+	require.Eventually(t, func() bool {
+		id, err := call(t, c, "true")
+		return err == nil && id == "p1"
+	}, 10*time.Second, 10*time.Millisecond, "gray never fell back to prod")
+	for i := 0; i < 20; i++ {
+		id, err := call(t, c, "true")
+		require.NoError(t, err)
+		require.Equal(t, "p1", id)
 	}
 }
