@@ -91,7 +91,7 @@ type counter struct {
 
 // rotorShards is how many counters a rotor spreads its turns over.
 const (
-	rotorShardBits = 3
+	rotorShardBits = 4
 	rotorShards    = 1 << rotorShardBits
 )
 
@@ -120,14 +120,16 @@ func (r *rotor) next() uint64 {
 	return r.shards[shardOfCaller()].n.Add(1) - 1
 }
 
-// shardOfCaller maps the calling goroutine's stack (8 KiB apart at least
-// between goroutines) to a shard, with a multiplicative hash.
+// shardOfCaller maps the calling goroutine's stack to a shard: the stack
+// address in units of 2 KiB (the smallest goroutine stack, so two live
+// goroutines differ there), mixed and hashed multiplicatively.
 //
 //go:noinline
 func shardOfCaller() uint64 {
 	var here byte
-	sp := uint64(uintptr(unsafe.Pointer(&here)))
-	return ((sp >> 13) * 0x9E3779B97F4A7C15) >> (64 - rotorShardBits)
+	x := uint64(uintptr(unsafe.Pointer(&here))) >> 11
+	x ^= x >> 17
+	return (x * 0x9E3779B97F4A7C15) >> (64 - rotorShardBits)
 }
 
 type roundRobin struct {
