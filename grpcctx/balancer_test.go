@@ -192,19 +192,7 @@ func TestBalancer_QueuesWhileKindIsConnecting(t *testing.T) {
 	serve(t, reg, "svc", &testServer{name: "prod"}, nil)
 	// A listener that accepts TCP but never answers the HTTP/2 handshake
 	// keeps the gray connection CONNECTING.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
-	a := l.Addr().(*net.TCPAddr)
+	a := silentListener(t)
 	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", a.Port, map[string]string{"gray": "true"})))
 	c := dial(t, reg, "svc")
 	got, err := call(t, c, "false")
@@ -418,19 +406,8 @@ func TestBalancer_FailedConnectionStaysFailedThroughRetries(t *testing.T) {
 	reg := graylb.NewRegistry()
 	// It accepts TCP and never answers the HTTP/2 handshake: each try
 	// stays CONNECTING until the connect timeout, then fails.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
-	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", l.Addr().(*net.TCPAddr).Port, nil)))
+	a := silentListener(t)
+	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", a.Port, nil)))
 	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()))
 	require.NoError(t, err)
 	defer lb.Close()
@@ -460,4 +437,34 @@ func TestBalancer_FailedConnectionStaysFailedThroughRetries(t *testing.T) {
 		}
 	}
 	assert.Zero(t, slow, "RPCs queued while the failed connection retried")
+}
+
+// silentListener accepts TCP connections on loopback and never answers the
+// HTTP/2 handshake; everything is closed when the test ends.
+func silentListener(t *testing.T) *net.TCPAddr {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().(*net.TCPAddr)
 }
