@@ -208,6 +208,13 @@ func writeMarkdown(path string, rows []row, benchtime string, withNacos bool, to
 	fmt.Fprintf(&b, "grpc-go's round_robin receives new endpoints and builds a new picker (the harness waits until the picker\n")
 	fmt.Fprintf(&b, "covers every connection, which adds 2n picks). The nacos-sdk-go rows have none:\n")
 	fmt.Fprintf(&b, "the SDK rebuilds its candidate list on every call.\n")
+	// Sections measured by tests of their own (bench/latency_test.go)
+	// follow the report; keep them.
+	if old, err := os.ReadFile(path); err == nil {
+		if i := strings.Index(string(old), "\n## Latency-aware balancing"); i >= 0 {
+			b.WriteString(string(old[i:]))
+		}
+	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
