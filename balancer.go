@@ -31,7 +31,7 @@ type LoadBalancer struct {
 	logger    *slog.Logger
 
 	rules    atomic.Pointer[compiledRules]
-	services atomic.Pointer[map[string]*service]
+	services atomic.Pointer[serviceTable]
 
 	mu       sync.Mutex // guards adding services, Close
 	closed   atomic.Bool
@@ -49,18 +49,22 @@ type LoadBalancer struct {
 }
 
 type service struct {
+	// What a pick reads, on a cache line of its own (see cacheLine).
+	name string
+	tree atomic.Pointer[tree]
 	// unlisted: a throw-away service for a name with no instance (not
 	// kept, not watched, not shown to the Observer: names can come from
 	// untrusted input and must not grow anything).
 	unlisted bool
-	name     string
-	tree     atomic.Pointer[tree]
-	mu       sync.Mutex // serialises rebuilds
-	list     []Instance
-	stop     func()
+	_        [cacheLine - 25]byte // name 16, tree 8, unlisted 1
+
+	mu   sync.Mutex // serialises rebuilds
+	list []Instance
+	stop func()
 
 	health  *health     // nil unless lb.keepStats
 	pending atomic.Bool // a rebuild for an ejection or readmission is scheduled
+	_       [2*cacheLine - 116]byte
 }
 
 // New returns a LoadBalancer over the instances of s. Unless s is already
@@ -95,7 +99,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 	_, statsPolicy := cfg.policy.(StatsPolicy)
 	lb.keepStats = cfg.outlier != nil || statsPolicy
 	lb.rules.Store(defaultCompiledRules)
-	lb.services.Store(&map[string]*service{})
+	lb.services.Store(emptyServiceTable)
 	if cfg.rules != nil {
 		if err := lb.SetRules(*cfg.rules); err != nil {
 			return nil, err
@@ -164,7 +168,7 @@ func (lb *LoadBalancer) SetRules(r Rules) error {
 		return err
 	}
 	lb.ruleLog.store(&lb.rules, c, r) // lb.rules.Store(c), recorded for RulesState
-	for _, s := range *lb.services.Load() {
+	for _, s := range lb.services.Load().byName {
 		s.mu.Lock()
 		lb.rebuild(s, s.list)
 		s.mu.Unlock()
@@ -191,28 +195,45 @@ func (lb *LoadBalancer) rulesChanged() {
 // *NoInstanceError names the service and the kind), ErrInvalidService,
 // ErrUnknownService (from the supplier) or ErrClosed.
 func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, error) {
+	// Small enough to be inlined: the picked instance is copied once,
+	// straight into the caller's result.
+	in, err := lb.pick(ctx, service)
+	if err != nil {
+		return Instance{}, err
+	}
+	return *in, nil
+}
+
+// pick is Pick returning the picked instance in its leaf's list: the hot
+// path walks the tree and the leaf's policy picks, without building a
+// Route; everything else is in pickSlow, which keeps this frame small.
+func (lb *LoadBalancer) pick(ctx context.Context, service string) (*Instance, error) {
+	if ctx != nil {
+		if s := lb.services.Load().get(service); s != nil {
+			t := s.tree.Load()
+			in, d := t.pick(ctx, lb.handler)
+			if lb.observer != nil {
+				lb.observer(service, d.kind, d.outcome)
+			}
+			if in != nil {
+				return in, nil
+			}
+			return nil, lb.noInstance(service, t, d.kind)
+		}
+	}
+	return lb.pickSlow(ctx, service)
+}
+
+// pickSlow is pick for a nil context or a service not routed yet.
+func (lb *LoadBalancer) pickSlow(ctx context.Context, service string) (*Instance, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	s := (*lb.services.Load())[service]
-	if s == nil {
-		r, err := lb.Route(ctx, service)
-		if err != nil {
-			return Instance{}, err
-		}
-		return r.Next(), nil
+	r, err := lb.Route(ctx, service)
+	if err != nil {
+		return nil, err
 	}
-	// The hot path: the tree is walked and the leaf's policy picks,
-	// without building a Route.
-	t := s.tree.Load()
-	n, d := t.route(Request{Context: ctx, Service: service, handler: lb.handler})
-	if lb.observer != nil {
-		lb.observer(service, d.kind, d.outcome)
-	}
-	if n == nil {
-		return Instance{}, lb.noInstance(service, t, d.kind)
-	}
-	return n.instances[n.picker.Next()], nil
+	return &r.leaf.instances[r.NextIndex()], nil
 }
 
 // Route runs the chain for the request in ctx and returns its candidates.
@@ -222,7 +243,7 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	s := (*lb.services.Load())[service]
+	s := lb.services.Load().get(service)
 	if s == nil {
 		var err error
 		if s, err = lb.addService(ctx, service); err != nil {
@@ -230,14 +251,16 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 		}
 	}
 	if s.unlisted {
-		n, d := s.tree.Load().route(Request{Context: ctx, Service: service, handler: lb.handler})
+		r := newRequest(ctx, service, lb.handler, valuesIn(ctx))
+		n, d := s.tree.Load().route(&r)
 		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, lb.noInstance(service, s.tree.Load(), d.kind)
 	}
 	return lb.route(ctx, service, s.tree.Load())
 }
 
 func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Route, error) {
-	n, d := t.route(Request{Context: ctx, Service: service, handler: lb.handler})
+	r := newRequest(ctx, service, lb.handler, valuesIn(ctx))
+	n, d := t.route(&r)
 	if lb.observer != nil {
 		lb.observer(service, d.kind, d.outcome)
 	}
@@ -266,7 +289,7 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 	if lb.closed.Load() {
 		return nil, ErrClosed
 	}
-	if s := (*lb.services.Load())[name]; s != nil {
+	if s := lb.services.Load().get(name); s != nil {
 		return s, nil
 	}
 	list, err := lb.cache.Instances(ctx, name)
@@ -310,13 +333,7 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 	if lb.testHookServiceBuilt != nil {
 		lb.testHookServiceBuilt()
 	}
-	old := *lb.services.Load()
-	m := make(map[string]*service, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[name] = s
-	lb.services.Store(&m)
+	lb.services.Store(lb.services.Load().with(s))
 	// A SetRules that ran between the build and the publication above did
 	// not see s in the map; it stored its rules first, so they are visible
 	// here (both sides use sequentially consistent atomics).
@@ -376,7 +393,7 @@ func (lb *LoadBalancer) Close() error {
 	if lb.ruleStop != nil {
 		lb.ruleStop()
 	}
-	for _, s := range *lb.services.Load() {
+	for _, s := range lb.services.Load().byName {
 		if s.stop != nil {
 			s.stop()
 		}
@@ -428,7 +445,7 @@ func (lb *LoadBalancer) healthOf(service string) *health {
 	if !lb.keepStats {
 		return nil
 	}
-	s := (*lb.services.Load())[service]
+	s := lb.services.Load().get(service)
 	if s == nil {
 		var err error
 		if s, err = lb.addService(context.Background(), service); err != nil {
@@ -444,7 +461,7 @@ func (lb *LoadBalancer) healthOf(service string) *health {
 // duration (0 when unknown). It does nothing when the LoadBalancer keeps
 // no Stats or does not know the instance.
 func (lb *LoadBalancer) Report(service string, inst Instance, ok bool, latency time.Duration) {
-	s := (*lb.services.Load())[service]
+	s := lb.services.Load().get(service)
 	if s == nil || s.health == nil {
 		return
 	}

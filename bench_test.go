@@ -97,7 +97,7 @@ func BenchmarkUpdate(b *testing.B) {
 			lb := benchLB(b, n)
 			defer lb.Close()
 			list := benchList(n)
-			s := (*lb.services.Load())["svc"]
+			s := lb.services.Load().get("svc")
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -283,7 +283,7 @@ func BenchmarkUpdateWeighted(b *testing.B) {
 			if _, err := lb.Pick(context.Background(), "svc"); err != nil {
 				b.Fatal(err)
 			}
-			s := (*lb.services.Load())["svc"]
+			s := lb.services.Load().get("svc")
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

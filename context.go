@@ -48,61 +48,53 @@ func (c chainHandler) Value(ctx context.Context, name string) string {
 	return ""
 }
 
-// valuesKey is the context key of the program-set request values.
-type valuesKey struct{}
-
-// values is an immutable list of name/value pairs, newest first.
-type values struct {
-	parent      *values
-	name, value string
-}
-
-// WithValue returns a copy of ctx that carries value under name: a
-// request-scoped value set by the program. The gray decision consults it
-// after the call's own keys (the ContextHandler) and before the caller's
-// own flag, e.g.
-//
-//	ctx = graylb.WithValue(ctx, "gray", "true")
-func WithValue(ctx context.Context, name, value string) context.Context {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	parent, _ := ctx.Value(valuesKey{}).(*values)
-	return context.WithValue(ctx, valuesKey{}, &values{parent: parent, name: name, value: value})
-}
-
-// ValueFrom returns the value set by WithValue under name, or "".
-func ValueFrom(ctx context.Context, name string) string {
-	if ctx == nil {
-		return ""
-	}
-	v, _ := ctx.Value(valuesKey{}).(*values)
-	for ; v != nil; v = v.parent {
-		if v.name == name {
-			return v.value
-		}
-	}
-	return ""
-}
-
 // Request is what a Stage sees of one call: its context and service, and a
 // way to read the call's named values.
 type Request struct {
 	Context context.Context
 	Service string
 	handler ContextHandler
-	lane    string // set by a match rule (see Lane)
+	vals    *valuesCtx // the context's WithValue values, read once per request; nil: not read
+	lane    string     // set by a match rule (see Lane)
+}
+
+// newRequest is the Request of one call (ctx not nil) whose context has
+// the program-set values vals (valuesIn): they are read once, for every key
+// the routing asks for.
+func newRequest(ctx context.Context, service string, h ContextHandler, vals *valuesCtx) Request {
+	if vals == nil {
+		vals = noValues
+	}
+	return Request{Context: ctx, Service: service, handler: h, vals: vals}
 }
 
 // Value returns the request's named value: from the ContextHandler, else
 // from WithValue, else "".
-func (r Request) Value(name string) string {
-	if r.handler != nil {
-		if v := r.handler.Value(r.Context, name); v != "" {
-			return v
-		}
+func (r Request) Value(name string) string { return r.value(name) }
+
+// value is Value without copying the Request.
+func (r *Request) value(name string) string {
+	if v := r.handlerValue(name); v != "" {
+		return v
 	}
-	return ValueFrom(r.Context, name)
+	return r.contextValue(name)
+}
+
+// handlerValue returns the ContextHandler's value under name, "" when
+// there is no handler.
+func (r *Request) handlerValue(name string) string {
+	if r.handler == nil {
+		return ""
+	}
+	return r.handler.Value(r.Context, name)
+}
+
+// contextValue returns the request's value set by WithValue under name.
+func (r *Request) contextValue(name string) string {
+	if r.vals == nil {
+		return ValueFrom(r.Context, name)
+	}
+	return r.vals.get(name)
 }
 
 // untrustedKey marks a context that serves a caller outside the trust

@@ -301,7 +301,7 @@ func TestEjection_OffKeepsNoStats(t *testing.T) {
 // have run.
 func settle(t *testing.T, lb *LoadBalancer) {
 	t.Helper()
-	for _, s := range *lb.services.Load() {
+	for _, s := range lb.services.Load().byName {
 		deadline := time.Now().Add(5 * time.Second)
 		for s.pending.Load() {
 			if time.Now().After(deadline) {
@@ -338,8 +338,7 @@ func TestProperty_EjectionKeepsGrayInvariants(t *testing.T) {
 					// every usable prod instance must be ejected
 					for _, in := range usable(list) {
 						if !IsGray(in.Metadata["gray"]) {
-							s := lb.services.Load()
-							st := (*s)["svc"].health.statsOf(in)
+							st := lb.services.Load().get("svc").health.statsOf(in)
 							require.True(t, st != nil && st.Ejected(), "seed %d: prod failed with %s admitted", seed, in.Addr())
 						}
 					}

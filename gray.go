@@ -29,7 +29,7 @@ func defaultGrayFilter() grayFilter {
 func (f *grayFilter) build(instances []Instance, rl *compiledRules) *grayStage {
 	// One backing array: prod fills it from the front, gray from the back.
 	n := len(instances)
-	buf := make([]Instance, n)
+	buf := lineSlice[Instance](n)
 	p, g := 0, n
 	for _, inst := range instances {
 		if f.instanceKind(inst, rl) == Gray {
@@ -45,6 +45,7 @@ func (f *grayFilter) build(instances []Instance, rl *compiledRules) *grayStage {
 		gray[i], gray[j] = gray[j], gray[i]
 	}
 	st := &grayStage{f: f, rules: rl, prod: buf[:p:p], gray: gray}
+	st.plain = rl.enabled && !rl.closed && !f.selfGray && len(rl.users) == 0 && len(rl.matches) == 0 && rl.canary == 0
 	// "all" is reachable only when routing is off or no gray instance
 	// exists; otherwise leave it empty so later filters skip building it.
 	if !rl.closed && (!rl.enabled || len(gray) == 0) {
@@ -65,14 +66,14 @@ func (f *grayFilter) instanceKind(inst Instance, rl *compiledRules) Kind {
 // requestKind applies the request's own value (the key the call carries,
 // else the context value, else the caller's own flag), then the gray-user,
 // match and canary rules; it reports what decided.
-func (f *grayFilter) requestKind(r Request, rl *compiledRules) (Kind, KindSource) {
+func (f *grayFilter) requestKind(r *Request, rl *compiledRules) (Kind, KindSource) {
 	k, src, _ := f.decideRequest(r, rl)
 	return k, src
 }
 
 // decideRequest is requestKind that also returns the lane (the version) a
 // match rule gave the request, "" when none did.
-func (f *grayFilter) decideRequest(r Request, rl *compiledRules) (Kind, KindSource, string) {
+func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSource, string) {
 	src := FromDefault
 	v := ""
 	if r.handler != nil {
@@ -80,7 +81,7 @@ func (f *grayFilter) decideRequest(r Request, rl *compiledRules) (Kind, KindSour
 	}
 	if v != "" {
 		src = FromKey
-	} else if v = ValueFrom(r.Context, f.header); v != "" {
+	} else if v = r.contextValue(f.header); v != "" {
 		src = FromContext
 	} else if f.selfGray {
 		return Gray, FromSelf, ""
@@ -89,7 +90,7 @@ func (f *grayFilter) decideRequest(r Request, rl *compiledRules) (Kind, KindSour
 		return Gray, src, ""
 	}
 	if len(rl.users) > 0 {
-		if uid := r.Value(f.userHeader); uid != "" {
+		if uid := r.value(f.userHeader); uid != "" {
 			if _, ok := rl.users[uid]; ok {
 				return Gray, FromRules, ""
 			}
@@ -108,7 +109,7 @@ func (f *grayFilter) decideRequest(r Request, rl *compiledRules) (Kind, KindSour
 	}
 	if rl.canary > 0 {
 		var h uint32
-		if uid := r.Value(f.userHeader); uid != "" {
+		if uid := r.value(f.userHeader); uid != "" {
 			h = fnv32(uid) % canaryScale
 		} else {
 			h = rand.Uint32N(canaryScale)
@@ -143,6 +144,11 @@ type grayStage struct {
 	f               *grayFilter
 	rules           *compiledRules
 	prod, gray, all []Instance
+	// plain: routing is on and open, and neither the rules (gray users,
+	// match rules, canary) nor the caller's own flag classify a request:
+	// its own value alone decides (tree.pick's flat walk).
+	plain bool
+	_     [cacheLine / 2]byte // whole cache lines (see cacheLine)
 }
 
 func (s *grayStage) subsets() [][]Instance { return [][]Instance{s.prod, s.gray, s.all} }
@@ -153,7 +159,7 @@ func (s *grayStage) subsets() [][]Instance { return [][]Instance{s.prod, s.gray,
 // is no gray one.
 //
 // It also returns the lane a match rule gave the request ("" when none).
-func (s *grayStage) decide(r Request) (int, decision) {
+func (s *grayStage) decide(r *Request) (int, decision) {
 	rl := s.rules
 	k, src, lane := s.f.decideRequest(r, rl)
 	d := decision{kind: k, source: src, lane: lane, outcome: Selected}

@@ -86,7 +86,7 @@ func readStats(s *Stats) *InstanceStats {
 // those picked at least once, and those its Cache follows for adapters
 // that route on their own (the gRPC balancer), sorted.
 func (lb *LoadBalancer) Services() []string {
-	m := *lb.services.Load()
+	m := lb.services.Load().byName
 	out := make([]string, 0, len(m))
 	for name := range m {
 		out = append(out, name)
@@ -129,7 +129,7 @@ func (c *Cache) ready(e *cacheEntry) bool {
 // the Cache follows, it classifies the Cache's list under the rules in
 // force.
 func (lb *LoadBalancer) Snapshot(service string) (ServiceState, bool) {
-	if s := (*lb.services.Load())[service]; s != nil {
+	if s := lb.services.Load().get(service); s != nil {
 		// The tree and the list it was built from, as one pair.
 		s.mu.Lock()
 		t, list := s.tree.Load(), s.list

@@ -88,7 +88,8 @@ func (lb *LoadBalancer) RequestKind(ctx context.Context) (Kind, KindSource) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return lb.gray.requestKind(Request{Context: ctx, handler: lb.handler}, lb.rules.Load())
+	r := newRequest(ctx, "", lb.handler, valuesIn(ctx))
+	return lb.gray.requestKind(&r, lb.rules.Load())
 }
 
 // KindToPass returns the kind of the request in ctx and whether an adapter
@@ -126,8 +127,8 @@ func (lb *LoadBalancer) LaneToPass(ctx context.Context) string {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	r := Request{Context: ctx, handler: lb.handler}
-	_, _, lane := lb.gray.decideRequest(r, rl)
+	r := newRequest(ctx, "", lb.handler, valuesIn(ctx))
+	_, _, lane := lb.gray.decideRequest(&r, rl)
 	if lane == "" || r.Value(lb.versionHeader()) != "" {
 		return ""
 	}

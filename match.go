@@ -78,10 +78,10 @@ func (m *compiledMatch) matches(value string) bool {
 }
 
 // match returns the first match rule r matches, nil when none does.
-func (c *compiledRules) match(r Request) *compiledMatch {
+func (c *compiledRules) match(r *Request) *compiledMatch {
 	for i := range c.matches {
 		m := &c.matches[i]
-		if m.matches(r.Value(m.key)) {
+		if m.matches(r.value(m.key)) {
 			return m
 		}
 	}

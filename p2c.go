@@ -45,7 +45,10 @@ func (p2cPolicy) NewStatsPicker(list []Instance, stats []*Stats) Picker {
 // flight weigh on instances not measured yet.
 const p2cBase = 1000
 
-type p2c struct{ stats []*Stats }
+type p2c struct {
+	stats []*Stats
+	_     [cacheLine - 24]byte // whole cache lines (see cacheLine)
+}
 
 func (p *p2c) Next() int {
 	n := len(p.stats)

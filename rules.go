@@ -183,6 +183,7 @@ type compiledRules struct {
 
 	matches   []compiledMatch
 	matchKeys []string // the keys the matches name, lower case, each once
+	_         [48]byte // whole cache lines (see cacheLine)
 }
 
 var defaultCompiledRules = &compiledRules{enabled: true}

@@ -1,6 +1,7 @@
 package graylb
 
 import (
+	"context"
 	"fmt"
 	"sort"
 )
@@ -14,15 +15,25 @@ type node struct {
 	instances []Instance
 	stats     []*Stats // beside instances, when the LoadBalancer keeps Stats
 	picker    Picker
+	_         [24]byte // whole cache lines (see cacheLine)
 }
 
 // tree is the immutable routing snapshot of one service: the gray decision
 // at the root, one subtree of the user's filters per subset it yields.
 type tree struct {
-	gray     *grayStage
+	service string
+	gray    *grayStage
+	// plain: the rules classify no request (grayStage.plain) and the
+	// only filter, if any, is a VersionFilter; tree.pick then walks flat,
+	// with the gray key and whether any instance is gray kept here.
+	plain    bool
+	flat     [grayIdxAll + 1]flatRoute // by gray subset index, when plain
+	grayKey  string
+	anyGray  bool
 	children [grayIdxAll + 1]*node // by gray subset index
 	rules    *compiledRules        // the rules it was built with
 	ejected  [2]int                // instances left out as outliers, by kind
+	_        [cacheLine / 2]byte   // whole cache lines (see cacheLine)
 }
 
 // statsFunc returns an instance's Stats; nil when none are kept.
@@ -38,9 +49,15 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 		}
 	}()
 	gs := gray.build(instances, rules)
-	t = &tree{gray: gs, rules: rules}
+	t = &tree{service: service, gray: gs, rules: rules, grayKey: gray.header, anyGray: len(gs.gray) > 0}
 	for i, sub := range gs.subsets() {
 		t.children[i] = buildNode(BuildInfo{Service: service, Instances: sub}, filters, policy, stats)
+	}
+	if gs.plain && (len(filters) == 0 || len(filters) == 1 && isVersionFilter(filters[0])) {
+		t.plain = true
+		for i, n := range t.children {
+			t.flat[i] = flatten(n)
+		}
 	}
 	return t, nil
 }
@@ -84,12 +101,12 @@ func newLeaf(list []Instance, policy Policy, stats statsFunc) *node {
 // stage chose no subset or the leaf is empty), the request's kind, the
 // outcome and the lane a match rule gave the request (the filters see it
 // as Request.Lane).
-func (t *tree) route(r Request) (*node, decision) {
+func (t *tree) route(r *Request) (*node, decision) {
 	i, d := t.gray.decide(r)
 	r.lane = d.lane
 	n := t.children[i]
 	for n.stage != nil {
-		i = n.stage.Choose(r)
+		i = n.stage.Choose(*r)
 		if i < 0 || i >= len(n.children) {
 			d.outcome = Failed
 			return nil, d
@@ -101,6 +118,105 @@ func (t *tree) route(r Request) (*node, decision) {
 		return nil, d
 	}
 	return n, d
+}
+
+// pick is route followed by the leaf's policy for the call in ctx (not
+// nil), on every pick's path: it returns the picked candidate in its
+// leaf's list (nil when there is none) and what was decided. It agrees
+// with route on every request.
+//
+// A plain tree (see tree.plain) is walked in its flat form: the request's
+// own gray value decides its kind, as decide does when no rule classifies
+// requests, its version picks the leaf, and round robin picks without a
+// call; no Request is built.
+func (t *tree) pick(ctx context.Context, h ContextHandler) (*Instance, decision) {
+	vals := valuesIn(ctx)
+	if !t.plain {
+		r := newRequest(ctx, t.service, h, vals)
+		n, d := t.route(&r)
+		if n == nil {
+			return nil, d
+		}
+		return &n.instances[n.picker.Next()], d
+	}
+	d := decision{kind: Prod, source: FromDefault, outcome: Selected}
+	v := ""
+	if h != nil {
+		v = h.Value(ctx, t.grayKey)
+	}
+	if v != "" {
+		d.source = FromKey
+	} else if v = vals.get(t.grayKey); v != "" {
+		d.source = FromContext
+	}
+	i := grayIdxProd
+	if IsGray(v) {
+		d.kind, i = Gray, grayIdxGray
+		if !t.anyGray {
+			i, d.outcome = grayIdxAll, FellBack
+		}
+	}
+	fr := &t.flat[i]
+	leaf := &fr.leaves[0]
+	if fr.versioned {
+		v = ""
+		if h != nil {
+			v = h.Value(ctx, fr.versionKey)
+		}
+		if v == "" {
+			v = vals.get(fr.versionKey)
+		}
+		leaf = &fr.leaves[fr.choice.choose(v)]
+	}
+	switch {
+	case len(leaf.instances) == 0:
+		d.outcome = Failed
+		return nil, d
+	case leaf.rr != nil:
+		return &leaf.instances[leaf.rr.Next()], d
+	}
+	return &leaf.instances[leaf.picker.Next()], d
+}
+
+// flatRoute is a plain tree below one gray subset: the leaf, or the
+// version filter's choice and its leaves, kept inline so that a pick
+// follows few pointers.
+type flatRoute struct {
+	versioned  bool // a VersionFilter follows the gray decision
+	versionKey string
+	choice     versionChoice
+	leaves     []flatLeaf // by the version filter's subset; one when !versioned
+}
+
+// flatLeaf is a leaf's candidates and picker (rr when it is round robin).
+type flatLeaf struct {
+	instances []Instance
+	picker    Picker
+	rr        *roundRobin
+}
+
+func isVersionFilter(f ServerFilter) bool {
+	_, ok := f.(*VersionFilter)
+	return ok
+}
+
+func flatten(n *node) flatRoute {
+	if n.stage == nil {
+		fr := flatRoute{leaves: lineSlice[flatLeaf](1)}
+		fr.leaves[0] = flatLeafOf(n)
+		return fr
+	}
+	vs := n.stage.(*versionStage)
+	fr := flatRoute{versioned: true, versionKey: vs.header, choice: vs.choice, leaves: lineSlice[flatLeaf](len(n.children))}
+	for i, c := range n.children {
+		fr.leaves[i] = flatLeafOf(c)
+	}
+	return fr
+}
+
+func flatLeafOf(n *node) flatLeaf {
+	rr, _ := n.picker.(*roundRobin)
+	return flatLeaf{instances: n.instances, picker: n.picker, rr: rr}
 }
 
 // sortFilters returns the user's filters by Order (stable, so equal orders

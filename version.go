@@ -60,23 +60,25 @@ func (f *VersionFilter) Order() int { return f.order }
 // Build groups the candidates by version.
 func (f *VersionFilter) Build(in BuildInfo) Stage {
 	// Two passes: count each group, then lay the groups out in one array.
-	st := &versionStage{f: f, index: map[string]int{}}
+	st := &versionStage{header: f.header}
+	st.choice.self = f.self
+	index := map[string]int{}
 	sizes := []int{len(in.Instances), 0} // 0: all, 1: no version, 2...: by version
 	group := make([]int32, len(in.Instances))
 	for k, inst := range in.Instances {
 		i := 1
 		if v := inst.Metadata[f.metaKey]; v != "" {
 			var ok bool
-			if i, ok = st.index[v]; !ok {
+			if i, ok = index[v]; !ok {
 				i = len(sizes)
-				st.index[v] = i
+				index[v] = i
 				sizes = append(sizes, 0)
 			}
 		}
 		group[k] = int32(i)
 		sizes[i]++
 	}
-	buf := make([]Instance, len(in.Instances))
+	buf := lineSlice[Instance](len(in.Instances))
 	st.subsets = make([][]Instance, len(sizes))
 	st.subsets[0] = in.Instances
 	off := 0
@@ -87,11 +89,16 @@ func (f *VersionFilter) Build(in BuildInfo) Stage {
 	for k, inst := range in.Instances {
 		st.subsets[group[k]] = append(st.subsets[group[k]], inst)
 	}
-	if len(st.index) <= smallVersions {
-		for v, i := range st.index {
-			st.small = append(st.small, versionIndex{v, i})
+	if sizes[1] > 0 {
+		st.choice.fallback = 1
+	}
+	if len(index) > smallVersions {
+		st.choice.index = index
+	} else {
+		st.choice.small = lineSlice[versionIndex](len(index))[:0]
+		for v, i := range index {
+			st.choice.small = append(st.choice.small, versionIndex{v, i})
 		}
-		st.index = nil
 	}
 	return st
 }
@@ -105,43 +112,56 @@ type versionIndex struct {
 	i       int
 }
 
-type versionStage struct {
-	f       *VersionFilter
-	subsets [][]Instance
-	index   map[string]int // more than smallVersions versions
-	small   []versionIndex // else
+// versionChoice is the per-request half of the version filter over one
+// candidate list, whose subsets are: 0 every candidate, 1 those with no
+// version, 2... one per version.
+type versionChoice struct {
+	self     string         // the caller's own version
+	fallback int            // 1 when some candidate has no version, else 0
+	index    map[string]int // more than smallVersions versions
+	small    []versionIndex // else
 }
 
-func (s *versionStage) lookup(v string) (int, bool) {
-	if s.index != nil {
-		i, ok := s.index[v]
+func (c *versionChoice) lookup(v string) (int, bool) {
+	if c.index != nil {
+		i, ok := c.index[v]
 		return i, ok
 	}
-	for _, e := range s.small {
-		if e.version == v {
+	for _, e := range c.small {
+		if sameString(e.version, v) {
 			return e.i, true
 		}
 	}
 	return 0, false
 }
 
+// choose returns the subset for a request whose version is v ("" when it
+// has none): that version's, else the unversioned, else every candidate.
+func (c *versionChoice) choose(v string) int {
+	if v == "" {
+		v = c.self
+	}
+	if i, ok := c.lookup(v); ok { // "" is never a version of the index
+		return i
+	}
+	return c.fallback
+}
+
+type versionStage struct {
+	header  string // the request key
+	subsets [][]Instance
+	choice  versionChoice
+	_       [cacheLine / 2]byte // whole cache lines (see cacheLine)
+}
+
 func (s *versionStage) Subsets() [][]Instance { return s.subsets }
 
+// Choose reads the request's version key, else the lane a match rule gave
+// the request.
 func (s *versionStage) Choose(r Request) int {
-	v := r.Value(s.f.header)
+	v := r.value(s.header)
 	if v == "" {
-		v = r.lane // a match rule's version
+		v = r.lane
 	}
-	if v == "" {
-		v = s.f.self
-	}
-	if v != "" {
-		if i, ok := s.lookup(v); ok {
-			return i
-		}
-	}
-	if len(s.subsets[1]) > 0 {
-		return 1
-	}
-	return 0
+	return s.choice.choose(v)
 }

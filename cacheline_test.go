@@ -1,0 +1,54 @@
+package graylb
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fillsLines reports whether the heap gives an object of size bytes a
+// slot of its own aligned to a cache line (see cacheLine).
+func fillsLines(size uintptr) bool { return size > 512 || size > 0 && size%cacheLine == 0 }
+
+func TestHotObjectsFillCacheLines(t *testing.T) {
+	for name, size := range map[string]uintptr{
+		"serviceTable":     unsafe.Sizeof(serviceTable{}),
+		"service":          unsafe.Sizeof(service{}),
+		"tree":             unsafe.Sizeof(tree{}),
+		"node":             unsafe.Sizeof(node{}),
+		"grayStage":        unsafe.Sizeof(grayStage{}),
+		"compiledRules":    unsafe.Sizeof(compiledRules{}),
+		"versionStage":     unsafe.Sizeof(versionStage{}),
+		"roundRobin":       unsafe.Sizeof(roundRobin{}),
+		"weighted":         unsafe.Sizeof(weighted{}),
+		"rotor":            unsafe.Sizeof(rotor{}),
+		"strictRoundRobin": unsafe.Sizeof(strictRoundRobin{}),
+		"random":           unsafe.Sizeof(random{}),
+		"p2c":              unsafe.Sizeof(p2c{}),
+	} {
+		assert.True(t, fillsLines(size), "%s is %d bytes", name, size)
+	}
+	// What a pick reads of a service is apart from what rebuilds write.
+	require.LessOrEqual(t, unsafe.Offsetof(service{}.unlisted), uintptr(cacheLine-1))
+	require.GreaterOrEqual(t, unsafe.Offsetof(service{}.mu), uintptr(cacheLine))
+}
+
+func TestLineSlice(t *testing.T) {
+	require.Nil(t, lineSlice[Instance](0))
+	for n := 1; n < 40; n++ {
+		for _, s := range []struct {
+			size, cap uintptr
+			len       int
+		}{
+			{unsafe.Sizeof(Instance{}), uintptr(cap(lineSlice[Instance](n))), len(lineSlice[Instance](n))},
+			{unsafe.Sizeof(flatLeaf{}), uintptr(cap(lineSlice[flatLeaf](n))), len(lineSlice[flatLeaf](n))},
+			{unsafe.Sizeof(versionIndex{}), uintptr(cap(lineSlice[versionIndex](n))), len(lineSlice[versionIndex](n))},
+			{8, uintptr(cap(lineSlice[*service](n))), len(lineSlice[*service](n))},
+		} {
+			require.Equal(t, n, s.len)
+			require.True(t, fillsLines(s.size*s.cap), "%d elements of %d bytes in a cap of %d", n, s.size, s.cap)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package graylb
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTree_FlatPickAgreesWithRoute: over random lists, versions, keys set
+// by the handler or the context and caller settings, a plain tree's flat
+// pick (every Pick's path) lands in the leaf the general walk (route)
+// chooses, with the same kind, source and outcome.
+func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 7))
+	versions := []string{"", "v1", "v2", "v3"}
+	for iter := 0; iter < 400; iter++ {
+		list := usable(randomList(rng, "svc"))
+		for i := range list {
+			if v := versions[rng.IntN(len(versions))]; v != "" {
+				list[i].Metadata["version"] = v
+			}
+		}
+		var filters []ServerFilter
+		if rng.IntN(4) > 0 {
+			filters = append(filters, NewVersionFilter(WithSelfVersion(versions[rng.IntN(len(versions))])))
+		}
+		gray := defaultGrayFilter()
+		tr, err := buildTree("svc", list, &gray, filters, defaultCompiledRules, RoundRobin(), nil)
+		require.NoError(t, err)
+		require.True(t, tr.plain, "seed %d", seed)
+		for req := 0; req < 20; req++ {
+			ctx, h := context.Background(), ContextHandler(nil)
+			if rng.IntN(2) == 0 {
+				ctx = WithValue(ctx, "gray", grayValues[rng.IntN(len(grayValues))])
+			}
+			if rng.IntN(2) == 0 {
+				ctx = WithValue(ctx, "version", versions[rng.IntN(len(versions))])
+			}
+			if rng.IntN(3) == 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Minute) // values below a derived context
+				defer cancel()
+			}
+			if rng.IntN(2) == 0 {
+				kv := []string{}
+				if rng.IntN(2) == 0 {
+					kv = append(kv, "gray", grayValues[rng.IntN(len(grayValues))])
+				}
+				if rng.IntN(2) == 0 {
+					kv = append(kv, "version", versions[rng.IntN(len(versions))])
+				}
+				ctx, h = withHeaders(ctx, kv...), testHandler
+			}
+			r := newRequest(ctx, "svc", h, valuesIn(ctx))
+			leaf, want := tr.route(&r)
+			got, d := tr.pick(ctx, h)
+			require.Equal(t, want, d, "seed %d", seed)
+			if leaf == nil {
+				require.Nil(t, got, "seed %d", seed)
+				continue
+			}
+			require.NotNil(t, got, "seed %d", seed)
+			require.Contains(t, leaf.instances, *got, "seed %d", seed)
+		}
+	}
+}
+
+// TestTree_PlainOnlyWithoutClassifyingRules: rules or filters that the
+// flat walk does not implement send every pick through the general walk.
+func TestTree_PlainOnlyWithoutClassifyingRules(t *testing.T) {
+	list := []Instance{inst("svc", 1), inst("svc", 2, "gray", "true")}
+	gray := defaultGrayFilter()
+	rules := func(r Rules) *compiledRules {
+		c, err := compileRules(r)
+		require.NoError(t, err)
+		return c
+	}
+	off, closed := false, true
+	zone := PartitionFilter(200, "zone", func(in Instance) string { return in.Cluster })
+	for name, c := range map[string]struct {
+		rules   *compiledRules
+		filters []ServerFilter
+		self    bool
+		plain   bool
+	}{
+		"none":           {rules: defaultCompiledRules, plain: true},
+		"version":        {rules: defaultCompiledRules, filters: []ServerFilter{NewVersionFilter()}, plain: true},
+		"two versions":   {rules: defaultCompiledRules, filters: []ServerFilter{NewVersionFilter(), NewVersionFilter()}},
+		"other filter":   {rules: defaultCompiledRules, filters: []ServerFilter{zone}},
+		"gray users":     {rules: rules(Rules{GrayUsers: []string{"u1"}})},
+		"canary":         {rules: rules(Rules{CanaryPercent: 5})},
+		"match":          {rules: rules(Rules{Matches: []Match{{Key: "region", Exact: "eu", Gray: true}}})},
+		"routing off":    {rules: rules(Rules{Enabled: &off})},
+		"closed":         {rules: rules(Rules{Closed: closed})},
+		"caller is gray": {rules: defaultCompiledRules, self: true},
+	} {
+		g := gray
+		g.selfGray = c.self
+		tr, err := buildTree("svc", list, &g, c.filters, c.rules, RoundRobin(), nil)
+		require.NoError(t, err)
+		require.Equal(t, c.plain, tr.plain, name)
+	}
+}

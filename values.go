@@ -1,0 +1,90 @@
+package graylb
+
+import (
+	"context"
+	"unsafe"
+)
+
+// valuesCtx is the context WithValue returns: its parent with one
+// program-set name/value pair, and a link to the nearest pair set above it,
+// so the pairs form an immutable list, newest first. A pick finds the list
+// with a type assertion when the context it is given is one of these, and
+// asks ctx.Value otherwise (a context derived from one, such as a timeout).
+type valuesCtx struct {
+	context.Context
+	name, value string
+	up          *valuesCtx // the next pair above, nil when none
+}
+
+// valuesKey is the key under which a valuesCtx answers Value with itself.
+type valuesKey struct{}
+
+// Value returns the newest valuesCtx for valuesKey, else asks the parent.
+func (c *valuesCtx) Value(key any) any {
+	if _, ok := key.(valuesKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// String names the context as the context package's own do.
+func (c *valuesCtx) String() string {
+	parent := "context"
+	if s, ok := c.Context.(interface{ String() string }); ok {
+		parent = s.String()
+	}
+	return parent + ".WithValue(graylb " + c.name + ")"
+}
+
+// WithValue returns a copy of ctx that carries value under name: a
+// request-scoped value set by the program. The gray decision consults it
+// after the call's own keys (the ContextHandler) and before the caller's
+// own flag, e.g.
+//
+//	ctx = graylb.WithValue(ctx, "gray", "true")
+func WithValue(ctx context.Context, name, value string) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return &valuesCtx{Context: ctx, name: name, value: value, up: valuesIn(ctx)}
+}
+
+// ValueFrom returns the value set by WithValue under name, or "".
+func ValueFrom(ctx context.Context, name string) string {
+	if ctx == nil {
+		return ""
+	}
+	return valuesIn(ctx).get(name)
+}
+
+// noValues stands for a context without program-set values in a Request:
+// one made by the LoadBalancer has read its context's values once, a zero
+// Request has not (nil).
+var noValues = &valuesCtx{}
+
+// valuesIn returns the newest program-set pair of ctx (not nil), nil when
+// it has none.
+func valuesIn(ctx context.Context) *valuesCtx {
+	if c, ok := ctx.(*valuesCtx); ok {
+		return c
+	}
+	c, _ := ctx.Value(valuesKey{}).(*valuesCtx)
+	return c
+}
+
+// get returns the newest value under name, "" when there is none.
+func (c *valuesCtx) get(name string) string {
+	for ; c != nil; c = c.up {
+		if sameString(c.name, name) {
+			return c.value
+		}
+	}
+	return ""
+}
+
+// sameString is a == b that answers without a call when both are the same
+// bytes in memory (a key name constant and the same constant passed to
+// WithValue), as they usually are on the pick path.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
