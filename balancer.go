@@ -210,15 +210,7 @@ func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, err
 func (lb *LoadBalancer) pick(ctx context.Context, service string) (*Instance, error) {
 	if ctx != nil {
 		if s := lb.services.Load().get(service); s != nil {
-			t := s.tree.Load()
-			in, d := t.pick(ctx, lb.handler)
-			if lb.observer != nil {
-				lb.observer(service, d.kind, d.outcome)
-			}
-			if in != nil {
-				return in, nil
-			}
-			return nil, lb.noInstance(service, t, d.kind)
+			return s.tree.Load().pick(ctx, lb.handler, lb.observer)
 		}
 	}
 	return lb.pickSlow(ctx, service)
@@ -253,7 +245,7 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 	if s.unlisted {
 		r := newRequest(ctx, service, lb.handler, valuesIn(ctx))
 		n, d := s.tree.Load().route(&r)
-		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, lb.noInstance(service, s.tree.Load(), d.kind)
+		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, s.tree.Load().noInstance(d.kind)
 	}
 	return lb.route(ctx, service, s.tree.Load())
 }
@@ -266,18 +258,9 @@ func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Rou
 	}
 	rt := Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}
 	if n == nil {
-		return rt, lb.noInstance(service, t, d.kind)
+		return rt, t.noInstance(d.kind)
 	}
 	return rt, nil
-}
-
-// noInstance is the error of a request of kind that t has no instance for.
-func (lb *LoadBalancer) noInstance(service string, t *tree, kind Kind) error {
-	e := &NoInstanceError{Service: service, Kind: kind, Ejected: t.ejected[Prod]}
-	if kind == Gray {
-		e.Ejected += t.ejected[Gray]
-	}
-	return e
 }
 
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {

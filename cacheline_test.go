@@ -27,6 +27,7 @@ func TestHotObjectsFillCacheLines(t *testing.T) {
 		"strictRoundRobin": unsafe.Sizeof(strictRoundRobin{}),
 		"random":           unsafe.Sizeof(random{}),
 		"p2c":              unsafe.Sizeof(p2c{}),
+		"ServicePicker":    unsafe.Sizeof(ServicePicker{}),
 	} {
 		assert.True(t, fillsLines(size), "%s is %d bytes", name, size)
 	}

@@ -111,3 +111,24 @@ func ExampleObserver() {
 	fmt.Println(counts[graylb.Selected], counts[graylb.FellBack])
 	// Output: 1 1
 }
+
+// A caller that calls one service again and again picks through its
+// ServicePicker, which skips finding the service by name on every call.
+func ExampleLoadBalancer_Service() {
+	reg := graylb.NewRegistry()
+	reg.Register(graylb.NewInstance("stock", "10.0.3.1", 80, nil))
+	reg.Register(graylb.NewInstance("stock", "10.0.3.2", 80, map[string]string{"gray": "true"}))
+	lb, _ := graylb.New(reg)
+	defer lb.Close()
+
+	stock, _ := lb.Service("stock")
+	gray, _ := stock.Pick(graylb.WithValue(context.Background(), "gray", "true"))
+	prod, _ := stock.Pick(context.Background())
+	fmt.Println(stock.Name(), gray.Addr(), prod.Addr())
+
+	_, err := lb.Service("no such/service")
+	fmt.Println(errors.Is(err, graylb.ErrInvalidService))
+	// Output:
+	// stock 10.0.3.2:80 10.0.3.1:80
+	// true
+}

@@ -121,61 +121,80 @@ func (t *tree) route(r *Request) (*node, decision) {
 }
 
 // pick is route followed by the leaf's policy for the call in ctx (not
-// nil), on every pick's path: it returns the picked candidate in its
-// leaf's list (nil when there is none) and what was decided. It agrees
-// with route on every request.
+// nil), on every pick's path: it tells observe (when not nil) what was
+// decided and returns the picked candidate in its leaf's list, or the
+// error of a request whose kind has no instance. It agrees with route on
+// every request.
 //
 // A plain tree (see tree.plain) is walked in its flat form: the request's
 // own gray value decides its kind, as decide does when no rule classifies
 // requests, its version picks the leaf, and round robin picks without a
 // call; no Request is built.
-func (t *tree) pick(ctx context.Context, h ContextHandler) (*Instance, decision) {
+func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*Instance, error) {
 	vals := valuesIn(ctx)
+	var in *Instance
+	var d decision
 	if !t.plain {
 		r := newRequest(ctx, t.service, h, vals)
-		n, d := t.route(&r)
-		if n == nil {
-			return nil, d
+		var n *node
+		if n, d = t.route(&r); n != nil {
+			in = &n.instances[n.picker.Next()]
 		}
-		return &n.instances[n.picker.Next()], d
-	}
-	d := decision{kind: Prod, source: FromDefault, outcome: Selected}
-	v := ""
-	if h != nil {
-		v = h.Value(ctx, t.grayKey)
-	}
-	if v != "" {
-		d.source = FromKey
-	} else if v = vals.get(t.grayKey); v != "" {
-		d.source = FromContext
-	}
-	i := grayIdxProd
-	if IsGray(v) {
-		d.kind, i = Gray, grayIdxGray
-		if !t.anyGray {
-			i, d.outcome = grayIdxAll, FellBack
-		}
-	}
-	fr := &t.flat[i]
-	leaf := &fr.leaves[0]
-	if fr.versioned {
-		v = ""
+	} else {
+		d = decision{kind: Prod, source: FromDefault, outcome: Selected}
+		v := ""
 		if h != nil {
-			v = h.Value(ctx, fr.versionKey)
+			v = h.Value(ctx, t.grayKey)
 		}
-		if v == "" {
-			v = vals.get(fr.versionKey)
+		if v != "" {
+			d.source = FromKey
+		} else if v = vals.get(t.grayKey); v != "" {
+			d.source = FromContext
 		}
-		leaf = &fr.leaves[fr.choice.choose(v)]
+		i := grayIdxProd
+		if IsGray(v) {
+			d.kind, i = Gray, grayIdxGray
+			if !t.anyGray {
+				i, d.outcome = grayIdxAll, FellBack
+			}
+		}
+		fr := &t.flat[i]
+		leaf := &fr.leaves[0]
+		if fr.versioned {
+			v = ""
+			if h != nil {
+				v = h.Value(ctx, fr.versionKey)
+			}
+			if v == "" {
+				v = vals.get(fr.versionKey)
+			}
+			leaf = &fr.leaves[fr.choice.choose(v)]
+		}
+		switch {
+		case len(leaf.instances) == 0:
+			d.outcome = Failed
+		case leaf.rr != nil:
+			in = &leaf.instances[leaf.rr.Next()]
+		default:
+			in = &leaf.instances[leaf.picker.Next()]
+		}
 	}
-	switch {
-	case len(leaf.instances) == 0:
-		d.outcome = Failed
-		return nil, d
-	case leaf.rr != nil:
-		return &leaf.instances[leaf.rr.Next()], d
+	if observe != nil {
+		observe(t.service, d.kind, d.outcome)
 	}
-	return &leaf.instances[leaf.picker.Next()], d
+	if in == nil {
+		return nil, t.noInstance(d.kind)
+	}
+	return in, nil
+}
+
+// noInstance is the error of a request of kind that t has no instance for.
+func (t *tree) noInstance(kind Kind) error {
+	e := &NoInstanceError{Service: t.service, Kind: kind, Ejected: t.ejected[Prod]}
+	if kind == Gray {
+		e.Ejected += t.ejected[Gray]
+	}
+	return e
 }
 
 // flatRoute is a plain tree below one gray subset: the leaf, or the

@@ -12,7 +12,7 @@ import (
 // TestTree_FlatPickAgreesWithRoute: over random lists, versions, keys set
 // by the handler or the context and caller settings, a plain tree's flat
 // pick (every Pick's path) lands in the leaf the general walk (route)
-// chooses, with the same kind, source and outcome.
+// chooses, with the same kind and outcome.
 func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -57,13 +57,17 @@ func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 			}
 			r := newRequest(ctx, "svc", h, valuesIn(ctx))
 			leaf, want := tr.route(&r)
-			got, d := tr.pick(ctx, h)
-			require.Equal(t, want, d, "seed %d", seed)
+			var kind Kind
+			var outcome Outcome
+			got, err := tr.pick(ctx, h, func(_ string, k Kind, o Outcome) { kind, outcome = k, o })
+			require.Equal(t, want.kind, kind, "seed %d", seed)
+			require.Equal(t, want.outcome, outcome, "seed %d", seed)
 			if leaf == nil {
 				require.Nil(t, got, "seed %d", seed)
+				require.ErrorIs(t, err, ErrNoInstance, "seed %d", seed)
 				continue
 			}
-			require.NotNil(t, got, "seed %d", seed)
+			require.NoError(t, err, "seed %d", seed)
 			require.Contains(t, leaf.instances, *got, "seed %d", seed)
 		}
 	}

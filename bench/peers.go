@@ -31,15 +31,34 @@ type Peer struct {
 	Build func(list []graylb.Instance) (Picker, error)
 }
 
-// Graylb is graylb's pick (GrayFilter + VersionFilter) with a policy.
+// Graylb is graylb's pick (GrayFilter + VersionFilter) with a policy,
+// LoadBalancer.Pick by the service's name.
 func Graylb(name string, policy graylb.Policy) Peer {
-	return Peer{Name: "graylb " + name, Note: "precomputed routing tree, O(1) pick", Build: func(list []graylb.Instance) (Picker, error) {
+	return graylbPeer("graylb "+name, "precomputed routing tree, O(1) pick", policy, false)
+}
+
+// GraylbService is Graylb through the service's ServicePicker: the pick of
+// a caller of one service, as a grpc-go picker serves one target.
+func GraylbService(name string, policy graylb.Policy) Peer {
+	return graylbPeer("graylb "+name+", ServicePicker", "as Graylb, without finding the service by name", policy, true)
+}
+
+func graylbPeer(name, note string, policy graylb.Policy, perService bool) Peer {
+	return Peer{Name: name, Note: note, Build: func(list []graylb.Instance) (Picker, error) {
 		lb, err := graylb.New(static(list), graylb.WithFilters(graylb.NewVersionFilter()), graylb.WithPolicy(policy))
 		if err != nil {
 			return Picker{}, err
 		}
+		pick := func(ctx context.Context) (graylb.Instance, error) { return lb.Pick(ctx, "svc") }
+		if perService {
+			svc, err := lb.Service("svc")
+			if err != nil {
+				return Picker{}, err
+			}
+			pick = svc.Pick
+		}
 		return Picker{
-			Pick: func(ctx context.Context) (graylb.Instance, error) { return lb.Pick(ctx, "svc") },
+			Pick: pick,
 			Update: func(list []graylb.Instance) {
 				// What a push costs: building the routing tree over the list.
 				if _, err := lb.NewRouter("svc", list, nil); err != nil {
