@@ -243,7 +243,8 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 		}
 	}
 	if s.unlisted {
-		r := newRequest(ctx, service, lb.handler, valuesIn(ctx))
+		var r Request
+		r.init(ctx, service, lb.handler, valuesIn(ctx))
 		n, d := s.tree.Load().route(&r)
 		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, s.tree.Load().noInstance(d.kind)
 	}
@@ -251,16 +252,18 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 }
 
 func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Route, error) {
-	r := newRequest(ctx, service, lb.handler, valuesIn(ctx))
+	var r Request
+	r.init(ctx, service, lb.handler, valuesIn(ctx))
 	n, d := t.route(&r)
 	if lb.observer != nil {
 		lb.observer(service, d.kind, d.outcome)
 	}
-	rt := Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}
+	// Returned as built, in registers: a local Route copied out stalls on
+	// the byte-wide stores that built it.
 	if n == nil {
-		return rt, t.noInstance(d.kind)
+		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane}, t.noInstance(d.kind)
 	}
-	return rt, nil
+	return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, nil
 }
 
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {

@@ -58,14 +58,16 @@ type Request struct {
 	lane    string     // set by a match rule (see Lane)
 }
 
-// newRequest is the Request of one call (ctx not nil) whose context has
+// init makes r the Request of one call (ctx not nil) whose context has
 // the program-set values vals (valuesIn): they are read once, for every key
-// the routing asks for.
-func newRequest(ctx context.Context, service string, h ContextHandler, vals *valuesCtx) Request {
+// the routing asks for. Fields are set one by one: a Request built as a
+// composite literal and copied stalls the copy's wide loads on the
+// narrower stores before them, on every pick.
+func (r *Request) init(ctx context.Context, service string, h ContextHandler, vals *valuesCtx) {
 	if vals == nil {
 		vals = noValues
 	}
-	return Request{Context: ctx, Service: service, handler: h, vals: vals}
+	r.Context, r.Service, r.handler, r.vals = ctx, service, h, vals
 }
 
 // Value returns the request's named value: from the ContextHandler, else

@@ -88,7 +88,8 @@ func (lb *LoadBalancer) RequestKind(ctx context.Context) (Kind, KindSource) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	r := newRequest(ctx, "", lb.handler, valuesIn(ctx))
+	var r Request
+	r.init(ctx, "", lb.handler, valuesIn(ctx))
 	return lb.gray.requestKind(&r, lb.rules.Load())
 }
 
@@ -127,7 +128,8 @@ func (lb *LoadBalancer) LaneToPass(ctx context.Context) string {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	r := newRequest(ctx, "", lb.handler, valuesIn(ctx))
+	var r Request
+	r.init(ctx, "", lb.handler, valuesIn(ctx))
 	_, _, lane := lb.gray.decideRequest(&r, rl)
 	if lane == "" || r.Value(lb.versionHeader()) != "" {
 		return ""

@@ -135,7 +135,8 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 	var in *Instance
 	var d decision
 	if !t.plain {
-		r := newRequest(ctx, t.service, h, vals)
+		var r Request
+		r.init(ctx, t.service, h, vals)
 		var n *node
 		if n, d = t.route(&r); n != nil {
 			in = &n.instances[n.picker.Next()]

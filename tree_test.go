@@ -55,7 +55,8 @@ func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 				}
 				ctx, h = withHeaders(ctx, kv...), testHandler
 			}
-			r := newRequest(ctx, "svc", h, valuesIn(ctx))
+			var r Request
+			r.init(ctx, "svc", h, valuesIn(ctx))
 			leaf, want := tr.route(&r)
 			var kind Kind
 			var outcome Outcome
