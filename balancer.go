@@ -21,17 +21,20 @@ import (
 // immutable tree swapped atomically; Pick reads it without a lock, in O(1)
 // in the number of instances, without allocating.
 type LoadBalancer struct {
+	// What a pick reads, first and apart from every field written after
+	// New (see cacheLine; the allocator may put a header before it).
+	services atomic.Pointer[serviceTable]
+	rules    atomic.Pointer[compiledRules]
+	handler  ContextHandler
+	observer Observer
+	gray     grayFilter
+	_        [2*cacheLine - 96]byte
+
 	cache     *Cache
 	ownsCache bool
-	gray      grayFilter
 	filters   []ServerFilter // the user's, sorted
 	policy    Policy
-	handler   ContextHandler
-	observer  Observer
 	logger    *slog.Logger
-
-	rules    atomic.Pointer[compiledRules]
-	services atomic.Pointer[serviceTable]
 
 	mu       sync.Mutex // guards adding services, Close
 	closed   atomic.Bool

@@ -5,12 +5,14 @@ import "unsafe"
 // A pick reads shared objects on every call and writes none of them (the
 // round-robin counters aside, each padded onto cache lines of its own). A
 // read-only object that shares a cache line with another object some
-// goroutine keeps writing is slowed down all the same, on every core: two
-// goroutines picking at once ran at one core's speed whenever the
-// allocator happened to put the service table beside a benchmark's
-// per-goroutine counter. So the objects a pick reads fill whole cache
-// lines: the heap places an object of 64·k bytes (up to 512), or of more
-// than 512, at a cache-line boundary in a slot of its own.
+// goroutine keeps writing is slowed down all the same, on every core
+// (false sharing): a 32-byte service table read by every pick, placed by
+// the allocator beside another goroutine's 32-byte counter, made two
+// cores pick at one core's speed. So the objects a pick reads fill whole
+// cache lines: the heap gives an object of 64·k bytes (up to 512) a slot
+// of its own at a cache-line boundary, and an object of more than 512
+// bytes a slot of its own of whole cache lines (at its start, or 8 bytes
+// in, behind the allocator's header, when it holds pointers).
 // TestHotObjectsFillCacheLines holds the types to it.
 const cacheLine = 64
 

@@ -31,6 +31,19 @@ func TestHotObjectsFillCacheLines(t *testing.T) {
 	} {
 		assert.True(t, fillsLines(size), "%s is %d bytes", name, size)
 	}
+	// What a pick reads of the LoadBalancer is apart from what is written
+	// after New, even behind an allocation header of up to 8 bytes.
+	var lb LoadBalancer
+	hotEnd := unsafe.Offsetof(lb.gray) + unsafe.Sizeof(lb.gray)
+	require.LessOrEqual(t, hotEnd, uintptr(2*cacheLine-8))
+	for name, off := range map[string]uintptr{"cache": unsafe.Offsetof(lb.cache), "mu": unsafe.Offsetof(lb.mu), "closed": unsafe.Offsetof(lb.closed),
+		"ruleLog": unsafe.Offsetof(lb.ruleLog), "ejectionLog": unsafe.Offsetof(lb.ejectionLog)} {
+		require.GreaterOrEqual(t, off, uintptr(2*cacheLine), name)
+	}
+	for name, off := range map[string]uintptr{"services": unsafe.Offsetof(lb.services), "rules": unsafe.Offsetof(lb.rules),
+		"handler": unsafe.Offsetof(lb.handler), "observer": unsafe.Offsetof(lb.observer)} {
+		require.Less(t, off, hotEnd, name)
+	}
 	// What a pick reads of a service is apart from what rebuilds write.
 	require.LessOrEqual(t, unsafe.Offsetof(service{}.unlisted), uintptr(cacheLine-1))
 	require.GreaterOrEqual(t, unsafe.Offsetof(service{}.mu), uintptr(cacheLine))

@@ -49,7 +49,7 @@ func (f *grayFilter) build(instances []Instance, rl *compiledRules) *grayStage {
 	// "all" is reachable only when routing is off or no gray instance
 	// exists; otherwise leave it empty so later filters skip building it.
 	if !rl.closed && (!rl.enabled || len(gray) == 0) {
-		st.all = instances
+		st.all = append(lineSlice[Instance](len(instances))[:0], instances...) // whole cache lines (see cacheLine)
 	}
 	return st
 }

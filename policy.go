@@ -98,8 +98,9 @@ const (
 // rotor hands out turns for a round-robin walk without a counter shared by
 // every core: each turn comes from one of a few counters, each on its own
 // cache line and started at its own random offset, chosen by the calling
-// goroutine's stack address. One goroutine keeps to one counter, so it sees
-// a strict rotation; goroutines running on different cores mostly use
+// goroutine's stack address. A goroutine that picks from one place in its
+// code keeps to one counter while its stack stays where it is, so it sees a
+// strict rotation; goroutines running on different cores mostly use
 // different counters, so concurrent picks do not slow each other down (a
 // single shared counter costs 2-6x per pick when two cores pick at once).
 // The choice only spreads contention: any counter gives a correct turn.
@@ -127,12 +128,12 @@ func (r *rotor) next() uint64 {
 
 // shardOfCaller maps the calling goroutine's stack to a shard: the stack
 // address in units of 2 KiB (the smallest goroutine stack, so two live
-// goroutines differ there), its 4-bit groups folded together by XOR.
-// Goroutines started together get nearby stacks, which folding maps to
-// different shards (16 consecutive stacks of one size take all 16; a
-// multiplicative hash sent two neighbours to one shard in about half of
-// the runs of a two-goroutine benchmark); stacks far apart share a shard
-// one time in 16, as with any hash.
+// goroutines differ there), bits 11 to 26 of the address folded by XOR into
+// 4. Goroutines started together get nearby stacks, which folding mostly
+// maps to different shards (neighbours differ in the low group; a
+// multiplicative hash of the address sent two neighbours to one shard
+// about as often as two stacks taken at random); stacks far apart share a
+// shard about one time in 16.
 func shardOfCaller() uint64 {
 	var here byte
 	x := uint64(uintptr(unsafe.Pointer(&here))) >> 11
@@ -182,7 +183,8 @@ func (p *roundRobin) Next() int {
 	return int(p.m.of(uint32(p.r.next()), p.n))
 }
 
-// onlyPicker is the picker over a list of at most one candidate.
+// onlyPicker is round robin's picker over an empty list (never asked:
+// the routing skips empty lists).
 type onlyPicker struct{}
 
 func (onlyPicker) Next() int { return 0 }

@@ -2,6 +2,7 @@ package graylb
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -9,36 +10,55 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestTree_FlatPickAgreesWithRoute: over random lists, versions, keys set
-// by the handler or the context and caller settings, a plain tree's flat
-// pick (every Pick's path) lands in the leaf the general walk (route)
+// TestTree_FlatPickAgreesWithRoute: over random lists, versions (a few,
+// or more than a scan covers), key names, keys set by the handler or the
+// context and caller settings, a plain tree's flat pick (every Pick's
+// path) picks an instance of the very leaf the general walk (route)
 // chooses, with the same kind and outcome.
 func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 7))
-	versions := []string{"", "v1", "v2", "v3"}
+	few := []string{"", "v1", "v2", "v3"}
+	many := []string{""}
+	for i := 0; i < 2*smallVersions; i++ {
+		many = append(many, fmt.Sprintf("v%d", i))
+	}
 	for iter := 0; iter < 400; iter++ {
+		versions := few
+		if iter%3 == 0 {
+			versions = many
+		}
+		grayKey, versionKey := "gray", "version"
+		if iter%2 == 1 {
+			grayKey, versionKey = "x-gray-tag", "x-lane"
+		}
 		list := usable(randomList(rng, "svc"))
 		for i := range list {
+			if g, ok := list[i].Metadata["gray"]; ok && grayKey != "gray" {
+				delete(list[i].Metadata, "gray")
+				list[i].Metadata[grayKey] = g
+			}
 			if v := versions[rng.IntN(len(versions))]; v != "" {
-				list[i].Metadata["version"] = v
+				list[i].Metadata[versionKey] = v
 			}
 		}
 		var filters []ServerFilter
 		if rng.IntN(4) > 0 {
-			filters = append(filters, NewVersionFilter(WithSelfVersion(versions[rng.IntN(len(versions))])))
+			filters = append(filters, NewVersionFilter(WithVersionHeader(versionKey), WithVersionKey(versionKey),
+				WithSelfVersion(versions[rng.IntN(len(versions))])))
 		}
 		gray := defaultGrayFilter()
+		gray.header, gray.metaKey = grayKey, grayKey
 		tr, err := buildTree("svc", list, &gray, filters, defaultCompiledRules, RoundRobin(), nil)
 		require.NoError(t, err)
 		require.True(t, tr.plain, "seed %d", seed)
 		for req := 0; req < 20; req++ {
 			ctx, h := context.Background(), ContextHandler(nil)
 			if rng.IntN(2) == 0 {
-				ctx = WithValue(ctx, "gray", grayValues[rng.IntN(len(grayValues))])
+				ctx = WithValue(ctx, grayKey, grayValues[rng.IntN(len(grayValues))])
 			}
 			if rng.IntN(2) == 0 {
-				ctx = WithValue(ctx, "version", versions[rng.IntN(len(versions))])
+				ctx = WithValue(ctx, versionKey, versions[rng.IntN(len(versions))])
 			}
 			if rng.IntN(3) == 0 {
 				var cancel context.CancelFunc
@@ -48,10 +68,10 @@ func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				kv := []string{}
 				if rng.IntN(2) == 0 {
-					kv = append(kv, "gray", grayValues[rng.IntN(len(grayValues))])
+					kv = append(kv, grayKey, grayValues[rng.IntN(len(grayValues))])
 				}
 				if rng.IntN(2) == 0 {
-					kv = append(kv, "version", versions[rng.IntN(len(versions))])
+					kv = append(kv, versionKey, versions[rng.IntN(len(versions))])
 				}
 				ctx, h = withHeaders(ctx, kv...), testHandler
 			}
@@ -69,9 +89,20 @@ func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 				continue
 			}
 			require.NoError(t, err, "seed %d", seed)
-			require.Contains(t, leaf.instances, *got, "seed %d", seed)
+			require.True(t, inList(got, leaf.instances), "seed %d: %s is not an instance of route's leaf %v", seed, got.Addr(), leaf.instances)
 		}
 	}
+}
+
+// inList reports whether p points at an element of list itself (not at an
+// equal instance elsewhere).
+func inList(p *Instance, list []Instance) bool {
+	for i := range list {
+		if p == &list[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // TestTree_PlainOnlyWithoutClassifyingRules: rules or filters that the

@@ -2,6 +2,7 @@ package graylb
 
 import (
 	"context"
+	"fmt"
 	"unsafe"
 )
 
@@ -27,11 +28,15 @@ func (c *valuesCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// String names the context as the context package's own do.
+// String names the context and its parent, as the context package's own
+// do, with the name it carries but not the value (a user id is no text
+// for a log).
 func (c *valuesCtx) String() string {
-	parent := "context"
+	var parent string
 	if s, ok := c.Context.(interface{ String() string }); ok {
 		parent = s.String()
+	} else {
+		parent = fmt.Sprintf("%T", c.Context)
 	}
 	return parent + ".WithValue(graylb " + c.name + ")"
 }

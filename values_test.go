@@ -98,3 +98,31 @@ func BenchmarkWithValue(b *testing.B) {
 }
 
 var sinkCtx context.Context
+
+// overrideStage is a filter's stage that changes the request's context
+// and asks the stage it wraps, which must see the new context's values.
+type overrideStage struct{ Stage }
+
+func (s overrideStage) Choose(r Request) int {
+	r.Context = WithValue(r.Context, "version", "v2")
+	return s.Stage.Choose(r)
+}
+
+type overrideFilter struct{ inner *VersionFilter }
+
+func (f overrideFilter) Order() int               { return 100 }
+func (f overrideFilter) Build(in BuildInfo) Stage { return overrideStage{f.inner.Build(in)} }
+
+func TestRequest_ValueFollowsAContextTheFilterReplaces(t *testing.T) {
+	list := []Instance{inst("svc", 1, "version", "v1"), inst("svc", 2, "version", "v2")}
+	lb, _ := newTestLB(t, list, WithFilters(overrideFilter{NewVersionFilter()}))
+	for i := 0; i < 4; i++ {
+		got, err := lb.Pick(WithValue(context.Background(), "version", "v1"), "svc")
+		require.NoError(t, err)
+		require.Equal(t, 2, got.Port, "the wrapped version filter saw the request's own context")
+	}
+	r := Request{Context: WithValue(context.Background(), "zone", "eu")}
+	r.init(r.Context, "svc", nil, valuesIn(r.Context))
+	r.Context = WithValue(r.Context, "zone", "us")
+	require.Equal(t, "us", r.Value("zone"))
+}
