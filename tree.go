@@ -142,15 +142,13 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 			in = &n.instances[n.picker.Next()]
 		}
 	} else {
-		d = decision{kind: Prod, source: FromDefault, outcome: Selected}
+		d = decision{kind: Prod, outcome: Selected} // what decided is not asked for
 		v := ""
 		if h != nil {
 			v = h.Value(ctx, t.grayKey)
 		}
-		if v != "" {
-			d.source = FromKey
-		} else if v = vals.get(t.grayKey); v != "" {
-			d.source = FromContext
+		if v == "" {
+			v = vals.get(t.grayKey)
 		}
 		i := grayIdxProd
 		if IsGray(v) {
