@@ -75,7 +75,7 @@ func startBackend(t *testing.T, service, name string, gray bool, servers ...stri
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, name) }))
 	t.Cleanup(srv.Close)
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
-	dir := t.TempDir()
+	dir := sdkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
 	defer cancel()
 	var reg *Registration
@@ -159,7 +159,7 @@ func (l *load) finish() { close(l.stop); l.done.Wait() }
 
 func newHTTPClient(t *testing.T, servers ...string) (*http.Client, *graylb.LoadBalancer) {
 	t.Helper()
-	dir := t.TempDir()
+	dir := sdkDir(t)
 	sup, err := NewSupplier(WithServers(servers...), WithCacheDir(dir), WithLogDir(dir), WithLogLevel("error"))
 	require.NoError(t, err)
 	lb, err := graylb.New(sup, graylb.WithContextHandler(httpctx.Handler()))

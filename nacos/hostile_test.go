@@ -220,7 +220,7 @@ func TestIntegration_CloseLeaks(t *testing.T) {
 	defer cancel()
 	// The default logging: SDK lines to graylb's logger, no log files.
 	opts := func() []Option {
-		return []Option{WithServers(addr), WithCacheDir(t.TempDir()), WithLogLevel("error")}
+		return []Option{WithServers(addr), WithCacheDir(sdkDir(t)), WithLogLevel("error")}
 	}
 	shared := func() {
 		cl, err := NewClient(ctx, opts()...)
@@ -289,7 +289,7 @@ func TestIntegration_UnreachableFailsFast(t *testing.T) {
 	require.NoError(t, err)
 	dead := ln.Addr().String()
 	ln.Close()
-	dir := t.TempDir()
+	dir := sdkDir(t)
 	start := time.Now()
 	sup, err := NewSupplier(WithServers(dead), WithCacheDir(dir), WithLogDir(dir), WithTimeout(time.Second), WithoutDiskCacheAtStart())
 	require.NoError(t, err)

@@ -47,17 +47,41 @@ func waitConnected(nc interface{ ServerHealthy() bool }, timeout time.Duration) 
 	}
 }
 
+// sdkDir is a temporary folder for an SDK client's cache and log files.
+// nacos-sdk-go writes its disk cache from goroutines that can outlive the
+// client's Close by a moment, so t.TempDir's removal at the end of a test
+// can meet a file written meanwhile and fail the test ("unlinkat ...:
+// directory not empty", 1 of 6 fresh-clone runs). The folder is removed
+// with retries instead, and one the SDK still writes to is left behind
+// with a log line (the SDK's late writes are not what the tests check).
+func sdkDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "graylb-nacos-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		var err error
+		for i := 0; i < 50; i++ {
+			if err = os.RemoveAll(dir); err == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // the SDK's writer goroutines finish on their own
+		}
+		t.Logf("left %s behind: %v", dir, err)
+	})
+	return dir
+}
+
 func uniqueService(t *testing.T) string {
 	return fmt.Sprintf("it-%s-%d", t.Name(), time.Now().UnixNano()%1e9)
 }
 
 func testOpts(t *testing.T, extra ...Option) []Option {
-	dir := t.TempDir()
+	dir := sdkDir(t)
 	return append([]Option{WithServers(nacosAddr(t)), WithCacheDir(filepath.Join(dir, "cache")), WithLogDir(filepath.Join(dir, "log")), WithLogLevel("error")}, extra...)
 }
 
 func testOptsServers(t *testing.T, servers ...string) []Option {
-	dir := t.TempDir()
+	dir := sdkDir(t)
 	return []Option{WithServers(servers...), WithCacheDir(filepath.Join(dir, "cache")), WithLogDir(filepath.Join(dir, "log")), WithLogLevel("error")}
 }
 
@@ -266,8 +290,8 @@ func TestIntegration_Restart(t *testing.T) {
 	instance(t, svc, 7302, map[string]string{"gray": "true"})
 	nc := newNaming(t) // registers 7303 after the restart
 
-	cacheDir := filepath.Join(t.TempDir(), "shared-cache")
-	sup, err := NewSupplier(WithServers(addr), WithCacheDir(cacheDir), WithLogDir(t.TempDir()), WithLogLevel("error"))
+	cacheDir := filepath.Join(sdkDir(t), "shared-cache")
+	sup, err := NewSupplier(WithServers(addr), WithCacheDir(cacheDir), WithLogDir(sdkDir(t)), WithLogLevel("error"))
 	require.NoError(t, err)
 	lb, err := graylb.New(sup)
 	require.NoError(t, err)
@@ -300,7 +324,7 @@ func TestIntegration_Restart(t *testing.T) {
 	assert.Zero(t, failed.Load(), "picks fail while Nacos is down")
 
 	// A process started while Nacos is down serves from the disk cache.
-	sup2, err := NewSupplier(WithServers(addr), WithCacheDir(cacheDir), WithLogDir(t.TempDir()), WithLogLevel("error"), WithTimeout(time.Second))
+	sup2, err := NewSupplier(WithServers(addr), WithCacheDir(cacheDir), WithLogDir(sdkDir(t)), WithLogLevel("error"), WithTimeout(time.Second))
 	require.NoError(t, err)
 	lb2, err := graylb.New(sup2)
 	require.NoError(t, err)
