@@ -432,3 +432,25 @@ func TestCache_CallerDeadlineNotRemembered(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, got, 1)
 }
+
+// TestCache_ReadyEntryWinsOverADoneContext: a service whose list is cached
+// answers from it whatever the caller's context says; waiting is what a
+// done context cuts short, not reading. (A select over "ready" and
+// "context done", both ready, answered ctx.Err() about half the time.)
+func TestCache_ReadyEntryWinsOverADoneContext(t *testing.T) {
+	src := &fakeSource{list: []Instance{inst("svc", 1)}}
+	c, err := NewCache(src)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	failed := 0
+	for i := 0; i < 1000; i++ {
+		if got, err := c.Instances(done, "svc"); err != nil || len(got) != 1 {
+			failed++
+		}
+	}
+	assert.Zero(t, failed, "of 1000 reads of a cached list with a done context")
+}
