@@ -311,10 +311,16 @@ func (c *Cache) entry(ctx context.Context, service string, watch bool) (*cacheEn
 	} else {
 		c.mu.Unlock()
 	}
+	// A ready entry answers whatever ctx says: only waiting is cut short.
+	// (A select over both, when both are ready, picks one at random.)
 	select {
 	case <-e.ready:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case <-e.ready:
+		default:
+			return nil, ctx.Err()
+		}
 	}
 	if e.err != nil {
 		return nil, e.err

@@ -225,16 +225,24 @@ func (c *Client) ready(ctx context.Context) (*naming_grpc.NamingGrpcProxy, error
 	if closed {
 		return nil, errClientClosed
 	}
-	deadline := c.start.Add(min(c.cfg.timeout, c.cfg.connectWait))
-	wait, stop := context.WithDeadline(ctx, deadline)
-	defer stop()
-	select {
-	case <-c.built:
-	case <-wait.Done():
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	// A Client older than its connect wait has a deadline in the past: a
+	// select over "built" and "deadline passed" would then pick either at
+	// random. What is ready is checked first, the deadline only when it is
+	// not.
+	if !isClosed(c.built) {
+		deadline := c.start.Add(min(c.cfg.timeout, c.cfg.connectWait))
+		wait, stop := context.WithDeadline(ctx, deadline)
+		select {
+		case <-c.built:
+		case <-wait.Done():
 		}
-		return nil, fmt.Errorf("%w: connecting to %s", ErrUnavailable, strings.Join(c.cfg.servers, ","))
+		stop()
+		if !isClosed(c.built) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: connecting to %s", ErrUnavailable, strings.Join(c.cfg.servers, ","))
+		}
 	}
 	if c.buildErr != nil {
 		return nil, c.buildErr
@@ -242,9 +250,14 @@ func (c *Client) ready(ctx context.Context) (*naming_grpc.NamingGrpcProxy, error
 	if c.naming.ServerHealthy() {
 		return c.naming, nil
 	}
-	select {
-	case <-c.connected:
-	case <-wait.Done():
+	if !isClosed(c.connected) {
+		deadline := c.start.Add(min(c.cfg.timeout, c.cfg.connectWait))
+		wait, stop := context.WithDeadline(ctx, deadline)
+		select {
+		case <-c.connected:
+		case <-wait.Done():
+		}
+		stop()
 	}
 	if !c.naming.ServerHealthy() {
 		if err := ctx.Err(); err != nil {
@@ -256,6 +269,16 @@ func (c *Client) ready(ctx context.Context) (*naming_grpc.NamingGrpcProxy, error
 }
 
 var errClientClosed = errors.New("nacos: client closed")
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
 
 // call runs fn on the connected naming client, honouring ctx (the SDK's
 // calls honour only its own timeout).
@@ -278,7 +301,12 @@ func call[T any](ctx context.Context, c *Client, fn func(*naming_grpc.NamingGrpc
 	case r := <-done:
 		return r.v, r.err
 	case <-ctx.Done():
-		return zero, ctx.Err()
+		select {
+		case r := <-done: // finished as ctx ended: the answer stands
+			return r.v, r.err
+		default:
+			return zero, ctx.Err()
+		}
 	}
 }
 
@@ -355,6 +383,8 @@ func (c *Client) subscribe(p *vo.SubscribeParam) error {
 		select {
 		case <-c.built:
 		case <-c.ctx.Done():
+		}
+		if c.ctx.Err() != nil { // closed: both may be ready
 			return
 		}
 		if c.naming != nil {

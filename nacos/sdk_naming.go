@@ -61,7 +61,12 @@ func (n *sdkNaming) query(ctx context.Context, service, group string, clusters [
 	case r := <-done:
 		return r.hosts, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		select {
+		case r := <-done: // finished as ctx ended: the answer stands
+			return r.hosts, r.err
+		default:
+			return nil, ctx.Err()
+		}
 	}
 }
 
