@@ -191,9 +191,9 @@ type cacheEntry struct {
 
 // CacheStats counts what the Cache did.
 type CacheStats struct {
-	Applied      uint64 // updates that replaced a list
-	RefusedEmpty uint64 // empty updates refused by the protection
-	HeldShrinks  uint64 // sudden shrinks held for the settle period
+	Applied      uint64 `json:"applied"`      // updates that replaced a list
+	RefusedEmpty uint64 `json:"refusedEmpty"` // empty updates refused by the protection
+	HeldShrinks  uint64 `json:"heldShrinks"`  // sudden shrinks held for the settle period
 }
 
 // Stats returns the counters.

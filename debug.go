@@ -114,153 +114,40 @@ type debugHandler struct {
 	picks *PickCounters
 }
 
-// DebugState is what DebugHandler shows, and its JSON.
+// DebugState is what DebugHandler shows, and its JSON: the
+// LoadBalancer's own introspection types (Keys, ServiceState, RulesState,
+// CacheStats, EjectionsState), with the pick counters of WithPickCounters.
 type DebugState struct {
 	Generated time.Time      `json:"generated"`
-	Keys      DebugKeys      `json:"keys"`
-	Services  []DebugService `json:"services"`
-	Rules     DebugRules     `json:"rules"`
-	Cache     DebugCache     `json:"cache"`
-	Ejections DebugEjections `json:"ejections"`
-}
-
-// DebugKeys are the LoadBalancer's key names (Keys).
-type DebugKeys struct {
-	Gray    string `json:"gray"`
-	User    string `json:"user"`
-	Version string `json:"version"`
-}
-
-// DebugCache is the Cache's counters (CacheStats).
-type DebugCache struct {
-	Applied      uint64 `json:"applied"`
-	RefusedEmpty uint64 `json:"refusedEmpty"`
-	HeldShrinks  uint64 `json:"heldShrinks"`
-}
-
-// DebugEjections is outlier detection's part of the debug page
-// (LoadBalancer.Ejections).
-type DebugEjections struct {
-	Enabled      bool                 `json:"enabled"`
-	Ejected      int                  `json:"ejected"` // instances ejected now, over every routed service
-	Ejections    uint64               `json:"ejections"`
-	Readmissions uint64               `json:"readmissions"`
-	Counts       []DebugEjectionCount `json:"counts"`
-	Last         *DebugEjectionEvent  `json:"last"` // null: none yet
-}
-
-// DebugEjectionCount is the ejections and readmissions of one kind of
-// instance of one service.
-type DebugEjectionCount struct {
-	Service      string `json:"service"`
-	Kind         string `json:"kind"`
-	Ejections    uint64 `json:"ejections"`
-	Readmissions uint64 `json:"readmissions"`
-}
-
-// DebugEjectionEvent is one ejection (forMs > 0) or readmission (forMs
-// 0).
-type DebugEjectionEvent struct {
-	Service string    `json:"service"`
-	Addr    string    `json:"addr"`
-	Kind    string    `json:"kind"`
-	ForMs   int64     `json:"forMs"`
-	At      time.Time `json:"at"`
-}
-
-// DebugInstanceStats is an instance's Stats on the debug page
-// (InstanceStats); null when the LoadBalancer keeps none.
-type DebugInstanceStats struct {
-	Ejected   bool    `json:"ejected"`
-	InFlight  int64   `json:"inFlight"`
-	LatencyMs float64 `json:"latencyMs"` // peak-EWMA estimate; 0 before the first result
-	Failures  int     `json:"failures"`  // consecutive
-}
-
-// DebugService is one service on the debug page.
-type DebugService struct {
-	Service      string                       `json:"service"`
-	Prod         int                          `json:"prod"` // routable
-	Gray         int                          `json:"gray"`
-	EjectedProd  int                          `json:"ejectedProd"`
-	EjectedGray  int                          `json:"ejectedGray"`
-	GrayFallback bool                         `json:"grayFallback"`
-	Instances    []DebugInstance              `json:"instances"`
-	Picks        map[string]map[string]uint64 `json:"picks,omitempty"` // kind → outcome → count
-}
-
-// DebugInstance is one instance on the debug page.
-type DebugInstance struct {
-	Addr     string              `json:"addr"`
-	Kind     string              `json:"kind"`
-	Version  string              `json:"version"`
-	Weight   float64             `json:"weight"`
-	Cluster  string              `json:"cluster"`
-	Usable   bool                `json:"usable"`
-	Ejection *DebugInstanceStats `json:"ejection"`
-	Subsets  []string            `json:"subsets"`
-	Metadata map[string]string   `json:"metadata"`
-}
-
-// DebugRules is the rules part of the debug page.
-type DebugRules struct {
-	Rules            Rules      `json:"rules"`
-	Source           string     `json:"source"`
-	Changed          *time.Time `json:"changed"`
-	Changes          uint64     `json:"changes"`
-	Refused          uint64     `json:"refused"`
-	LastRefused      *time.Time `json:"lastRefused"`
-	LastRefusedRules *Rules     `json:"lastRefusedRules"`
-	LastRefusedError string     `json:"lastRefusedError"`
+	Keys      Keys           `json:"keys"`
+	Services  []ServiceState `json:"services"` // lb.Snapshot of each of lb.Services
+	// Picks are the pick counters' counts (PickCounters.Counts) of each
+	// service listed; omitted without WithPickCounters.
+	Picks     map[string]map[string]map[string]uint64 `json:"picks,omitempty"` // service → kind → outcome → count
+	Rules     RulesState                              `json:"rules"`
+	Cache     CacheStats                              `json:"cache"`
+	Ejections EjectionsState                          `json:"ejections"`
 }
 
 // state returns what the page shows now.
 func (h *debugHandler) state() DebugState {
 	lb := h.lb
-	cs := lb.Cache().Stats()
-	k := lb.Keys()
-	st := DebugState{Generated: time.Now(), Keys: DebugKeys{Gray: k.Gray, User: k.User, Version: k.Version}, Services: []DebugService{},
-		Cache: DebugCache(cs)}
+	st := DebugState{Generated: time.Now(), Keys: lb.Keys(), Services: []ServiceState{},
+		Rules: lb.RulesState(), Cache: lb.Cache().Stats(), Ejections: lb.Ejections()}
+	if h.picks != nil {
+		st.Picks = map[string]map[string]map[string]uint64{}
+	}
 	for _, name := range lb.Services() {
 		ss, ok := lb.Snapshot(name)
 		if !ok {
 			continue
 		}
-		ds := DebugService{Service: name, Prod: ss.Prod, Gray: ss.Gray, EjectedProd: ss.EjectedProd, EjectedGray: ss.EjectedGray, GrayFallback: ss.GrayFallback, Instances: []DebugInstance{}}
-		st.Ejections.Ejected += ss.EjectedProd + ss.EjectedGray
-		for _, in := range ss.Instances {
-			di := DebugInstance{Addr: in.Addr, Kind: in.Kind.String(), Version: in.Version,
-				Weight: in.Weight, Cluster: in.Cluster, Usable: in.Usable, Subsets: in.Subsets, Metadata: in.Metadata}
-			if s := in.Stats; s != nil {
-				di.Ejection = &DebugInstanceStats{Ejected: s.Ejected, InFlight: s.InFlight,
-					LatencyMs: float64(s.Latency) / float64(time.Millisecond), Failures: s.Failures}
-			}
-			ds.Instances = append(ds.Instances, di)
-		}
+		st.Services = append(st.Services, ss)
 		if h.picks != nil {
-			ds.Picks = h.picks.Counts(name)
+			if c := h.picks.Counts(name); c != nil {
+				st.Picks[name] = c
+			}
 		}
-		st.Services = append(st.Services, ds)
-	}
-	es := lb.Ejections()
-	st.Ejections.Enabled, st.Ejections.Ejections, st.Ejections.Readmissions = es.Enabled, es.Ejections, es.Readmissions
-	st.Ejections.Counts = make([]DebugEjectionCount, 0, len(es.Counts))
-	for _, c := range es.Counts {
-		st.Ejections.Counts = append(st.Ejections.Counts, DebugEjectionCount{Service: c.Service, Kind: c.Kind.String(),
-			Ejections: c.Ejections, Readmissions: c.Readmissions})
-	}
-	if e := es.Last; e != nil {
-		st.Ejections.Last = &DebugEjectionEvent{Service: e.Service, Addr: e.Addr, Kind: e.Kind.String(),
-			ForMs: e.For.Milliseconds(), At: es.LastAt}
-	}
-	rs := lb.RulesState()
-	st.Rules = DebugRules{Rules: rs.Rules, Source: rs.Source, Changes: rs.Changes, Refused: rs.Refused,
-		LastRefusedRules: rs.LastRefusedRules, LastRefusedError: rs.LastRefusedError}
-	if !rs.Changed.IsZero() {
-		st.Rules.Changed = &rs.Changed
-	}
-	if !rs.LastRefused.IsZero() {
-		st.Rules.LastRefused = &rs.LastRefused
 	}
 	return st
 }
@@ -299,7 +186,9 @@ func debugRulesJSON(r Rules) string {
 
 var debugPage = template.Must(template.New("debug").Funcs(template.FuncMap{
 	"rulesJSON": debugRulesJSON,
-	"ms":        func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + " ms" },
+	"ms": func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
+	},
 	"when": func(t *time.Time) string {
 		if t == nil {
 			return "never"
@@ -354,7 +243,7 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 {{with .Ejections}}{{if .Enabled}}<table id="ejections">
 <tr><th>ejected now</th><th>ejections</th><th>readmissions</th><th>last</th></tr>
 <tr><td class="num" id="ejected-now">{{.Ejected}}</td><td class="num" id="ejections-total">{{.Ejections}}</td><td class="num" id="readmissions-total">{{.Readmissions}}</td>
-<td id="ejections-last">{{with .Last}}{{if .ForMs}}ejected{{else}}readmitted{{end}} <span class="mono">{{.Service}} {{.Addr}}</span> ({{.Kind}}){{if .ForMs}} for {{.ForMs}} ms{{end}} at {{.At.Format "2006-01-02T15:04:05Z07:00"}}{{else}}<span class="muted">none</span>{{end}}</td></tr>
+<td id="ejections-last">{{with .Last}}{{if .For}}ejected{{else}}readmitted{{end}} <span class="mono">{{.Service}} {{.Addr}}</span> ({{.Kind}}){{if .For}} for {{.For}}{{end}} at {{.At.Format "2006-01-02T15:04:05Z07:00"}}{{else}}<span class="muted">none</span>{{end}}</td></tr>
 </table>
 {{with .Counts}}<table id="ejection-counts">
 <tr><th>service</th><th>instance kind</th><th>ejections</th><th>readmissions</th></tr>
@@ -375,12 +264,12 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 <td class="num weight">{{.Weight}}</td>
 <td>{{.Cluster}}</td>
 <td class="usable">{{if .Usable}}yes{{else}}<span class="bad">no</span>{{end}}</td>
-<td class="ejection">{{with .Ejection}}{{if .Ejected}}<span class="bad ejected">ejected</span>{{else}}<span class="admitted">admitted</span>{{end}}<br><span class="muted">in flight <span class="inflight">{{.InFlight}}</span> &middot; latency <span class="latency">{{ms .LatencyMs}}</span>{{if .Failures}} &middot; <span class="failures">{{.Failures}}</span> failures in a row{{end}}</span>{{else}}<span class="muted">&ndash;</span>{{end}}</td>
+<td class="ejection">{{with .Stats}}{{if .Ejected}}<span class="bad ejected">ejected</span>{{else}}<span class="admitted">admitted</span>{{end}}<br><span class="muted">in flight <span class="inflight">{{.InFlight}}</span> &middot; latency <span class="latency">{{ms .Latency}}</span>{{if .Failures}} &middot; <span class="failures">{{.Failures}}</span> failures in a row{{end}}</span>{{else}}<span class="muted">&ndash;</span>{{end}}</td>
 <td class="subsets">{{range .Subsets}}<span class="tag">{{.}}</span>{{end}}</td>
 <td class="metadata mono">{{range $k, $v := .Metadata}}<span class="tag">{{$k}}={{$v}}</span>{{end}}</td>
 </tr>
 {{end}}</table>
-{{with .Picks}}<table class="picks">
+{{with index $.Picks .Service}}<table class="picks">
 <tr><th>request kind</th><th>selected</th><th>fell back</th><th>bypassed</th><th>failed</th></tr>
 {{range $kind, $o := .}}<tr><td class="kind-{{$kind}}">{{$kind}}</td><td class="num">{{index $o "selected"}}</td><td class="num">{{index $o "fell_back"}}</td><td class="num">{{index $o "bypassed"}}</td><td class="num">{{index $o "failed"}}</td></tr>
 {{end}}</table>{{end}}

@@ -73,6 +73,7 @@ func TestSnapshotAndDebugShowEjections(t *testing.T) {
 	require.NotNil(t, es.Last)
 	require.Equal(t, bad, es.Last.Addr)
 	require.Equal(t, 10*time.Second, es.Last.For)
+	require.Equal(t, 1, es.Ejected, "ejected now")
 
 	h := DebugHandler(lb)
 	_, body := debugGet(t, h, "/?format=json")
@@ -82,15 +83,17 @@ func TestSnapshotAndDebugShowEjections(t *testing.T) {
 	require.True(t, ds.Ejections.Enabled)
 	require.Equal(t, 1, ds.Ejections.Ejected)
 	require.Equal(t, uint64(1), ds.Ejections.Ejections)
-	require.Equal(t, []DebugEjectionCount{{Service: "svc", Kind: "gray", Ejections: 1}}, ds.Ejections.Counts)
+	require.Equal(t, []EjectionCount{{Service: "svc", Kind: Gray, Ejections: 1}}, ds.Ejections.Counts)
 	require.Equal(t, bad, ds.Ejections.Last.Addr)
-	require.Equal(t, int64(10000), ds.Ejections.Last.ForMs)
+	require.Equal(t, 10*time.Second, ds.Ejections.Last.For)
+	require.True(t, ds.Ejections.Last.At.Equal(clk.Now()), "at %v, by the outlier detection's clock", ds.Ejections.Last.At)
+	require.Contains(t, body, `"forNs": 10000000000`)
 	sv := ds.Services[0]
 	require.Equal(t, 1, sv.EjectedGray)
-	require.Equal(t, &DebugInstanceStats{Ejected: true, InFlight: 0, LatencyMs: sv.Instances[3].Ejection.LatencyMs, Failures: 5},
-		sv.Instances[3].Ejection)
-	require.Greater(t, sv.Instances[3].Ejection.LatencyMs, 500.0, "a failure counts as a second, decayed since")
-	require.Equal(t, int64(1), sv.Instances[0].Ejection.InFlight)
+	require.Equal(t, &InstanceStats{Ejected: true, InFlight: 0, Latency: sv.Instances[3].Stats.Latency, Failures: 5},
+		sv.Instances[3].Stats)
+	require.Greater(t, sv.Instances[3].Stats.Latency, 500*time.Millisecond, "a failure counts as a second, decayed since")
+	require.Equal(t, int64(1), sv.Instances[0].Stats.InFlight)
 
 	_, page := debugGet(t, h, "/")
 	require.NotContains(t, page, "<script")
@@ -100,7 +103,7 @@ func TestSnapshotAndDebugShowEjections(t *testing.T) {
 	require.Equal(t, 3, strings.Count(page, `<span class="admitted">admitted</span>`))
 	require.Contains(t, page, `<td class="num" id="ejected-now">1</td>`)
 	require.Contains(t, page, "ejected: 0 prod, 1 gray")
-	require.Contains(t, page, "for 10000 ms")
+	require.Contains(t, page, "for 10s")
 
 	// Readmitted: routable again, counted.
 	clk.Advance(10 * time.Second)

@@ -45,12 +45,14 @@ type OutlierConfig struct {
 }
 
 // Ejection is an ejection (For > 0) or a readmission (For == 0) of an
-// instance of a service.
+// instance of a service. In JSON, For is in nanoseconds (as encoding/json
+// writes a time.Duration), under the key forNs.
 type Ejection struct {
-	Service string
-	Addr    string
-	Kind    Kind
-	For     time.Duration
+	Service string        `json:"service"`
+	Addr    string        `json:"addr"`
+	Kind    Kind          `json:"kind"`
+	For     time.Duration `json:"forNs"`
+	At      time.Time     `json:"at"` // when, by OutlierConfig.Clock
 }
 
 // Clock is the time source of outlier detection.
@@ -230,7 +232,7 @@ func (h *health) eject(s *Stats) {
 	d := min(cfg.BaseEjectionTime*time.Duration(s.ejections), cfg.MaxEjectionTime)
 	s.ejected.Store(true)
 	s.stopTimer = cfg.Clock.AfterFunc(d, func() { h.readmit(s) })
-	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray), For: d}
+	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray), For: d, At: now}
 	h.mu.Unlock()
 	h.changed()
 	if cfg.OnEjection != nil {
@@ -249,7 +251,7 @@ func (h *health) readmit(s *Stats) {
 	s.fails.Store(0)
 	s.readmit = h.cfg.Clock.Now()
 	s.stopTimer = nil
-	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray)}
+	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray), At: s.readmit}
 	h.mu.Unlock()
 	h.changed()
 	if h.cfg.OnEjection != nil {

@@ -12,6 +12,12 @@ import (
 // This file is the LoadBalancer's read-only view of itself, for operators:
 // the debug page (DebugHandler) and metrics (the otelgraylb module) read
 // it. Nothing here is on the pick path, and nothing here changes routing.
+//
+// Its types are the one model of that view: the debug page shows them and
+// serves them as JSON (their json tags), and a program that reads the
+// page's JSON decodes it into them. Kinds are written "prod" and "gray",
+// durations in nanoseconds under keys ending in Ns, times in RFC 3339, a
+// time that never was as null.
 
 // Subset names, as ServiceState reports them: which requests an instance
 // serves under the rules in force.
@@ -23,56 +29,58 @@ const (
 
 // ServiceState is one service's routing as the LoadBalancer has it now.
 type ServiceState struct {
-	Service string
+	Service string `json:"service"`
 	// Instances are the instances routing knows (those the Cache kept:
 	// healthy, enabled, weight > 0), in the supplier's order, prod first.
-	Instances []InstanceState
+	Instances []InstanceState `json:"instances"`
 	// Prod and Gray count the routable instances of each kind.
-	Prod, Gray int
+	Prod int `json:"prod"`
+	Gray int `json:"gray"`
 	// EjectedProd and EjectedGray count the instances of each kind that
 	// outlier detection has ejected: they are listed in Instances (not
 	// Usable, in no subset) and not counted in Prod and Gray.
-	EjectedProd, EjectedGray int
+	EjectedProd int `json:"ejectedProd"`
+	EjectedGray int `json:"ejectedGray"`
 	// GrayFallback: a gray request would be served by every instance,
 	// as the service has no gray instance (routing on, not closed).
-	GrayFallback bool
+	GrayFallback bool `json:"grayFallback"`
 }
 
 // InstanceState is one instance as routing sees it.
 type InstanceState struct {
-	Addr    string
-	Kind    Kind   // gray by its metadata or a gray address of the rules
-	Version string // its metadata under the VersionFilter's key (default "version")
-	Weight  float64
-	Cluster string
+	Addr    string  `json:"addr"`
+	Kind    Kind    `json:"kind"`    // gray by its metadata or a gray address of the rules
+	Version string  `json:"version"` // its metadata under the VersionFilter's key (default "version")
+	Weight  float64 `json:"weight"`
+	Cluster string  `json:"cluster"`
 	// Usable: the instance may be picked (healthy, enabled, positive
 	// weight, and not ejected).
-	Usable bool
+	Usable bool `json:"usable"`
 	// Stats is what the LoadBalancer knows of the instance's calls and
 	// whether outlier detection ejected it; nil when it keeps no Stats
 	// (no outlier detection and a policy that reads none) or the service
 	// is one only its Cache follows.
-	Stats *InstanceStats
+	Stats *InstanceStats `json:"stats"`
 	// Subsets are the subsets the instance lands in (SubsetProd,
 	// SubsetGray, SubsetAll): which requests it can serve.
-	Subsets []string
+	Subsets []string `json:"subsets"`
 	// Metadata is a copy of the instance's registry metadata: untrusted
 	// text, escape it wherever it is shown.
-	Metadata map[string]string
+	Metadata map[string]string `json:"metadata"`
 }
 
 // InstanceStats is a reading of an instance's Stats.
 type InstanceStats struct {
 	// Ejected: outlier detection took the instance out of rotation.
-	Ejected bool
+	Ejected bool `json:"ejected"`
 	// InFlight counts calls started and not yet done.
-	InFlight int64
+	InFlight int64 `json:"inFlight"`
 	// Latency is the peak-EWMA latency estimate, decayed to now (0 before
 	// the first result).
-	Latency time.Duration
+	Latency time.Duration `json:"latencyNs"`
 	// Failures counts consecutive failed calls (kept with outlier
 	// detection only).
-	Failures int
+	Failures int `json:"failures"`
 }
 
 func readStats(s *Stats) *InstanceStats {
@@ -158,7 +166,8 @@ func (lb *LoadBalancer) snapshot(service string, gs *grayStage, rules *compiledR
 		inAll[in.Addr()] = true
 	}
 	st := ServiceState{Service: service, Prod: len(gs.prod), Gray: len(gs.gray),
-		GrayFallback: len(gs.gray) == 0 && len(gs.all) > 0 && rules.enabled}
+		GrayFallback: len(gs.gray) == 0 && len(gs.all) > 0 && rules.enabled,
+		Instances:    make([]InstanceState, 0, len(gs.prod)+len(gs.gray))}
 	add := func(in Instance, kind Kind, subset string) {
 		is := lb.instanceState(in, kind)
 		is.Subsets = []string{subset}
@@ -216,30 +225,41 @@ func (lb *LoadBalancer) addStats(st *ServiceState, h *health, list []Instance, r
 // EjectionsState is what the LoadBalancer knows of outlier detection.
 type EjectionsState struct {
 	// Enabled: outlier detection is on (WithOutlierDetection).
-	Enabled bool
+	Enabled bool `json:"enabled"`
+	// Ejected counts the instances ejected now, over every routed
+	// service (which ones: each service's Snapshot).
+	Ejected int `json:"ejected"`
 	// Ejections and Readmissions count every ejection and readmission
 	// since New.
-	Ejections, Readmissions uint64
+	Ejections    uint64 `json:"ejections"`
+	Readmissions uint64 `json:"readmissions"`
 	// Counts are the same counts by service and kind, sorted by service,
 	// then kind.
-	Counts []EjectionCount
-	// Last is the last ejection or readmission (nil: none), at LastAt.
-	Last   *Ejection
-	LastAt time.Time
+	Counts []EjectionCount `json:"counts"`
+	// Last is the last ejection or readmission (nil: none).
+	Last *Ejection `json:"last"`
 }
 
 // EjectionCount counts the ejections and readmissions of one kind of
 // instance of one service.
 type EjectionCount struct {
-	Service                 string
-	Kind                    Kind
-	Ejections, Readmissions uint64
+	Service      string `json:"service"`
+	Kind         Kind   `json:"kind"`
+	Ejections    uint64 `json:"ejections"`
+	Readmissions uint64 `json:"readmissions"`
 }
 
-// Ejections returns the ejections and readmissions outlier detection made.
-// Which instances are ejected now is in each service's Snapshot.
+// Ejections returns the ejections and readmissions outlier detection made,
+// and how many instances are ejected now. Which instances are ejected is
+// in each service's Snapshot.
 func (lb *LoadBalancer) Ejections() EjectionsState {
-	return lb.ejectionLog.state(lb.outlier != nil)
+	st := lb.ejectionLog.state(lb.outlier != nil)
+	for _, s := range lb.services.Load().byName {
+		if t := s.tree.Load(); t != nil {
+			st.Ejected += t.ejected[Prod] + t.ejected[Gray]
+		}
+	}
+	return st
 }
 
 // ejectionLog counts ejections and readmissions for Ejections. It holds
@@ -250,7 +270,6 @@ type ejectionLog struct {
 	counts map[ejectionKey]*[2]uint64 // ejections, readmissions
 	total  [2]uint64
 	last   *Ejection
-	lastAt time.Time
 }
 
 type ejectionKey struct {
@@ -293,13 +312,13 @@ func (l *ejectionLog) record(e Ejection) {
 	}
 	c[i]++
 	l.total[i]++
-	l.last, l.lastAt = &e, time.Now()
+	l.last = &e
 }
 
 func (l *ejectionLog) state(enabled bool) EjectionsState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := EjectionsState{Enabled: enabled, Ejections: l.total[0], Readmissions: l.total[1], LastAt: l.lastAt,
+	st := EjectionsState{Enabled: enabled, Ejections: l.total[0], Readmissions: l.total[1],
 		Counts: make([]EjectionCount, 0, len(l.counts))}
 	if l.last != nil {
 		e := *l.last
@@ -338,20 +357,22 @@ func (lb *LoadBalancer) instanceState(in Instance, kind Kind) InstanceState {
 // RulesState is what the LoadBalancer knows of its rules.
 type RulesState struct {
 	// Rules are the rules in force (the zero Rules until a change).
-	Rules Rules
+	Rules Rules `json:"rules"`
 	// Source names where rules come from: the RuleSource's String() (or
 	// its type) when one is configured, else "program" (WithRules,
 	// SetRules).
-	Source string
-	// Changed is when the rules in force were accepted (zero: never).
-	Changed time.Time
+	Source string `json:"source"`
+	// Changed is when the rules in force were accepted (nil: never).
+	Changed *time.Time `json:"changed"`
 	// Changes counts accepted rule sets; Refused counts refused ones.
-	Changes, Refused uint64
-	// LastRefused is when a rule set or document was last refused, with
-	// the rules refused (when it got as far as Rules) and the error.
-	LastRefused      time.Time
-	LastRefusedRules *Rules
-	LastRefusedError string
+	Changes uint64 `json:"changes"`
+	Refused uint64 `json:"refused"`
+	// LastRefused is when a rule set or document was last refused (nil:
+	// never), with the rules refused (when it got as far as Rules) and
+	// the error.
+	LastRefused      *time.Time `json:"lastRefused"`
+	LastRefusedRules *Rules     `json:"lastRefusedRules"`
+	LastRefusedError string     `json:"lastRefusedError"`
 }
 
 // RulesState returns the rules in force, their source, and the last
@@ -373,6 +394,7 @@ func (l *ruleLog) state() RulesState {
 	defer l.mu.Unlock()
 	st := l.st
 	st.Rules = cloneRules(st.Rules)
+	st.Changed, st.LastRefused = cloneTime(st.Changed), cloneTime(st.LastRefused)
 	if st.LastRefusedRules != nil {
 		r := cloneRules(*st.LastRefusedRules)
 		st.LastRefusedRules = &r
@@ -389,7 +411,8 @@ func (l *ruleLog) store(dst *atomic.Pointer[compiledRules], c *compiledRules, r 
 	defer l.mu.Unlock()
 	dst.Store(c)
 	l.st.Rules = cloneRules(r)
-	l.st.Changed = time.Now()
+	now := time.Now()
+	l.st.Changed = &now
 	l.st.Changes++
 }
 
@@ -398,7 +421,8 @@ func (l *ruleLog) refused(r *Rules, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.st.Refused++
-	l.st.LastRefused = time.Now()
+	now := time.Now()
+	l.st.LastRefused = &now
 	l.st.LastRefusedError = err.Error()
 	l.st.LastRefusedRules = nil
 	if r != nil {
@@ -424,6 +448,16 @@ func (l *ruleLog) setSource(src RuleSource) {
 	l.mu.Lock()
 	l.st.Source = name
 	l.mu.Unlock()
+}
+
+// cloneTime returns a copy of *t (nil for nil): a caller may change what
+// it was handed.
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
 }
 
 // cloneRules returns a deep copy of r: Rules hold slices and a pointer the

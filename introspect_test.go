@@ -83,7 +83,7 @@ func TestRulesStateRecordsChangesAndRefusals(t *testing.T) {
 	lb, _ := newTestLB(t, []Instance{inst("svc", 9001)})
 	st := lb.RulesState()
 	require.Equal(t, "program", st.Source)
-	require.True(t, st.Changed.IsZero())
+	require.Nil(t, st.Changed)
 	require.Zero(t, st.Changes)
 
 	before := time.Now()
@@ -94,6 +94,8 @@ func TestRulesStateRecordsChangesAndRefusals(t *testing.T) {
 	require.Equal(t, []string{"alice"}, st.Rules.GrayUsers)
 	require.Equal(t, 5.0, st.Rules.CanaryPercent)
 	require.False(t, st.Changed.Before(before))
+	*st.Changed = time.Time{} // a copy: changing it changes nothing
+	require.False(t, lb.RulesState().Changed.IsZero())
 	require.Equal(t, uint64(1), st.Changes)
 
 	err := lb.SetRules(Rules{CanaryPercent: 101})
@@ -104,7 +106,7 @@ func TestRulesStateRecordsChangesAndRefusals(t *testing.T) {
 	require.NotNil(t, st.LastRefusedRules)
 	require.Equal(t, 101.0, st.LastRefusedRules.CanaryPercent)
 	require.Equal(t, []string{"alice"}, st.Rules.GrayUsers, "the previous rules stay in force")
-	require.False(t, st.LastRefused.IsZero())
+	require.NotNil(t, st.LastRefused)
 }
 
 func TestRulesStateSourceAndRefusedFirstLoad(t *testing.T) {

@@ -13,16 +13,16 @@ import (
 // interceptors propagate, what a trust boundary drops, what the Transport
 // writes.
 type Keys struct {
-	Gray    string // default "gray"
-	User    string // default "uid"
-	Version string // default "version"
+	Gray    string `json:"gray"`    // default "gray"
+	User    string `json:"user"`    // default "uid"
+	Version string `json:"version"` // default "version"
 	// Filters are the request keys the LoadBalancer's own filters read
 	// (see KeyReader), beside the version key.
-	Filters []string
+	Filters []string `json:"filters,omitempty"`
 	// Match are the keys the match rules in force name, when the Keys
 	// came from LoadBalancer.Keys: a snapshot; rules change at run time,
 	// so adapters read LoadBalancer.MatchKeys per request instead.
-	Match []string
+	Match []string `json:"match,omitempty"`
 }
 
 // DefaultKeys returns the default names: gray, uid, version.

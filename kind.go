@@ -1,5 +1,7 @@
 package graylb
 
+import "fmt"
+
 // Kind is a request's or an instance's side: Prod or Gray.
 type Kind uint8
 
@@ -13,6 +15,28 @@ func (k Kind) String() string {
 		return "gray"
 	}
 	return "prod"
+}
+
+// MarshalText writes the kind as its String ("prod", "gray"): the state
+// types (ServiceState, EjectionsState...) carry kinds in their JSON as
+// these words.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads "prod" or "gray" (as MarshalText writes them); any
+// other text is an error.
+func (k *Kind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "prod":
+		*k = Prod
+	case "gray":
+		*k = Gray
+	default:
+		if len(b) > 16 {
+			return fmt.Errorf("graylb: kind %q... (%d bytes): want prod or gray", b[:16], len(b))
+		}
+		return fmt.Errorf("graylb: kind %q: want prod or gray", b)
+	}
+	return nil
 }
 
 // KindOf normalises a gray value: "true" in any letter case is Gray,

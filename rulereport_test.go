@@ -27,7 +27,7 @@ func TestFileRuleSourceRefusalsReachRulesState(t *testing.T) {
 	require.Eventually(t, func() bool { return lb.RulesState().Refused == 1 }, 5*time.Second, time.Millisecond)
 	st := lb.RulesState()
 	require.Contains(t, st.LastRefusedError, path)
-	require.False(t, st.LastRefused.IsZero())
+	require.NotNil(t, st.LastRefused)
 	require.Nil(t, st.LastRefusedRules, "a document that does not parse has no rules")
 	require.Equal(t, []string{"alice"}, st.Rules.GrayUsers, "the previous rules stay in force")
 	stopTest()
