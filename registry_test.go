@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -20,7 +21,10 @@ func TestLoadBalancer_UnknownNamesKeepMemoryBounded(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 100_000 // the detector makes each pick ~10x slower; the growth per name is the same
 	}
-	lb, _ := newTestLB(t, []Instance{inst("known", 1)})
+	// With the debug page's counters installed: a failed pick of an
+	// unknown name is counted, in state that stays bounded.
+	picks := NewPickCounters()
+	lb, _ := newTestLB(t, []Instance{inst("known", 1)}, WithObserver(picks.Observe))
 	ctx := context.Background()
 	_, err := lb.Pick(ctx, "known")
 	require.NoError(t, err)
@@ -46,6 +50,7 @@ func TestLoadBalancer_UnknownNamesKeepMemoryBounded(t *testing.T) {
 	grown := int64(after) - int64(before)
 	t.Logf("%d distinct unknown names: heap %+d bytes", n, grown)
 	assert.Less(t, grown, int64(4<<20), "heap grew by %d bytes over %d unknown names", grown, n)
+	assert.Equal(t, uint64(warm+n), picks.Counts("<unrouted>")["prod"]["failed"], "every failed pick counted, under one name")
 	reliabilityFragment(t, "hostile-07-names", fmt.Sprintf("| 7. distinct unknown service names picked (as a Transport's URL host from untrusted input): heap %+d bytes after %d names (was about +354 B a name) | TestLoadBalancer_UnknownNamesKeepMemoryBounded | %d names | — |\n", grown, n, n))
 	_, err = lb.Pick(ctx, "known")
 	assert.NoError(t, err)
@@ -97,16 +102,25 @@ func TestLoadBalancer_EmptyUnknownNamesKeepNothing(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNoInstance)
 }
 
-// A name with no instance never reaches the Observer (it could come from
-// untrusted input; an Observer keeping per-service state would grow).
-func TestLoadBalancer_UnknownNamesNeverReachTheObserver(t *testing.T) {
-	var observed atomic.Int64
-	lb, err := New(&emptySource{}, WithObserver(func(string, Kind, Outcome) { observed.Add(1) }))
+// A name with no instance reaches the Observer only under the one name
+// "<unrouted>" (it could come from untrusted input; an Observer keeping
+// per-service state would grow otherwise), each failure counted.
+func TestLoadBalancer_UnknownNamesReachTheObserverUnderOneName(t *testing.T) {
+	var mu sync.Mutex
+	observed := map[string]int{}
+	lb, err := New(&emptySource{}, WithObserver(func(service string, k Kind, o Outcome) {
+		require.Equal(t, Failed, o)
+		mu.Lock()
+		observed[service]++
+		mu.Unlock()
+	}))
 	require.NoError(t, err)
 	defer lb.Close()
 	for i := 0; i < 100; i++ {
 		_, err := lb.Pick(context.Background(), "nobody-"+strconv.Itoa(i))
 		require.ErrorIs(t, err, ErrNoInstance)
 	}
-	assert.Zero(t, observed.Load())
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]int{"<unrouted>": 100}, observed)
 }

@@ -2,6 +2,7 @@ package otelgraylb_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/graylb/graylb"
@@ -95,7 +96,7 @@ func TestPickCounter(t *testing.T) {
 	require.NoError(t, lb.SetRules(graylb.Rules{Closed: true}))
 	_, err = lb.Pick(grayCtx, "svc")
 	require.NoError(t, err)
-	_, err = lb.Pick(context.Background(), "nobody") // unknown: no pick to count
+	_, err = lb.Pick(context.Background(), "nobody") // unknown: counted under one name for every such name
 	require.Error(t, err)
 
 	require.Equal(t, map[string]int64{
@@ -103,6 +104,31 @@ func TestPickCounter(t *testing.T) {
 		"graylb.kind=gray,graylb.outcome=selected,graylb.service=svc":        1,
 		"graylb.kind=gray,graylb.outcome=fell_back,graylb.service=prod-only": 1,
 		"graylb.kind=gray,graylb.outcome=fell_back,graylb.service=svc":       1,
+		"graylb.kind=prod,graylb.outcome=failed,graylb.service=<unrouted>":   1,
+	}, points(t, reader, otelgraylb.MetricPicks))
+}
+
+// Failed picks of names that never had an instance are counted, in one
+// series per request kind whatever the names: before, 20 of them left no
+// failed series at all.
+func TestPickCounterUnroutedNames(t *testing.T) {
+	reader, mp := newMeter(t)
+	obs, err := otelgraylb.Observer(mp.Meter(otelgraylb.ScopeName))
+	require.NoError(t, err)
+	lb, err := graylb.New(registry(t, "svc", false), graylb.WithObserver(obs))
+	require.NoError(t, err)
+	defer lb.Close()
+	for i := 0; i < 20; i++ {
+		ctx := context.Background()
+		if i%4 == 0 {
+			ctx = grayCtx
+		}
+		_, err := lb.Pick(ctx, fmt.Sprintf("nobody-%d", i))
+		require.ErrorIs(t, err, graylb.ErrUnknownService)
+	}
+	require.Equal(t, map[string]int64{
+		"graylb.kind=prod,graylb.outcome=failed,graylb.service=<unrouted>": 15,
+		"graylb.kind=gray,graylb.outcome=failed,graylb.service=<unrouted>": 5,
 	}, points(t, reader, otelgraylb.MetricPicks))
 }
 

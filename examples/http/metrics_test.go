@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -73,5 +74,45 @@ func TestMetricsScrape(t *testing.T) {
 	// The debug page counts the same picks (graylb.Observers feeds both).
 	if _, js := get("/debug/graylb?format=json", ""); !regexp.MustCompile(`"selected": 3`).MatchString(js) {
 		t.Errorf("debug page without the 3 prod picks:\n%s", js)
+	}
+}
+
+// TestUnroutedFailuresScraped: picks of names that never had an instance
+// fail, and the failures show: in /metrics as one failed series whatever
+// the names, and on the debug page with the last names. Before, after 20
+// such failures neither showed any.
+func TestUnroutedFailuresScraped(t *testing.T) {
+	d, err := start(config{gateway: "127.0.0.1:0", prod: "127.0.0.1:0", gray: "127.0.0.1:0", register: true, metrics: true}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	for i := 0; i < 20; i++ {
+		if _, err := d.lb.Pick(context.Background(), fmt.Sprintf("nobody-%d", i)); err == nil {
+			t.Fatal("a name nothing was registered under was picked")
+		}
+	}
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(d.gateway + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	want := regexp.MustCompile(`(?m)^graylb_picks_total\{graylb_kind="prod",graylb_outcome="failed",graylb_service="<unrouted>",[^}]*\} 20$`)
+	if page := get("/metrics"); !want.MatchString(page) {
+		t.Errorf("no line matching %s in:\n%s", want, page)
+	}
+	js := get("/debug/graylb?format=json")
+	for _, w := range []string{`"failed": 20`, `"service": "nobody-19"`, `"service": "nobody-12"`} {
+		if !strings.Contains(js, w) {
+			t.Errorf("debug page without %s:\n%s", w, js)
+		}
+	}
+	if strings.Contains(js, `"service": "nobody-11"`) {
+		t.Errorf("debug page keeps more than the last 8 names:\n%s", js)
 	}
 }
