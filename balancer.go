@@ -47,6 +47,7 @@ type LoadBalancer struct {
 	healthWatchers fanout.Set[func(service string)]
 	ruleLog        ruleLog     // rules in force, changes and refusals (RulesState)
 	ejectionLog    ejectionLog // ejections and readmissions (Ejections)
+	unrouted       unroutedLog // failed picks of names not routed (Unrouted)
 
 	testHookServiceBuilt func() // tests: runs after a new service's first build, before it is published
 }
@@ -242,6 +243,7 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 	if s == nil {
 		var err error
 		if s, err = lb.addService(ctx, service); err != nil {
+			lb.failedUnrouted(ctx, service, err)
 			return Route{}, err
 		}
 	}
@@ -249,7 +251,9 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 		var r Request
 		r.init(ctx, service, lb.handler, valuesIn(ctx))
 		n, d := s.tree.Load().route(&r)
-		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, s.tree.Load().noInstance(d.kind)
+		err := s.tree.Load().noInstance(d.kind)
+		lb.failedUnroutedKind(service, d.kind, err)
+		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, err
 	}
 	return lb.route(ctx, service, s.tree.Load())
 }

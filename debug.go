@@ -13,8 +13,9 @@ import (
 // PickCounters counts picks by service, request kind and outcome, for the
 // debug page. Install its Observe method as the LoadBalancer's Observer
 // (WithObserver(c.Observe)), or call it from an Observer of your own. It
-// allocates nothing once a service has been seen, and keeps only services
-// the LoadBalancer routes (an unknown name never reaches an Observer).
+// allocates nothing once a service has been seen, and keeps only the
+// services the LoadBalancer knows and UnroutedService, under which the
+// failed picks of every name it does not route are counted.
 type PickCounters struct {
 	mu       sync.Mutex // serialises adding a service
 	services atomic.Pointer[map[string]*pickCounts]
@@ -115,15 +116,18 @@ type debugHandler struct {
 }
 
 // DebugState is what DebugHandler shows, and its JSON: the
-// LoadBalancer's own introspection types (Keys, ServiceState, RulesState,
-// CacheStats, EjectionsState), with the pick counters of WithPickCounters.
+// LoadBalancer's own introspection types (Keys, ServiceState,
+// UnroutedState, RulesState, CacheStats, EjectionsState), with the pick
+// counters of WithPickCounters.
 type DebugState struct {
 	Generated time.Time      `json:"generated"`
 	Keys      Keys           `json:"keys"`
 	Services  []ServiceState `json:"services"` // lb.Snapshot of each of lb.Services
 	// Picks are the pick counters' counts (PickCounters.Counts) of each
-	// service listed; omitted without WithPickCounters.
+	// service listed and of UnroutedService; omitted without
+	// WithPickCounters.
 	Picks     map[string]map[string]map[string]uint64 `json:"picks,omitempty"` // service → kind → outcome → count
+	Unrouted  UnroutedState                           `json:"unrouted"`        // lb.Unrouted
 	Rules     RulesState                              `json:"rules"`
 	Cache     CacheStats                              `json:"cache"`
 	Ejections EjectionsState                          `json:"ejections"`
@@ -133,9 +137,12 @@ type DebugState struct {
 func (h *debugHandler) state() DebugState {
 	lb := h.lb
 	st := DebugState{Generated: time.Now(), Keys: lb.Keys(), Services: []ServiceState{},
-		Rules: lb.RulesState(), Cache: lb.Cache().Stats(), Ejections: lb.Ejections()}
+		Unrouted: lb.Unrouted(), Rules: lb.RulesState(), Cache: lb.Cache().Stats(), Ejections: lb.Ejections()}
 	if h.picks != nil {
 		st.Picks = map[string]map[string]map[string]uint64{}
+		if c := h.picks.Counts(UnroutedService); c != nil {
+			st.Picks[UnroutedService] = c
+		}
 	}
 	for _, name := range lb.Services() {
 		ss, ok := lb.Snapshot(name)
@@ -249,6 +256,16 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 <tr><th>service</th><th>instance kind</th><th>ejections</th><th>readmissions</th></tr>
 {{range .}}<tr><td>{{.Service}}</td><td class="kind-{{.Kind}}">{{.Kind}}</td><td class="num">{{.Ejections}}</td><td class="num">{{.Readmissions}}</td></tr>
 {{end}}</table>{{end}}{{else}}<p class="muted" id="ejections-off">Outlier detection is off.</p>{{end}}{{end}}
+
+<h2>Names not routed</h2>
+<table id="unrouted">
+<tr><th>failed picks</th><td class="num" id="unrouted-failed">{{.Unrouted.Failed}}</td></tr>
+</table>
+{{with .Unrouted.Recent}}<table id="unrouted-recent">
+<tr><th>name (last {{len .}}, newest first)</th><th>request kind</th><th>error</th><th>last failed</th></tr>
+{{range .}}<tr class="unrouted-name"><td class="mono name">{{.Service}}</td><td class="kind-{{.Kind}}">{{.Kind}}</td><td class="bad error">{{.Error}}</td><td>{{.At.Format "2006-01-02T15:04:05Z07:00"}}</td></tr>
+{{end}}</table>{{end}}
+<p class="muted">Picks of names the balancer does not route &mdash; no instance ever (unknown to the registry, or listed with none), an invalid name, a failed first query &mdash; are counted here, not per name (names can come from untrusted input); the pick counters and metrics count them under the service <code>&lt;unrouted&gt;</code>.</p>
 
 <h2>Services</h2>
 {{if not .Services}}<p class="muted" id="no-services">No service routed yet: a service appears after its first pick.</p>{{end}}

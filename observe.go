@@ -33,6 +33,12 @@ func (o Outcome) String() string {
 // lb_subsets_selected and lb_subsets_fallback. It runs on the pick path:
 // keep it short and non-blocking (an atomic add). A nil Observer costs
 // nothing.
+//
+// Failed picks are told too: under the service's name for a service the
+// LoadBalancer knows, and under UnroutedService for every name it does not
+// route (names that never had an instance can come from untrusted input:
+// the service names an Observer sees stay as few as the services it
+// knows).
 type Observer func(service string, kind Kind, outcome Outcome)
 
 // Observers returns an Observer that tells each non-nil Observer given of

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,4 +169,69 @@ func TestFailedPicksOfAKnownServiceShowUnderItsName(t *testing.T) {
 	doc := debugJSON(t, DebugHandler(lb, WithPickCounters(picks)))
 	require.Equal(t, 1.0, path(doc, "picks", "followed", "gray", "failed"))
 	require.Equal(t, 0.0, path(doc, "unrouted", "failed"))
+}
+
+// The aggregate holds the last MaxUnroutedRecent distinct names, newest
+// first, and counts every failure, whatever the sequence of names.
+func TestUnroutedLogProperty(t *testing.T) {
+	require.Equal(t, "<unrouted>", UnroutedService, "the name metrics and dashboards see")
+	require.ErrorIs(t, ValidateServiceName(UnroutedService), ErrInvalidService, "no service can be counted under it")
+	rng := rand.New(rand.NewSource(1))
+	for run := 0; run < 200; run++ {
+		var l unroutedLog
+		var seq []string
+		for i, n := 0, rng.Intn(40); i < n; i++ {
+			name := fmt.Sprintf("n%d", rng.Intn(1+rng.Intn(16)))
+			seq = append(seq, name)
+			l.record(name, Kind(rng.Intn(2)), fmt.Errorf("no %s", name))
+		}
+		// The model: the distinct names, by their last failure, newest first.
+		var want []string
+		seen := map[string]bool{}
+		for i := len(seq) - 1; i >= 0 && len(want) < MaxUnroutedRecent; i-- {
+			if !seen[seq[i]] {
+				seen[seq[i]] = true
+				want = append(want, seq[i])
+			}
+		}
+		st := l.state()
+		require.Equal(t, uint64(len(seq)), st.Failed)
+		got := []string{}
+		for _, p := range st.Recent {
+			got = append(got, p.Service)
+			require.Equal(t, "no "+p.Service, p.Error)
+		}
+		if want == nil {
+			want = []string{}
+		}
+		require.Equal(t, want, got, "after %v", seq)
+	}
+}
+
+// Many goroutines failing at once: every failure counted, the list
+// bounded and free of duplicates (run with -race).
+func TestUnroutedConcurrent(t *testing.T) {
+	lb, err := New(&emptySource{})
+	require.NoError(t, err)
+	defer lb.Close()
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 250; i++ {
+				_, _ = lb.Pick(context.Background(), fmt.Sprintf("g%d-%d", g, i%20))
+				_ = lb.Unrouted()
+			}
+		}(g)
+	}
+	wg.Wait()
+	st := lb.Unrouted()
+	require.Equal(t, uint64(1000), st.Failed)
+	require.Len(t, st.Recent, MaxUnroutedRecent)
+	seen := map[string]bool{}
+	for _, p := range st.Recent {
+		require.False(t, seen[p.Service], "listed twice: %s", p.Service)
+		seen[p.Service] = true
+	}
 }

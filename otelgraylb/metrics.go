@@ -24,7 +24,9 @@ const (
 
 // Instrument names.
 const (
-	// MetricPicks counts picks by service, kind and outcome (Observer).
+	// MetricPicks counts picks by service, kind and outcome (Observer);
+	// the failed picks of names the LoadBalancer does not route are counted
+	// under the service graylb.UnroutedService ("<unrouted>").
 	MetricPicks = "graylb.picks"
 	// MetricInstances is the number of routable instances by service and
 	// kind (Register).
@@ -51,8 +53,9 @@ const (
 // It runs on the pick path and allocates nothing there once a service
 // has been seen: the attribute sets of each (kind, outcome) are built once
 // per service and kept in a copy-on-write map. The map holds only the
-// services the LoadBalancer routes (a name the supplier does not know
-// never reaches an Observer), so it stays as bounded as they are.
+// services the LoadBalancer knows, and graylb.UnroutedService, under which
+// the failed picks of every name it does not route are counted (see
+// graylb.Observer), so it stays as bounded as they are.
 func Observer(meter metric.Meter) (graylb.Observer, error) {
 	if meter == nil {
 		return nil, fmt.Errorf("otelgraylb: nil meter")
