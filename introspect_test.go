@@ -3,6 +3,7 @@ package graylb
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,7 +117,9 @@ func TestRulesStateSourceAndRefusedFirstLoad(t *testing.T) {
 	require.NoError(t, err)
 	lb, _ := newTestLB(t, []Instance{inst("svc", 9001)}, WithRuleSource(src))
 	st := lb.RulesState()
-	require.Equal(t, "*graylb.FileRuleSource", st.Source)
+	abs, err := filepath.Abs(path)
+	require.NoError(t, err)
+	require.Equal(t, "file "+abs, st.Source, "the file an operator edits, not a Go type")
 	require.Equal(t, uint64(1), st.Refused)
 	require.Contains(t, st.LastRefusedError, "null")
 	require.Nil(t, st.LastRefusedRules, "a document refused before it became Rules")
@@ -162,4 +165,66 @@ func TestSnapshotOfServiceTheCacheFollows(t *testing.T) {
 	_, err = lb.Cache().Instances(context.Background(), "missing")
 	require.Error(t, err)
 	require.Equal(t, []string{"grpc-svc"}, lb.Services(), "a failed first query is not a routed service")
+}
+
+// describedSource is a user's rule source that describes itself.
+type describedSource struct {
+	staticSource
+	text string
+}
+
+func (d describedSource) Describe() string { return d.text }
+
+// stringSource is a user's rule source whose String shows its whole
+// configuration: not meant for an operator's page.
+type stringSource struct{ staticSource }
+
+func (stringSource) String() string { return "rules at https://admin:s3cret@config.internal/rules" }
+
+// The rules' source is shown as an operator recognises it: what the
+// source says of itself (Describe), else its Go type; never its String,
+// which is not a promise to hold no credentials.
+func TestRulesStateSourceDescribed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		src  RuleSource
+		want string
+	}{
+		{"described", describedSource{text: "rules from the inventory service"}, "rules from the inventory service"},
+		{"empty description: the type", describedSource{}, "graylb.describedSource"},
+		{"markup, shown as text", describedSource{text: "<b>x</b>"}, "<b>x</b>"},
+		{"a long description, cut", describedSource{text: strings.Repeat("x", 5000)}, strings.Repeat("x", 512) + "..."},
+		{"no description: the type", staticSource{}, "graylb.staticSource"},
+		{"a String is not a description", stringSource{}, "graylb.stringSource"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lb, _ := newTestLB(t, []Instance{inst("svc", 1)}, WithRuleSource(tc.src))
+			require.Equal(t, tc.want, lb.RulesState().Source)
+			_, page := debugGet(t, DebugHandler(lb), "/")
+			require.NotContains(t, page, "s3cret")
+			require.NotContains(t, page, "<b>x</b>")
+		})
+	}
+}
+
+// The Cache's applied counter counts each service's first list: a page
+// that says "updates applied 0" while instances are live misleads.
+func TestCacheStatsCountTheFirstList(t *testing.T) {
+	lb, reg := newTestLB(t, []Instance{inst("a", 1), inst("b", 2)})
+	ctx := context.Background()
+	require.Zero(t, lb.Cache().Stats().Applied)
+	_, err := lb.Pick(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), lb.Cache().Stats().Applied, "the first list of a")
+	_, err = lb.Pick(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), lb.Cache().Stats().Applied)
+	require.NoError(t, reg.Register(inst("a", 3)))
+	require.Eventually(t, func() bool { return lb.Cache().Stats().Applied == 3 }, 5*time.Second, time.Millisecond, "an update")
+	// A name with no instance installs no list.
+	_, err = lb.Pick(ctx, "nobody")
+	require.Error(t, err)
+	require.Equal(t, uint64(3), lb.Cache().Stats().Applied)
+	_, page := debugGet(t, DebugHandler(lb), "/")
+	require.Contains(t, page, `<td class="num">3</td>`)
 }

@@ -239,6 +239,7 @@ func TestIntegration_Rules(t *testing.T) {
 
 	alice := graylb.WithValue(context.Background(), "uid", "alice")
 	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7102}, ports(t, lb, alice, svc, 4)) }, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, "nacos config DEFAULT_GROUP/"+dataID+" @ "+nacosAddr(t), lb.RulesState().Source, "where an operator finds the document")
 
 	publish(`{"grayUsers":["alice"],"closed":true}`)
 	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7101}, ports(t, lb, alice, svc, 4)) }, 10*time.Second, 20*time.Millisecond,

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/config_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"github.com/stretchr/testify/require"
 )
@@ -94,4 +95,52 @@ func TestRuleSourceRefusalsReachRulesState(t *testing.T) {
 	require.Equal(t, 1, src.refusals.Len())
 	require.NoError(t, lb.Close())
 	require.Zero(t, src.refusals.Len(), "Close ends the subscription")
+}
+
+// sdkConfig is fakeConfig behind the SDK's config client interface, for
+// WithConfigClient.
+type sdkConfig struct {
+	config_client.IConfigClient
+	f *fakeConfig
+}
+
+func (s sdkConfig) GetConfig(p vo.ConfigParam) (string, error) { return s.f.GetConfig(p) }
+func (s sdkConfig) ListenConfig(p vo.ConfigParam) error        { return s.f.ListenConfig(p) }
+func (s sdkConfig) CancelListenConfig(p vo.ConfigParam) error  { return s.f.CancelListenConfig(p) }
+
+// The rules' source is shown as an operator finds it in Nacos: group and
+// data id, namespace, server; never a credential. Before, the page showed
+// the Go type *nacos.RuleSource.
+func TestRuleSourceDescribesItself(t *testing.T) {
+	secret := []Option{WithCredentials("nacos-user", "s3cret-pw"), WithAccessKey("AK-1", "SK-s3cret")}
+	shared := &Client{cfg: newConfig(append([]Option{WithServers("10.0.0.1:8848", "10.0.0.2:8848"), WithNamespace("dev")}, secret...)),
+		configCl: sdkConfig{f: &fakeConfig{}}}
+	for _, tc := range []struct {
+		name   string
+		dataID string
+		opts   []Option
+		want   string
+	}{
+		{"the program's config client", "", []Option{WithConfigClient(sdkConfig{f: &fakeConfig{}}), WithServers("10.0.0.9:8848")},
+			"nacos config DEFAULT_GROUP/graylb-rules.json (through the program's SDK config client)"},
+		{"a group and a namespace", "app-rules.json", []Option{WithConfigClient(sdkConfig{f: &fakeConfig{}}), WithGroup("GRAY"), WithNamespace("dev")},
+			"nacos config GRAY/app-rules.json in namespace dev (through the program's SDK config client)"},
+		{"a shared Client: its servers and namespace", "", []Option{WithClient(shared), WithGroup("G")},
+			"nacos config G/graylb-rules.json in namespace dev @ 10.0.0.1:8848,10.0.0.2:8848"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := NewRuleSource(tc.dataID, append(tc.opts, secret...)...)
+			require.NoError(t, err)
+			defer src.Close()
+			reg := graylb.NewRegistry()
+			lb, err := graylb.New(reg, graylb.WithRuleSource(src))
+			require.NoError(t, err)
+			defer lb.Close()
+			got := lb.RulesState().Source
+			require.Equal(t, tc.want, got)
+			for _, s := range []string{"s3cret", "nacos-user", "AK-1"} {
+				require.NotContains(t, got, s)
+			}
+		})
+	}
 }
