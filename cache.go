@@ -191,7 +191,7 @@ type cacheEntry struct {
 
 // CacheStats counts what the Cache did.
 type CacheStats struct {
-	Applied      uint64 `json:"applied"`      // updates that replaced a list
+	Applied      uint64 `json:"applied"`      // lists installed: each service's first non-empty list, then every update that replaced one
 	RefusedEmpty uint64 `json:"refusedEmpty"` // empty updates refused by the protection
 	HeldShrinks  uint64 `json:"heldShrinks"`  // sudden shrinks held for the settle period
 }
@@ -355,9 +355,14 @@ func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 	}
 	e.mu.Lock()
 	e.stop = stop
-	if e.snap.Load() == nil { // a push may already have arrived
+	if e.snap.Load() == nil { // a push may already have arrived (apply counted it)
 		u := usable(list)
 		e.snap.Store(&u)
+		if len(u) > 0 {
+			// The first list counts as applied; an empty one (a name with
+			// no instance, maybe never registered) installs nothing.
+			c.applied.Add(1)
+		}
 	}
 	e.mu.Unlock()
 	c.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -25,6 +26,14 @@ type FileRuleSource struct {
 	interval time.Duration
 	logger   *slog.Logger
 	refusals fanout.Set[func(error)]
+}
+
+// Describe returns "file " and the file's absolute path (see Describer).
+func (s *FileRuleSource) Describe() string {
+	if abs, err := filepath.Abs(s.path); err == nil {
+		return "file " + abs
+	}
+	return "file " + s.path
 }
 
 // FileOption configures a FileRuleSource.

@@ -358,9 +358,9 @@ func (lb *LoadBalancer) instanceState(in Instance, kind Kind) InstanceState {
 type RulesState struct {
 	// Rules are the rules in force (the zero Rules until a change).
 	Rules Rules `json:"rules"`
-	// Source names where rules come from: the RuleSource's String() (or
-	// its type) when one is configured, else "program" (WithRules,
-	// SetRules).
+	// Source names where rules come from: the RuleSource's description
+	// (see Describer), else its Go type, when one is configured; else
+	// "program" (WithRules, SetRules).
 	Source string `json:"source"`
 	// Changed is when the rules in force were accepted (nil: never).
 	Changed *time.Time `json:"changed"`
@@ -439,11 +439,17 @@ func (l *ruleLog) loadFailed(err error) {
 	}
 }
 
-// setSource names the rule source.
+// maxSourceDescription bounds the rule source's description kept.
+const maxSourceDescription = 512
+
+// setSource names the rule source: its description, else its type.
 func (l *ruleLog) setSource(src RuleSource) {
-	name := fmt.Sprintf("%T", src)
-	if s, ok := src.(fmt.Stringer); ok {
-		name = s.String()
+	name := ""
+	if d, ok := src.(Describer); ok {
+		name = clip(d.Describe(), maxSourceDescription)
+	}
+	if name == "" {
+		name = fmt.Sprintf("%T", src)
 	}
 	l.mu.Lock()
 	l.st.Source = name

@@ -267,9 +267,28 @@ func (c *compiledRules) grayAddress(inst Instance) bool {
 // RuleSource supplies Rules and tells of changes. Sources validate what they
 // load: a document that does not parse or validate is logged and skipped,
 // and the previous rules stay in force.
+//
+// A source that implements Describer is shown by its description on the
+// debug page and in RulesState.Source; any other by its Go type.
 type RuleSource interface {
 	// Load returns the current rules.
 	Load(ctx context.Context) (Rules, error)
 	// Watch calls fn with each new valid rule set until stop is called.
 	Watch(fn func(Rules)) (stop func(), err error)
+}
+
+// Describer is implemented by a RuleSource that can say where its rules
+// come from in the words an operator would look for them with: the file
+// path (FileRuleSource), the Nacos group/dataId @ servers, the Redis
+// layout and keys @ address. The debug page and RulesState.Source show
+// it (cut to 512 bytes); a source that does not implement it, or
+// describes itself as "", is shown by its Go type. A fmt.Stringer is not
+// asked: a String method is often a dump of the value, not a text meant
+// for an operator's page.
+//
+// The description is shown to whoever reads the debug page: it must hold
+// no credential (password, token, access key, a URL's user information).
+type Describer interface {
+	// Describe returns where the source's rules come from.
+	Describe() string
 }

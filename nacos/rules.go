@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/fanout"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
 
@@ -35,6 +37,7 @@ type RuleSource struct {
 	dataID  string
 	group   string
 	logger  *slog.Logger
+	where   string // Describe's text
 
 	refusals fanout.Set[func(error)]
 }
@@ -59,11 +62,49 @@ func NewRuleSource(dataID string, opts ...Option) (*RuleSource, error) {
 	if dataID == "" {
 		dataID = DefaultRulesDataID
 	}
-	r := &RuleSource{client: cc, dataID: dataID, group: c.group, logger: c.logger}
+	r := &RuleSource{client: cc, dataID: dataID, group: c.group, logger: c.logger, where: c.describeRules(dataID)}
 	if owned {
 		r.closeFn = cc.(interface{ CloseClient() }).CloseClient
 	}
 	return r, nil
+}
+
+// Describe says where the rule document is, as the Nacos console shows it
+// (see graylb.Describer): "nacos config <group>/<dataId>", the namespace
+// when one is set, and "@ <servers>", or that the program's own SDK
+// config client (WithConfigClient) reads it. It holds no credential.
+func (r *RuleSource) Describe() string { return r.where }
+
+// describeRules is RuleSource.Describe for dataID read with c.
+func (c *config) describeRules(dataID string) string {
+	servers, ns := c.servers, c.namespace
+	if c.client != nil { // its servers and namespace apply (WithClient)
+		servers, ns = c.client.cfg.servers, c.client.cfg.namespace
+	}
+	var b strings.Builder
+	b.WriteString("nacos config " + c.group + "/" + dataID)
+	if ns != "" && ns != constant.DEFAULT_NAMESPACE_ID {
+		b.WriteString(" in namespace " + ns)
+	}
+	if c.client == nil && c.configCl != nil {
+		b.WriteString(" (through the program's SDK config client)")
+		return b.String()
+	}
+	hosts := make([]string, len(servers))
+	for i, s := range servers {
+		hosts[i] = withoutUserInfo(s)
+	}
+	b.WriteString(" @ " + strings.Join(hosts, ","))
+	return b.String()
+}
+
+// withoutUserInfo drops what precedes an "@" in a server address: user
+// information has no place in a text shown to operators.
+func withoutUserInfo(addr string) string {
+	if i := strings.LastIndexByte(addr, '@'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
 }
 
 // Load reads and parses the document. A missing document gives the zero

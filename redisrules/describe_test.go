@@ -27,6 +27,8 @@ func TestRuleSourceDescribesItself(t *testing.T) {
 	defer cluster.Close()
 	failover := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{"127.0.0.1:1"}, Password: "s3cret-pw"})
 	defer failover.Close()
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"b": "127.0.0.2:1", "a": "127.0.0.1:1"}, Password: "s3cret-pw"})
+	defer ring.Close()
 	for _, tc := range []struct {
 		name string
 		new  func() (*redisrules.RuleSource, error)
@@ -43,6 +45,9 @@ func TestRuleSourceDescribesItself(t *testing.T) {
 		{"a failover client", func() (*redisrules.RuleSource, error) {
 			return redisrules.New(failover, append(common, redisrules.WithDocument(""))...)
 		}, "redis document {graylb}:rules @ a Sentinel failover client"},
+		{"a ring", func() (*redisrules.RuleSource, error) {
+			return redisrules.New(ring, append(common, redisrules.WithDocument("d"))...)
+		}, "redis document d @ ring 127.0.0.1:1,127.0.0.2:1"},
 		{"options: one address, credentials in the URL form too", func() (*redisrules.RuleSource, error) {
 			return redisrules.NewFromOptions(&redis.UniversalOptions{Addrs: []string{"user:s3cret-pw@127.0.0.1:1"}, Username: "app", Password: "s3cret-pw"},
 				append(common, redisrules.WithDocument("d"))...)

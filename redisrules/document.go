@@ -16,6 +16,8 @@ type document struct {
 
 func (l *document) keys() []string { return []string{l.key} }
 
+func (l *document) describe() string { return "document " + l.key }
+
 // eventClasses: string commands ($), generic ones such as DEL and RENAME
 // (g), expiry (x).
 func (l *document) eventClasses() string { return "$gx" }

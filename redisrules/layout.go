@@ -16,6 +16,8 @@ import (
 type layout interface {
 	// keys returns the key names, for validation, notifications and logs.
 	keys() []string
+	// describe names the layout and its keys, for RuleSource.Describe.
+	describe() string
 	// eventClasses returns the notify-keyspace-events classes whose events
 	// change the keys.
 	eventClasses() string

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 
 	"github.com/graylb/graylb"
@@ -36,6 +38,7 @@ type RuleSource struct {
 	owned         bool // the client was built here; Close closes it
 	cfg           config
 	transactional bool
+	server        string // where the client reads, for Describe
 
 	mu         sync.Mutex
 	closed     bool
@@ -59,7 +62,7 @@ func New(client redis.UniversalClient, opts ...Option) (*RuleSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &RuleSource{client: client, cfg: cfg, transactional: true, watchers: map[*watcher]struct{}{}}
+	s := &RuleSource{client: client, cfg: cfg, transactional: true, watchers: map[*watcher]struct{}{}, server: describeClient(client)}
 	if _, ok := client.(*redis.ClusterClient); ok && !sameSlot(cfg.layout.keys()) {
 		// A transaction cannot span hash slots; a pipeline can.
 		s.transactional = false
@@ -83,7 +86,57 @@ func NewFromOptions(o *redis.UniversalOptions, opts ...Option) (*RuleSource, err
 		return nil, err
 	}
 	s.owned = true
+	if o.MasterName != "" { // the failover client knows no more of its Sentinels
+		s.server = "Sentinel master " + o.MasterName + " via " + joinAddrs(o.Addrs)
+	}
 	return s, nil
+}
+
+// Describe says where the rules are (see graylb.Describer): "redis", the
+// layout and its keys, "@" and the server: its address, "cluster" and the
+// addresses given, or "Sentinel master <name> via" the Sentinels' addresses
+// (NewFromOptions; a failover client handed to New says only that it is
+// one). It holds no credential: addresses lose any user information.
+func (s *RuleSource) Describe() string {
+	return "redis " + s.cfg.layout.describe() + " @ " + s.server
+}
+
+// describeClient names the server client reads from.
+func describeClient(client redis.UniversalClient) string {
+	switch c := client.(type) {
+	case *redis.Client:
+		if o := c.Options(); o.Addr != "FailoverClient" { // what go-redis names a Sentinel failover client's
+			return withoutUserInfo(o.Addr)
+		}
+		return "a Sentinel failover client"
+	case *redis.ClusterClient:
+		return "cluster " + joinAddrs(c.Options().Addrs)
+	case *redis.Ring:
+		addrs := make([]string, 0, len(c.Options().Addrs))
+		for _, a := range c.Options().Addrs {
+			addrs = append(addrs, a)
+		}
+		sort.Strings(addrs)
+		return "ring " + joinAddrs(addrs)
+	}
+	return fmt.Sprintf("a client of type %T", client)
+}
+
+func joinAddrs(addrs []string) string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = withoutUserInfo(a)
+	}
+	return strings.Join(out, ",")
+}
+
+// withoutUserInfo drops what precedes an "@" in an address: user
+// information has no place in a text shown to operators.
+func withoutUserInfo(addr string) string {
+	if i := strings.LastIndexByte(addr, '@'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
 }
 
 // Keys returns the key names read, in the layout's order: switch, users,

@@ -22,6 +22,10 @@ type threeKeys struct {
 
 func (l *threeKeys) keys() []string { return []string{l.switchKey, l.usersKey, l.addrsKey} }
 
+func (l *threeKeys) describe() string {
+	return "keys switch " + l.switchKey + ", users " + l.usersKey + ", addresses " + l.addrsKey
+}
+
 // eventClasses: string commands ($), list commands (l), generic ones such
 // as DEL and RENAME (g), expiry (x).
 func (l *threeKeys) eventClasses() string { return "$lgx" }
