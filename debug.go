@@ -243,7 +243,7 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 <h2>Instance-list cache</h2>
 <table id="cache">
 <tr><th>updates applied</th><th>empty updates refused</th><th>sudden shrinks held</th></tr>
-<tr><td class="num">{{.Cache.Applied}}</td><td class="num">{{.Cache.RefusedEmpty}}</td><td class="num">{{.Cache.HeldShrinks}}</td></tr>
+<tr><td class="num" id="cache-applied">{{.Cache.Applied}}</td><td class="num" id="cache-refused-empty">{{.Cache.RefusedEmpty}}</td><td class="num" id="cache-held-shrinks">{{.Cache.HeldShrinks}}</td></tr>
 </table>
 
 <h2>Outlier ejection</h2>

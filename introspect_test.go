@@ -226,5 +226,5 @@ func TestCacheStatsCountTheFirstList(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, uint64(3), lb.Cache().Stats().Applied)
 	_, page := debugGet(t, DebugHandler(lb), "/")
-	require.Contains(t, page, `<td class="num">3</td>`)
+	require.Contains(t, page, `<td class="num" id="cache-applied">3</td>`)
 }

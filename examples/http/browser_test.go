@@ -36,8 +36,11 @@ func browse(t *testing.T, bin, url string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	args = append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--no-first-run", "--user-data-dir=" + t.TempDir()}, args...)
+	// Nothing but the page: no network of the browser's own (updates,
+	// sync, QUIC probes), a profile of its own.
+	args = append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + t.TempDir()}, args...)
 	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -74,9 +77,21 @@ func TestDebugPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = d.lb.SetRules(graylb.Rules{CanaryPercent: 250}) // refused, shown as the last refusal
+	// Picks of names nothing was registered under (a typo, a service not
+	// deployed here): counted, and the last names listed.
+	unrouted := []string{"order-servce", "payment-service", "order-servce"}
+	for i, name := range unrouted {
+		ctx := context.Background()
+		if i == 1 {
+			ctx = graylb.WithValue(ctx, "gray", "true")
+		}
+		if _, err := d.lb.Pick(ctx, name); err == nil {
+			t.Fatalf("%s was picked", name)
+		}
+	}
 	page := d.gateway + "/debug/graylb"
 	if path := os.Getenv("GRAYLB_SCREENSHOT"); path != "" {
-		browse(t, bin, page, "--hide-scrollbars", "--window-size=1280,860", "--screenshot="+path)
+		browse(t, bin, page, "--hide-scrollbars", "--window-size=1280,1120", "--screenshot="+path)
 		t.Logf("screenshot: %s", path)
 	}
 
@@ -104,7 +119,8 @@ func TestDebugPageInBrowser(t *testing.T) {
 		kinds    = map[string][]string{} // service → kinds of its instance rows
 		subsets  []string
 		metadata []string
-		refused  string
+		byID     = map[string]string{} // text of the cells with an id
+		names    []string              // the names not routed, as listed
 	)
 	var walk func(n *html.Node, service string)
 	walk = func(n *html.Node, service string) {
@@ -127,8 +143,11 @@ func TestDebugPageInBrowser(t *testing.T) {
 				case strings.HasPrefix(cls, "metadata") && service == "legacy-service":
 					metadata = append(metadata, text(n))
 				}
-				if attr(n, "id") == "rules-last-refused" {
-					refused = text(n)
+				if id := attr(n, "id"); id != "" {
+					byID[id] = text(n)
+				}
+				if attr(n, "class") == "mono name" {
+					names = append(names, text(n))
 				}
 			}
 		}
@@ -153,8 +172,23 @@ func TestDebugPageInBrowser(t *testing.T) {
 		!strings.Contains(metadata[0], `<b>key</b>="><img src=x onerror=alert(1)>`) {
 		t.Errorf("hostile metadata not shown as text: %q", metadata)
 	}
-	if !strings.Contains(refused, "canaryPercent 250") {
+	if refused := byID["rules-last-refused"]; !strings.Contains(refused, "canaryPercent 250") {
 		t.Errorf("last refusal %q", refused)
+	}
+	if got := byID["unrouted-failed"]; got != "3" {
+		t.Errorf("failed picks of names not routed %q, want 3", got)
+	}
+	if got := strings.Join(names, ","); got != "order-servce,payment-service" {
+		t.Errorf("names not routed %q, want the last first, each once", got)
+	}
+	if got := byID["rules-source"]; got != "program" {
+		t.Errorf("rules source %q", got)
+	}
+	if got := byID["ejected-now"]; got != "0" {
+		t.Errorf("ejected now %q: the ejection section is missing", got)
+	}
+	if got := byID["cache-applied"]; got == "" || got == "0" {
+		t.Errorf("updates applied %q while instances are live", got)
 	}
 }
 

@@ -188,8 +188,11 @@ func start(c config, out io.Writer) (_ *demo, err error) {
 		}
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
+	// Outlier ejection with its defaults: an instance failing 5 calls in a
+	// row rests; the debug page shows each instance's calls.
 	lb, err := graylb.New(supplier, graylb.WithContextHandler(httpctx.Handler()),
-		graylb.WithObserver(graylb.Observers(picks.Observe, otelPicks)))
+		graylb.WithObserver(graylb.Observers(picks.Observe, otelPicks)),
+		graylb.WithOutlierDetection(graylb.OutlierConfig{}))
 	if err != nil {
 		return nil, err
 	}
