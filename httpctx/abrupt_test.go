@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,6 +217,39 @@ func TestTransport_AbruptStopOfOnlyGray(t *testing.T) {
 	assert.Contains(t, err.Error(), gray.addr(), "the error names the instance")
 	assert.Contains(t, err.Error(), "not idempotent", "the error says why it was not retried")
 	assert.Less(t, took, 5*time.Second, "a refused connection fails fast")
+	require.ErrorIs(t, err, ErrConnectionFailed)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED, "the cause is kept")
+	var ce *ConnectionError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, gray.addr(), ce.Addr)
+	assert.Equal(t, []string{gray.addr()}, ce.Tried)
+	assert.Equal(t, graylb.Gray, ce.Kind)
+	assert.False(t, ce.Sent, "a refused connection sent nothing")
+	assert.Equal(t, "POST is not idempotent", ce.Reason)
+
+	// A body that cannot be sent again is not, even when idempotent.
+	req, _ := http.NewRequest(http.MethodPut, "http://svc/", io.NopCloser(strings.NewReader("x")))
+	req.Header.Set("gray", "true")
+	_, err = client.Do(req)
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "its body cannot be sent again (no GetBody)", ce.Reason)
+
+	// WithRetryUnsent: nothing was sent to the refusing instance, so the
+	// POST goes to prod; the instance was not acted on.
+	unsent := &http.Client{Transport: NewTransport(lb, WithRetryUnsent()), Timeout: 10 * time.Second}
+	defer unsent.CloseIdleConnections()
+	for range 5 {
+		got, err := call(unsent, http.MethodPost, "svc", "true", "order")
+		require.NoError(t, err)
+		assert.Contains(t, []string{"prod-1", "prod-2"}, got)
+	}
+
+	// Retries off: the refusal comes back at once, saying so.
+	off := &http.Client{Transport: NewTransport(lb, WithMaxRetries(0)), Timeout: 10 * time.Second}
+	defer off.CloseIdleConnections()
+	_, err = call(off, http.MethodGet, "svc", "true", "")
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "retries are off", ce.Reason)
 
 	// Idempotent by method or by key: served by prod.
 	for _, m := range []struct{ method, key string }{{http.MethodHead, ""}, {http.MethodPut, ""}, {http.MethodDelete, ""}, {http.MethodPost, "k-1"}} {
@@ -296,6 +330,10 @@ func TestTransport_AbruptStopWithRequestsInFlight(t *testing.T) {
 			assert.Contains(t, r.err.Error(), gray.addr())
 			assert.Contains(t, r.err.Error(), "not idempotent")
 			assert.Contains(t, r.err.Error(), "may have been")
+			var ce *ConnectionError
+			require.ErrorAs(t, r.err, &ce)
+			assert.True(t, ce.Sent)
+			require.ErrorIs(t, r.err, ErrConnectionFailed)
 			continue
 		}
 		require.NoError(t, r.err, "%s in flight at the kill is sent again", r.method)
@@ -324,6 +362,12 @@ func TestTransport_ProdNeverRetriedOntoGray(t *testing.T) {
 			got, err := call(client, http.MethodGet, "svc", "false", "")
 			require.Error(t, err, "retries %d: a prod GET answered %q", n, got)
 			assert.Contains(t, err.Error(), "connection refused")
+			var ce *ConnectionError
+			require.ErrorAs(t, err, &ce)
+			assert.Len(t, ce.Tried, min(n+1, 3), "each prod instance once, at most 1+retries")
+			if n+1 > 3 {
+				assert.Equal(t, "no other instance can serve a prod request", ce.Reason)
+			}
 		}
 		got, err := call(client, http.MethodGet, "svc", "true", "")
 		require.NoError(t, err)
