@@ -45,17 +45,19 @@ func (lb *LoadBalancer) Reroute(ctx context.Context, service string, first Route
 	r.init(ctx, service, lb.handler, valuesIn(ctx))
 	r.lane = d.lane
 	t := s.tree.Load()
-	idx, outcome := t.gray.place(d.kind)
-	if idx == grayIdxGray && allTried(t.gray.gray, tried) && !anyTried(t.gray.prod, tried) {
+	var idx int
+	var outcome Outcome
+	if i, _ := t.gray.place(d.kind); i == grayIdxGray && allTried(t.gray.gray, tried) && !anyTried(t.gray.prod, tried) {
 		// What is left is exactly the prod side: a tree built over it
 		// would route this request to every instance (no gray one is
 		// left), through the same filters over the same list.
 		idx, outcome = grayIdxProd, FellBack
 	} else {
-		var err error
-		if t, err = lb.untriedTree(s, tried); err != nil {
+		built, err := lb.untriedTree(s, tried)
+		if err != nil {
 			return Route{Kind: d.kind, Source: d.source, Outcome: Failed, Lane: d.lane}, err
 		}
+		t = built
 		idx, outcome = t.gray.place(d.kind)
 	}
 	d.outcome = outcome
