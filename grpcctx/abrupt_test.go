@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -260,7 +261,7 @@ func TestBalancer_AbruptStopOfOnlyGray(t *testing.T) {
 	require.Positive(t, grayU.afterKill-grayU.failed, "gray RPCs after the kill were served")
 
 	reliabilityFragment(t, "abrupt-stop-grpc", fmt.Sprintf(
-		"| abrupt stop (listener closed, connections reset, no GOAWAY) of the only gray instance, still registered (gRPC balancer, unary and streaming under load, no outlier detection, no retry policy) | gray unary: %d RPCs, %d after the kill, %d failed (in flight at the kill), 0 after the first failure; gray streams: %d, %d failed; prod: %d unary + %d streams, %d failed, %d on gray | first gray RPC served by prod %v after the kill; slowest gray RPC after it %v |\n",
+		"| abrupt stop (listener closed, connections reset, no GOAWAY) of the only gray instance, still registered (gRPC balancer, unary and streaming under load, no outlier detection, no retry policy) | gray unary: %d RPCs, %d after the kill, %d failed (only RPCs in flight at the kill can), 0 started after the first failure; gray streams: %d, %d failed; prod: %d unary + %d streams, %d failed, %d on gray | first gray RPC served by prod %v after the kill; slowest gray RPC after it %v |\n",
 		grayU.sent, grayU.afterKill, grayU.failed, grayS.sent, grayS.failed, prodU.sent, prodS.sent, prodU.failed+prodS.failed, prodU.onGray+prodS.onGray,
 		grayU.fallback.Round(time.Microsecond), grayU.slowest.Round(time.Microsecond)))
 }
@@ -359,4 +360,50 @@ func TestBalancer_ProdWithFailedConnectionsFailsFast(t *testing.T) {
 	_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
 	require.Error(t, err)
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "a wait-for-ready prod RPC queues; it is not sent to gray")
+}
+
+// A gray instance that cycles its connections (MaxConnectionAge: GOAWAY,
+// then a new connection) has not failed: while each new connection is made
+// gray RPCs wait for it, as grpc-go queues while CONNECTING; none goes to
+// prod, none fails.
+func TestBalancer_GrayConnectionCycleStaysOnGray(t *testing.T) {
+	reg := graylb.NewRegistry()
+	serve(t, reg, "svc", &testServer{name: "prod"}, nil)
+	gray := &testServer{name: "gray"}
+	serveWith(t, reg, "svc", gray, map[string]string{"gray": "true"}, append(ServerOptions(nil),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: 5 * time.Second})))
+	c := dial(t, reg, "svc")
+	require.Eventually(t, func() bool { id, err := call(t, c, "true"); return err == nil && id == "gray" }, 10*time.Second, time.Millisecond)
+	var onGray, onProd, failed, prodOnGray atomic.Int64
+	var wg sync.WaitGroup
+	end := time.Now().Add(time.Second)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				v := "true"
+				if w == 2 {
+					v = "false"
+				}
+				id, err := call(t, c, v)
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case v == "false" && id == "gray":
+					prodOnGray.Add(1)
+				case v == "true" && id == "gray":
+					onGray.Add(1)
+				case v == "true":
+					onProd.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("gray RPCs through connection cycles every 100 ms: %d on gray, %d on prod; %d failed; %d prod on gray", onGray.Load(), onProd.Load(), failed.Load(), prodOnGray.Load())
+	assert.Zero(t, failed.Load())
+	assert.Zero(t, prodOnGray.Load())
+	assert.Positive(t, onGray.Load())
+	assert.Zero(t, onProd.Load(), "gray RPCs left a gray instance that only renewed its connection")
 }
