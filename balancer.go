@@ -233,8 +233,8 @@ func (lb *LoadBalancer) pickSlow(ctx context.Context, service string) (*Instance
 }
 
 // Route runs the chain for the request in ctx and returns its candidates.
-// Route.Next picks among them; a caller that retries on another instance of
-// the same kind calls Next again.
+// Route.Next picks among them; a caller that retries after a connection
+// failure asks Reroute for the retry's candidates.
 func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error) {
 	if ctx == nil {
 		ctx = context.Background()

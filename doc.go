@@ -11,6 +11,12 @@
 //   - a gray request reaches gray instances; when the list holds no gray
 //     instance at all it reaches every instance (the prod fall-back).
 //
+// An instance that cannot serve counts as absent: one ejected as an outlier
+// ([WithOutlierDetection]), or one a retry found unreachable
+// ([LoadBalancer.Reroute], which the adapters' retries use). So a gray
+// request whose gray instances all cannot serve falls back to prod, and a
+// prod request never reaches gray, whatever fails.
+//
 // The value "true" in any letter case means gray; anything else (absent,
 // empty, "false", "yes", " true") means prod. Nothing is trimmed.
 //

@@ -237,8 +237,9 @@ func (b *graylbBalancer) ejectionChanged() {
 	if b.picker == nil || b.src == nil {
 		return
 	}
-	if router, err := b.newRouter(); err == nil {
-		b.picker.router.Store(router)
+	if live, all, err := b.newRouters(); err == nil {
+		b.picker.all.Store(all)
+		b.picker.router.Store(live)
 	}
 }
 
@@ -335,7 +336,7 @@ func (b *graylbBalancer) regenerate() {
 			}
 		}
 	}
-	router, err := b.newRouter()
+	live, all, err := b.newRouters()
 	if err != nil {
 		b.picker = nil
 		b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure,
@@ -343,21 +344,33 @@ func (b *graylbBalancer) regenerate() {
 		return
 	}
 	p := &picker{service: b.src.service, failures: b.failures}
-	p.router.Store(router)
+	p.all.Store(all)
+	p.router.Store(live)
 	b.picker = p
 	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: p})
 }
 
-// newRouter builds a Router over the addresses' instances whose leaves
-// pick among READY connections; b.mu is held.
-func (b *graylbBalancer) newRouter() (*graylb.Router, error) {
+// newRouters builds the picker's Routers, whose leaves pick among READY
+// connections: live over the instances whose connection has not failed,
+// all over every address's instance (live itself when no connection has
+// failed); b.mu is held.
+func (b *graylbBalancer) newRouters() (live, all *graylb.Router, err error) {
 	list := make([]graylb.Instance, 0, len(b.order))
+	up := make([]graylb.Instance, 0, len(b.order))
 	for _, addr := range b.order {
 		if c := b.conns[addr]; c != nil {
 			list = append(list, c.inst)
+			if !c.failing {
+				up = append(up, c.inst)
+			}
 		}
 	}
-	return b.src.lb.NewRouter(b.src.service, list, readyPolicy{b: b, inner: b.src.lb.Policy()})
+	policy := readyPolicy{b: b, inner: b.src.lb.Policy()}
+	if all, err = b.src.lb.NewRouter(b.src.service, list, policy); err != nil || len(up) == len(list) {
+		return all, all, err
+	}
+	live, err = b.src.lb.NewRouter(b.src.service, up, policy)
+	return live, all, err
 }
 
 // picker runs the chain with the RPC's context and the LoadBalancer's
@@ -366,11 +379,37 @@ func (b *graylbBalancer) newRouter() (*graylb.Router, error) {
 // rules decided was written on the call by the client interceptors, so the
 // picker reads the same decision.
 //
-// When the candidates have no READY connection, it follows grpc-go's
-// convention: while one of them is still connecting the RPC queues; when
-// every one has failed, the RPC fails at once with Unavailable and the last
-// connection error (grpc-go queues it instead when it is wait-for-ready).
-// Prod never goes to gray: the candidates are the request's kind only.
+// An instance whose connection failed (TRANSIENT_FAILURE, and not READY
+// since: a refused or reset connect, a failed handshake) serves nobody: the
+// picker routes as if it were not listed, as an ejected instance is not.
+// So a gray RPC whose gray instances have all failed falls back to prod's
+// READY connections at once (the gray rule's fall-back), instead of
+// failing or waiting for an instance that refuses connections; a prod RPC
+// never goes to gray.
+//
+// A connection being made (for the first time, or again after the
+// instance closed it: a GOAWAY, MaxConnectionAge, a restart) is not
+// failed: its RPCs wait for it, as grpc-go queues RPCs while CONNECTING,
+// and stay on their kind. An instance killed abruptly closes its
+// connection and refuses the next one within a round trip, so it fails
+// then; one that stops answering without closing (a host that vanished,
+// no RST) keeps RPCs waiting until the connect timeout
+// (grpc.WithConnectParams' MinConnectTimeout, 20 s by default) or the
+// RPC's deadline.
+//
+// When the request's kind has no instance left that has not failed,
+// grpc-go's convention applies: while a candidate is connecting the RPC
+// queues; when every one has failed it fails at once with Unavailable and
+// the last connection error (grpc-go queues it instead when it is
+// wait-for-ready).
+//
+// An RPC picked onto a connection that turns out to be closed is not lost:
+// grpc-go waits for the next picker, or retries it transparently when its
+// stream could not be started, so it follows the rules above. An RPC
+// already sent on a connection that then breaks fails with Unavailable
+// (grpc-go cannot know whether the instance acted on it): a retryPolicy
+// for UNAVAILABLE in the service config sends idempotent methods again,
+// each try picking anew.
 //
 // When the LoadBalancer keeps Stats, the result's Done reports the RPC's
 // outcome for the instance: with outlier detection alone it is made once
@@ -378,28 +417,47 @@ func (b *graylbBalancer) newRouter() (*graylb.Router, error) {
 // (graylb.P2C) it also carries the call's start, one small allocation per
 // pick.
 type picker struct {
-	router   atomic.Pointer[graylb.Router]
+	router   atomic.Pointer[graylb.Router] // over the instances whose connection has not failed
+	all      atomic.Pointer[graylb.Router] // over every instance; router itself when none has failed
 	service  string
 	failures failureSet
 }
 
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	rt, err := p.router.Load().Route(info.Ctx)
+	if err == nil {
+		rp, _ := rt.Picker().(*readyPicker)
+		if j, ok := rp.nextReady(); ok {
+			// p.result, written out: the common path makes no call more.
+			res := balancer.PickResult{SubConn: rp.scs[j]}
+			switch {
+			case rp.timed:
+				call := rt.Call(rp.idx[j])
+				res.Done = func(di balancer.DoneInfo) { p.done(call, di) }
+			case rp.dones != nil:
+				res.Done = rp.dones[j]
+			}
+			return res, nil
+		}
+		if rp != nil && rp.connecting {
+			return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+		}
+	}
+	return p.pickFailed(info)
+}
+
+// pickFailed picks for an RPC whose kind has no instance left whose
+// connection has not failed: among every instance, as grpc-go's
+// convention has it (see picker).
+func (p *picker) pickFailed(info balancer.PickInfo) (balancer.PickResult, error) {
+	rt, err := p.all.Load().Route(info.Ctx)
 	if err != nil {
 		// The request's kind has no instance at all.
 		return balancer.PickResult{}, status.Error(codes.Unavailable, err.Error())
 	}
 	rp, _ := rt.Picker().(*readyPicker)
 	if j, ok := rp.nextReady(); ok {
-		res := balancer.PickResult{SubConn: rp.scs[j]}
-		switch {
-		case rp.timed:
-			call := rt.Call(rp.idx[j])
-			res.Done = func(di balancer.DoneInfo) { p.done(call, di) }
-		case rp.dones != nil:
-			res.Done = rp.dones[j]
-		}
-		return res, nil
+		return p.result(rt, rp, j), nil
 	}
 	if rp == nil || rp.connecting {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
@@ -407,6 +465,19 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	// Not a status error: grpc-go fails a non-wait-for-ready RPC with
 	// Unavailable and this message, and queues a wait-for-ready one.
 	return balancer.PickResult{}, fmt.Errorf("grpcctx: no connection to the %s instances of %q: %w", rt.Kind, p.service, rp.lastErr)
+}
+
+// result is the pick of READY connection j of rp, a leaf of rt.
+func (p *picker) result(rt graylb.Route, rp *readyPicker, j int) balancer.PickResult {
+	res := balancer.PickResult{SubConn: rp.scs[j]}
+	switch {
+	case rp.timed:
+		call := rt.Call(rp.idx[j])
+		res.Done = func(di balancer.DoneInfo) { p.done(call, di) }
+	case rp.dones != nil:
+		res.Done = rp.dones[j]
+	}
+	return res
 }
 
 // done reports one RPC's result.

@@ -150,42 +150,6 @@ func TestBalancer_ProdWithOnlyGrayIsUnavailable(t *testing.T) {
 	assert.Contains(t, err.Error(), "prod request")
 }
 
-// A kind whose every connection failed follows grpc-go's convention: a
-// non-wait-for-ready RPC fails at once with Unavailable and the connection
-// error, a wait-for-ready RPC queues; it never goes to the other kind.
-func TestBalancer_KindWithFailedConnectionsFailsFast(t *testing.T) {
-	reg := graylb.NewRegistry()
-	serve(t, reg, "svc", &testServer{name: "prod"}, nil)
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := l.Addr().(*net.TCPAddr)
-	l.Close()
-	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", dead.Port, map[string]string{"gray": "true"})))
-	c := dial(t, reg, "svc")
-	got, err := call(t, c, "false")
-	require.NoError(t, err)
-	require.Equal(t, "prod", got)
-
-	// Once the gray connection has failed, a gray RPC fails at once.
-	var last error
-	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "gray", "true"), time.Second)
-		defer cancel()
-		start := time.Now()
-		_, last = c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
-		return status.Code(last) == codes.Unavailable && time.Since(start) < 500*time.Millisecond
-	}, 10*time.Second, 10*time.Millisecond, "last: %v", last)
-	assert.Contains(t, status.Convert(last).Message(), "gray instances")
-	assert.Contains(t, status.Convert(last).Message(), "connection refused", "the connection error reaches the caller")
-
-	// A wait-for-ready RPC queues instead, until its deadline; it is not
-	// sent to prod.
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "gray", "true"), 300*time.Millisecond)
-	defer cancel()
-	_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
-	require.Error(t, err)
-	assert.Equal(t, codes.DeadlineExceeded, status.Code(err))
-}
-
 // While a kind's connection is still being made, its RPCs queue.
 func TestBalancer_QueuesWhileKindIsConnecting(t *testing.T) {
 	reg := graylb.NewRegistry()
@@ -411,13 +375,13 @@ func TestBalancer_FailedConnectionStaysFailedThroughRetries(t *testing.T) {
 	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()))
 	require.NoError(t, err)
 	defer lb.Close()
-	fast := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1, MaxDelay: 50 * time.Millisecond}, MinConnectTimeout: 300 * time.Millisecond})
+	fast := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1, MaxDelay: 50 * time.Millisecond}, MinConnectTimeout: time.Second})
 	conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb), fast, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	require.NoError(t, err)
 	defer conn.Close()
 	c := testgrpc.NewTestServiceClient(conn)
 	callOnce := func() (time.Duration, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		start := time.Now()
 		_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
@@ -428,11 +392,15 @@ func TestBalancer_FailedConnectionStaysFailedThroughRetries(t *testing.T) {
 		return status.Code(err) == codes.Unavailable && d < 100*time.Millisecond
 	},
 		10*time.Second, 10*time.Millisecond, "the first failure")
+	// Each retry stays CONNECTING for 1 s: an RPC queued through one waits
+	// most of it, far beyond what a loaded machine's scheduling adds to a
+	// fast failure (a 150 ms bound failed 1 run in 20 under -race at load
+	// 10 on two cores, before and after the change it guards).
 	slow := 0
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
 		d, err := callOnce()
 		require.Equal(t, codes.Unavailable, status.Code(err))
-		if d > 150*time.Millisecond {
+		if d > 600*time.Millisecond {
 			slow++ // queued through a retry instead of failing fast
 		}
 	}

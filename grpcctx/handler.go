@@ -13,6 +13,20 @@
 //		append(grpcctx.DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 //
 // and on servers: grpc.NewServer(grpcctx.ServerOptions(lb)...).
+//
+// An instance whose connection failed (it stopped abruptly: its connection
+// reset, the next one refused) serves nobody while it stays listed: the
+// balancer routes as if it were not there, so gray RPCs fall back to prod's
+// READY connections instead of failing, and prod RPCs never reach gray.
+// grpc-go sends an RPC that had not started on the dead connection through
+// the picker again (transparent retry); an RPC already sent on it fails
+// with Unavailable, unless the service config's retryPolicy retries
+// UNAVAILABLE for its method (for idempotent methods). A connection that
+// is being made (the first one, or a new one after a GOAWAY) has not
+// failed: its RPCs wait for it, as grpc-go queues while CONNECTING. An RPC
+// with nowhere else to go (a prod RPC whose prod connections all failed)
+// fails at once with Unavailable and the connection error, or queues when
+// it is wait-for-ready, and never goes to the other kind.
 package grpcctx
 
 import (

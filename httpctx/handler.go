@@ -12,6 +12,17 @@
 //
 // and pass each handler's r.Context() to the requests it makes
 // (http.NewRequestWithContext): the headers travel on it.
+//
+// An instance that stops abruptly while the registry still lists it (kill
+// -9: its connections reset, new ones refused) serves nobody. The
+// Transport sends an idempotent request (GET, HEAD, OPTIONS, TRACE, PUT,
+// DELETE, or one with an Idempotency-Key) that met it again to an instance
+// not tried yet: a gray request to another gray instance, else to prod (the
+// gray rule's fall-back), a prod request only to prod. A request that is
+// not idempotent fails at once with a *ConnectionError (errors.Is
+// ErrConnectionFailed) that names the instance and says why it was not
+// sent again. See Transport for the whole policy and WithRetryUnsent,
+// WithMaxRetries to change it.
 package httpctx
 
 import (

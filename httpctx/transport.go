@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"syscall"
 
 	"github.com/graylb/graylb"
 )
@@ -77,23 +76,54 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 // for it, and its latency is the time to the response's headers. With
 // graylb.WithOutlierDetection this ejects an instance that keeps failing.
 //
-// A connection failure (nothing was sent) is retried on another instance of
-// the same kind, at most MaxRetries times (default 2), when the request is
-// idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or an
-// Idempotency-Key header) and its body can be replayed (no body, or
-// GetBody set). A gray request is retried on gray instances while one
-// exists, a prod request only on prod. A certificate that fails
-// verification (a wrong name, an unknown authority, an expired
-// certificate) counts as a connection failure: the request was not sent,
-// and another instance may present a valid certificate. When every try
-// fails, the last error comes back with its cause, so errors.As finds the
-// *tls.CertificateVerificationError and the x509 error inside it. An
-// error the server reports after the handshake (it refused the client's
-// certificate) is not retried: the request may have been sent.
+// Retries. A try that gets no response because its connection failed is
+// reported against its instance (see above) and, when the policy below
+// allows, the request is sent again to an instance not tried yet, picked
+// as if the instances tried were not usable (graylb.LoadBalancer.Reroute):
+// a gray request goes to another gray instance while one is left, then
+// falls back to prod, since a gray instance that cannot be connected to
+// serves nobody (the gray rule's fall-back); a prod request only ever goes
+// to prod. A retried request keeps its kind (a gray request served by prod
+// still tells the next hop it is gray). The policy is net/http's own and
+// that of Envoy's retry on connect-failure and reset:
+//   - a connection that was never made (refused, timed out while
+//     connecting, a certificate that failed verification): nothing was
+//     sent; an idempotent request is retried, and with WithRetryUnsent any
+//     request;
+//   - a connection that broke before the response (reset, closed): the
+//     instance may have acted on the request; only an idempotent one is
+//     retried;
+//   - idempotent: GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or a request with
+//     an Idempotency-Key or X-Idempotency-Key header; its body must be
+//     replayable (none, or GetBody set, as http.NewRequest sets it for
+//     in-memory bodies);
+//   - at most WithMaxRetries retries (default 2: three instances), each on
+//     an instance not tried yet, within the request's context: once it is
+//     done, the context's error comes back;
+//   - anything else (a timeout waiting for the response, an error status,
+//     a protocol error, an error the server reports after the handshake,
+//     such as a refused client certificate) is not retried.
+//
+// A connection failure that is not retried fails at once with a
+// *ConnectionError, which wraps ErrConnectionFailed and the transport's
+// error: it names the instance (and those tried before it), says whether
+// the request may have been sent, and why it was not retried ("POST is not
+// idempotent", "its body cannot be sent again", "3 tries, as many as
+// WithMaxRetries(2) allows", "no other instance can serve a prod
+// request"). errors.As still reaches the cause: a
+// *tls.CertificateVerificationError and the x509 error inside it, a
+// *net.OpError. A request answered at its first try does no retry work.
+//
+// Retries remember nothing between requests: while the registry still
+// lists an instance that refuses connections, each request picked onto it
+// pays one failed connect before its retry. With
+// graylb.WithOutlierDetection the instance is ejected after its
+// consecutive failures (5 by default) and later requests skip it.
 type Transport struct {
 	lb           *graylb.LoadBalancer
 	base         http.RoundTripper
 	maxRetries   int
+	retryUnsent  bool
 	grayHeader   string
 	versionHdr   string
 	passthrough  bool
@@ -131,8 +161,9 @@ func WithBase(rt http.RoundTripper) TransportOption {
 	}
 }
 
-// WithMaxRetries bounds the retries after a connection failure (default 2;
-// 0 turns retries off; a negative n keeps the default).
+// WithMaxRetries bounds the retries of a request after connection failures
+// (default 2, so a request tries at most three instances; 0 turns retries
+// off; a negative n keeps the default). See Transport for what is retried.
 func WithMaxRetries(n int) TransportOption {
 	return func(t *Transport) {
 		if n >= 0 {
@@ -210,80 +241,38 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		rt = clone.tr
 	}
 
-	retries := 0
-	if t.maxRetries > 0 && retryable(req) {
-		retries = min(t.maxRetries, route.Len()-1)
+	call := route.Start()
+	resp, err := rt.RoundTrip(t.outgoing(req, host, call.Instance.Addr(), route, untrusted))
+	if err != nil {
+		return t.retry(req, rt, clone, host, route, untrusted, call, err)
 	}
-	tried := make([]string, 0, retries+1)
-	for attempt := 0; ; attempt++ {
-		call := route.Call(next(route, tried))
-		addr := call.Instance.Addr()
-		tried = append(tried, addr)
-		out := req.Clone(req.Context())
-		if untrusted {
-			out.Header = withoutKeys(out.Header, t.lb.MatchKeys())
-		}
-		out.URL.Host = addr
-		switch {
-		case out.Host == "":
-			out.Host = host
-			if t.instanceHost {
-				out.Host = addr
-			}
-		case t.instanceHost && out.Host == host:
+	call.Done(!t.failure(resp.StatusCode))
+	if clone != nil {
+		clone.release(resp)
+	}
+	return resp, nil
+}
+
+// outgoing is the request sent to the instance at addr: a clone of req
+// with the instance's address, the Host it gets and the propagated
+// headers.
+func (t *Transport) outgoing(req *http.Request, host, addr string, route graylb.Route, untrusted bool) *http.Request {
+	out := req.Clone(req.Context())
+	if untrusted {
+		out.Header = withoutKeys(out.Header, t.lb.MatchKeys())
+	}
+	out.URL.Host = addr
+	switch {
+	case out.Host == "":
+		out.Host = host
+		if t.instanceHost {
 			out.Host = addr
 		}
-		t.propagate(req, out, route, untrusted)
-		if attempt > 0 && req.GetBody != nil {
-			body, err := req.GetBody()
-			if err != nil {
-				return nil, fmt.Errorf("httpctx: replaying the body: %w", err)
-			}
-			out.Body = body
-		}
-		resp, err := rt.RoundTrip(out)
-		switch {
-		case err == nil:
-			call.Done(!t.failure(resp.StatusCode))
-		case req.Context().Err() != nil:
-			call.Discard()
-		default:
-			call.Done(false)
-		}
-		if err == nil || attempt >= retries || !connectFailure(err) {
-			if clone != nil && resp != nil {
-				clone.release(resp)
-			}
-			return resp, err
-		}
+	case t.instanceHost && out.Host == host:
+		out.Host = addr
 	}
-}
-
-// next picks from the route with its policy and returns the candidate's
-// index; if that instance was tried already (a retry), it takes the next
-// untried candidate after it, so every retry reaches a new instance. The
-// scan runs on the retry path only.
-func next(r graylb.Route, tried []string) int {
-	start := r.NextIndex()
-	list := r.Instances()
-	if len(tried) == 0 || !contains(tried, list[start].Addr()) {
-		return start
-	}
-	for k := 1; k <= len(list); k++ {
-		if i := (start + k) % len(list); !contains(tried, list[i].Addr()) {
-			return i
-		}
-	}
-	return start
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	t.propagate(req, out, route, untrusted)
+	return out
 }
 
 // propagate sets the incoming propagated headers the caller did not set,
@@ -310,26 +299,6 @@ func (t *Transport) propagate(orig, out *http.Request, route graylb.Route, untru
 			out.Header.Set(t.grayHeader, "false")
 		}
 	}
-}
-
-func retryable(req *http.Request) bool {
-	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
-		return false
-	}
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
-}
-
-// connectFailure reports whether err means the connection was never made.
-func connectFailure(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	return errors.Is(err, syscall.ECONNREFUSED) || certificateRejected(err)
 }
 
 // isServiceName: no port, not an IP address.

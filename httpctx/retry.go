@@ -1,0 +1,200 @@
+package httpctx
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+
+	"github.com/graylb/graylb"
+)
+
+// ErrConnectionFailed: a request got no response because its connection
+// to an instance failed (refused, timed out while connecting, reset or
+// closed before the response) and the Transport did not send it again.
+// The error is a *ConnectionError: it names the instance and says why the
+// request was not retried.
+var ErrConnectionFailed = errors.New("httpctx: connection to the instance failed")
+
+// ConnectionError is the error of a request whose connection to an
+// instance failed and that was not retried (any more). It wraps
+// ErrConnectionFailed and the transport's error (errors.Is and errors.As
+// reach both: a *net.OpError, syscall.ECONNREFUSED, a
+// *tls.CertificateVerificationError).
+type ConnectionError struct {
+	Method  string
+	Service string
+	Kind    graylb.Kind // the request's kind
+	Addr    string      // the instance whose connection failed (the last one tried)
+	Tried   []string    // every instance tried, in order; the last is Addr
+	// Sent: the connection broke after the request was written, so the
+	// instance may have acted on it; false when no connection was made
+	// (nothing was sent).
+	Sent   bool
+	Reason string // why it was not retried
+	Err    error  // the transport's error for Addr
+}
+
+func (e *ConnectionError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "httpctx: %s %s (%s request): ", e.Method, e.Service, e.Kind)
+	if e.Sent {
+		fmt.Fprintf(&b, "connection to instance %s lost before a response (the request may have been acted on)", e.Addr)
+	} else {
+		fmt.Fprintf(&b, "instance %s could not be connected to (nothing was sent)", e.Addr)
+	}
+	if len(e.Tried) > 1 {
+		fmt.Fprintf(&b, " after tries of %s", strings.Join(e.Tried[:len(e.Tried)-1], ", "))
+	}
+	fmt.Fprintf(&b, "; not retried: %s: %v", e.Reason, e.Err)
+	return b.String()
+}
+
+// Unwrap returns ErrConnectionFailed and the transport's error.
+func (e *ConnectionError) Unwrap() []error { return []error{ErrConnectionFailed, e.Err} }
+
+// WithRetryUnsent retries a request that is not idempotent too, when its
+// connection failed before anything was sent (a refused or timed-out
+// connect, a certificate that failed verification), as Envoy's
+// connect-failure retry and grpc-go's transparent retry do: the instance
+// cannot have acted on it. A request whose connection broke after it was
+// written is still retried only when it is idempotent. The body must be
+// replayable either way.
+func WithRetryUnsent() TransportOption { return func(t *Transport) { t.retryUnsent = true } }
+
+// failure is what a failed try tells of the request's fate.
+type failure uint8
+
+const (
+	otherFailure failure = iota // not a connection failure: a timeout, a protocol error, the base's own
+	unsent                      // no connection was made: nothing was sent
+	lost                        // the connection broke before a response: the request may have been sent
+)
+
+// classify says what err, a try's error, tells of the request's fate.
+func classify(err error) failure {
+	if connectFailure(err) {
+		return unsent
+	}
+	for _, e := range []error{syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED, io.EOF, io.ErrUnexpectedEOF} {
+		if errors.Is(err, e) {
+			return lost
+		}
+	}
+	return otherFailure
+}
+
+// connectFailure reports whether err means the connection was never made.
+func connectFailure(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || certificateRejected(err)
+}
+
+// endpoint is an instance tried by a request.
+type endpoint struct {
+	host string
+	port int
+}
+
+// retry follows a first try, to call, that failed with err: it reports the
+// failure, then sends the request again to another instance while the
+// policy allows (see Transport) and returns the first response, or the
+// error saying why it stopped.
+func (t *Transport) retry(req *http.Request, rt http.RoundTripper, clone *tlsClone, host string, route graylb.Route, untrusted bool, call graylb.Call, err error) (*http.Response, error) {
+	var tried []endpoint
+	var addrs []string
+	isTried := func(in graylb.Instance) bool {
+		for _, e := range tried {
+			if e.port == in.Port && e.host == in.Host {
+				return true
+			}
+		}
+		return false
+	}
+	for {
+		if req.Context().Err() != nil {
+			call.Discard()
+			return nil, err
+		}
+		call.Done(false)
+		f := classify(err)
+		if f == otherFailure {
+			return nil, err
+		}
+		addr := call.Instance.Addr()
+		tried = append(tried, endpoint{call.Instance.Host, call.Instance.Port})
+		addrs = append(addrs, addr)
+		cerr := &ConnectionError{Method: methodOf(req), Service: host, Kind: route.Kind, Addr: addr, Tried: addrs, Sent: f == lost, Err: err}
+		if cerr.Reason = t.notRetried(req, f, len(tried)); cerr.Reason != "" {
+			return nil, cerr
+		}
+		next, rerr := t.lb.Reroute(req.Context(), host, route, isTried)
+		i, ok := next.NextUntried(isTried)
+		if rerr != nil || !ok {
+			cerr.Reason = fmt.Sprintf("no other instance can serve a %s request", route.Kind)
+			return nil, cerr
+		}
+		call = next.Call(i)
+		out := t.outgoing(req, host, call.Instance.Addr(), next, untrusted)
+		if req.GetBody != nil {
+			body, gerr := req.GetBody()
+			if gerr != nil {
+				call.Discard()
+				return nil, fmt.Errorf("httpctx: %s %s: replaying the body: %w", methodOf(req), host, gerr)
+			}
+			out.Body = body
+		}
+		var resp *http.Response
+		if resp, err = rt.RoundTrip(out); err == nil {
+			call.Done(!t.failure(resp.StatusCode))
+			if clone != nil {
+				clone.release(resp)
+			}
+			return resp, nil
+		}
+	}
+}
+
+// notRetried returns why a request whose try failed as f, after tries
+// instances, is not sent again; "" when it is.
+func (t *Transport) notRetried(req *http.Request, f failure, tries int) string {
+	switch {
+	case !idempotent(req) && (f == lost || !t.retryUnsent):
+		return methodOf(req) + " is not idempotent"
+	case !replayable(req):
+		return "its body cannot be sent again (no GetBody)"
+	case t.maxRetries == 0:
+		return "retries are off"
+	case tries > t.maxRetries:
+		return fmt.Sprintf("%d tries, as many as WithMaxRetries(%d) allows", tries, t.maxRetries)
+	}
+	return ""
+}
+
+// idempotent: the method is (RFC 9110), or the request carries an
+// idempotency key, as net/http decides before it sends a request again.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+// replayable: the request has no body, or GetBody makes it again.
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+func methodOf(req *http.Request) string {
+	if req.Method == "" {
+		return http.MethodGet
+	}
+	return req.Method
+}
