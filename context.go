@@ -53,6 +53,9 @@ func (c chainHandler) Value(ctx context.Context, name string) string {
 type Request struct {
 	Context context.Context
 	Service string
+	// call reads the keys of the call an adapter routes (RouteWith), asked
+	// before handler; nil when the request is not an adapter's.
+	call    ContextHandler
 	handler ContextHandler
 	// vals are the WithValue values of read, the Context the Request was
 	// made with, read once for every key the routing asks for; nil: not
@@ -62,21 +65,22 @@ type Request struct {
 	lane string // set by a match rule (see Lane)
 }
 
-// init makes r the Request of one call (ctx not nil) whose context has
-// the program-set values vals (valuesIn): they are read once, for every key
-// the routing asks for. Fields are set one by one, in place: a Request
+// init makes r the Request of one call (ctx not nil), read by call (the
+// adapter's reader of the call's own keys, may be nil) and then h, whose
+// context has the program-set values vals (valuesIn): they are read once,
+// for every key the routing asks for. Fields are set one by one, in place: a Request
 // built as a composite literal and then copied is copied with wide loads
 // right after the narrower stores that built it, which the processor
 // cannot forward (measured: a quarter of a pick).
-func (r *Request) init(ctx context.Context, service string, h ContextHandler, vals *valuesCtx) {
+func (r *Request) init(ctx context.Context, service string, call, h ContextHandler, vals *valuesCtx) {
 	if vals == nil {
 		vals = noValues
 	}
-	r.Context, r.Service, r.handler, r.vals, r.read = ctx, service, h, vals, ctx
+	r.Context, r.Service, r.call, r.handler, r.vals, r.read = ctx, service, call, h, vals, ctx
 }
 
-// Value returns the request's named value: from the ContextHandler, else
-// from WithValue, else "".
+// Value returns the request's named value: from the keys of the call (an
+// adapter's call, then the ContextHandlers), else from WithValue, else "".
 func (r Request) Value(name string) string { return r.value(name) }
 
 // value is Value without copying the Request.
@@ -87,9 +91,14 @@ func (r *Request) value(name string) string {
 	return r.contextValue(name)
 }
 
-// handlerValue returns the ContextHandler's value under name, "" when
-// there is no handler.
+// handlerValue returns the call's value under name: the adapter's reader
+// first, then the ContextHandlers; "" when neither has one.
 func (r *Request) handlerValue(name string) string {
+	if r.call != nil {
+		if v := r.call.Value(r.Context, name); v != "" {
+			return v
+		}
+	}
 	if r.handler == nil {
 		return ""
 	}

@@ -75,10 +75,7 @@ func (f *grayFilter) requestKind(r *Request, rl *compiledRules) (Kind, KindSourc
 // match rule gave the request, "" when none did.
 func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSource, string) {
 	src := FromDefault
-	v := ""
-	if r.handler != nil {
-		v = r.handler.Value(r.Context, f.header)
-	}
+	v := r.handlerValue(f.header)
 	if v != "" {
 		src = FromKey
 	} else if v = r.contextValue(f.header); v != "" {
