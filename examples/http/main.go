@@ -188,8 +188,7 @@ func start(c config, out io.Writer) (_ *demo, err error) {
 		}
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
-	lb, err := graylb.New(supplier, graylb.WithContextHandler(httpctx.Handler()),
-		graylb.WithObserver(graylb.Observers(picks.Observe, otelPicks)))
+	lb, err := graylb.New(supplier, graylb.WithObserver(graylb.Observers(picks.Observe, otelPicks)))
 	if err != nil {
 		return nil, err
 	}
