@@ -245,7 +245,8 @@ func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error
 // reads (nil: the ContextHandlers alone).
 func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree, call ContextHandler) (Route, error) {
 	var r Request
-	r.init(ctx, service, call, lb.handlerFor(call), valuesIn(ctx))
+	r.init(ctx, service, lb.handlerFor(call), valuesIn(ctx))
+	r.call = call
 	n, d := t.route(&r)
 	if lb.observer != nil {
 		lb.observer(service, d.kind, d.outcome)

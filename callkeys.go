@@ -75,7 +75,8 @@ func (lb *LoadBalancer) RouteWith(ctx context.Context, service string, call Cont
 	}
 	if s.unlisted {
 		var r Request
-		r.init(ctx, service, call, lb.handlerFor(call), valuesIn(ctx))
+		r.init(ctx, service, lb.handlerFor(call), valuesIn(ctx))
+		r.call = call
 		n, d := s.tree.Load().route(&r)
 		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, s.tree.Load().noInstance(d.kind)
 	}
@@ -120,7 +121,8 @@ func (lb *LoadBalancer) LaneToPassWith(ctx context.Context, call ContextHandler)
 		ctx = context.Background()
 	}
 	var r Request
-	r.init(ctx, "", call, lb.handlerFor(call), valuesIn(ctx))
+	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
+	r.call = call
 	_, _, lane := lb.gray.decideRequest(&r, rl)
 	if lane == "" || r.Value(lb.versionHeader()) != "" {
 		return ""
@@ -134,6 +136,7 @@ func (lb *LoadBalancer) requestKind(ctx context.Context, call ContextHandler) (K
 		ctx = context.Background()
 	}
 	var r Request
-	r.init(ctx, "", call, lb.handlerFor(call), valuesIn(ctx))
+	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
+	r.call = call
 	return lb.gray.requestKind(&r, lb.rules.Load())
 }

@@ -65,18 +65,18 @@ type Request struct {
 	lane string // set by a match rule (see Lane)
 }
 
-// init makes r the Request of one call (ctx not nil), read by call (the
-// adapter's reader of the call's own keys, may be nil) and then h, whose
-// context has the program-set values vals (valuesIn): they are read once,
-// for every key the routing asks for. Fields are set one by one, in place: a Request
+// init makes r the Request of one call (ctx not nil) whose context has
+// the program-set values vals (valuesIn): they are read once, for every key
+// the routing asks for. (An adapter's reader of the call's keys, when
+// there is one, is set in r.call after init.) Fields are set one by one, in place: a Request
 // built as a composite literal and then copied is copied with wide loads
 // right after the narrower stores that built it, which the processor
 // cannot forward (measured: a quarter of a pick).
-func (r *Request) init(ctx context.Context, service string, call, h ContextHandler, vals *valuesCtx) {
+func (r *Request) init(ctx context.Context, service string, h ContextHandler, vals *valuesCtx) {
 	if vals == nil {
 		vals = noValues
 	}
-	r.Context, r.Service, r.call, r.handler, r.vals, r.read = ctx, service, call, h, vals, ctx
+	r.Context, r.Service, r.handler, r.vals, r.read = ctx, service, h, vals, ctx
 }
 
 // Value returns the request's named value: from the keys of the call (an

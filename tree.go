@@ -136,7 +136,7 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 	var d decision
 	if !t.plain {
 		var r Request
-		r.init(ctx, t.service, nil, h, vals)
+		r.init(ctx, t.service, h, vals)
 		var n *node
 		if n, d = t.route(&r); n != nil {
 			in = &n.instances[n.picker.Next()]

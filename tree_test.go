@@ -76,7 +76,7 @@ func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 				ctx, h = withHeaders(ctx, kv...), testHandler
 			}
 			var r Request
-			r.init(ctx, "svc", nil, h, valuesIn(ctx))
+			r.init(ctx, "svc", h, valuesIn(ctx))
 			leaf, want := tr.route(&r)
 			var kind Kind
 			var outcome Outcome

@@ -122,7 +122,7 @@ func TestRequest_ValueFollowsAContextTheFilterReplaces(t *testing.T) {
 		require.Equal(t, 2, got.Port, "the wrapped version filter saw the request's own context")
 	}
 	r := Request{Context: WithValue(context.Background(), "zone", "eu")}
-	r.init(r.Context, "svc", nil, nil, valuesIn(r.Context))
+	r.init(r.Context, "svc", nil, valuesIn(r.Context))
 	r.Context = WithValue(r.Context, "zone", "us")
 	require.Equal(t, "us", r.Value("zone"))
 }
