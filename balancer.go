@@ -26,9 +26,10 @@ type LoadBalancer struct {
 	services atomic.Pointer[serviceTable]
 	rules    atomic.Pointer[compiledRules]
 	handler  ContextHandler
+	handlers *handlerSet // for an adapter's reader of the call's keys (callkeys.go)
 	observer Observer
 	gray     grayFilter
-	_        [2*cacheLine - 96]byte
+	_        [2*cacheLine - 104]byte
 
 	cache     *Cache
 	ownsCache bool
@@ -95,6 +96,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		filters:  sortFilters(cfg.filters),
 		policy:   cfg.policy,
 		handler:  chainHandlers(cfg.handlers),
+		handlers: newHandlerSet(cfg.handlers),
 		observer: cfg.observer,
 		logger:   cfg.logger,
 		outlier:  cfg.outlier,
@@ -234,33 +236,19 @@ func (lb *LoadBalancer) pickSlow(ctx context.Context, service string) (*Instance
 
 // Route runs the chain for the request in ctx and returns its candidates.
 // Route.Next picks among them; a caller that retries after a connection
-// failure asks Reroute for the retry's candidates.
+// failure asks Reroute for the retry's candidates. It reads the call's keys
+// through the ContextHandlers (an adapter passes its own reader to
+// RouteWith).
 func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	s := lb.services.Load().get(service)
-	if s == nil {
-		var err error
-		if s, err = lb.addService(ctx, service); err != nil {
-			lb.failedUnrouted(ctx, service, err)
-			return Route{}, err
-		}
-	}
-	if s.unlisted {
-		var r Request
-		r.init(ctx, service, lb.handler, valuesIn(ctx))
-		n, d := s.tree.Load().route(&r)
-		err := s.tree.Load().noInstance(d.kind)
-		lb.failedUnroutedKind(service, d.kind, err)
-		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, err
-	}
-	return lb.route(ctx, service, s.tree.Load())
+	return lb.RouteWith(ctx, service, nil)
 }
 
-func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree) (Route, error) {
+// route runs the chain of t for the request in ctx, whose call's keys call
+// reads (nil: the ContextHandlers alone).
+func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree, call ContextHandler) (Route, error) {
 	var r Request
-	r.init(ctx, service, lb.handler, valuesIn(ctx))
+	r.init(ctx, service, lb.handlerFor(call), valuesIn(ctx))
+	r.call = call
 	n, d := t.route(&r)
 	if lb.observer != nil {
 		lb.observer(service, d.kind, d.outcome)

@@ -53,6 +53,9 @@ func (c chainHandler) Value(ctx context.Context, name string) string {
 type Request struct {
 	Context context.Context
 	Service string
+	// call reads the keys of the call an adapter routes (RouteWith), asked
+	// before handler; nil when the request is not an adapter's.
+	call    ContextHandler
 	handler ContextHandler
 	// vals are the WithValue values of read, the Context the Request was
 	// made with, read once for every key the routing asks for; nil: not
@@ -64,7 +67,8 @@ type Request struct {
 
 // init makes r the Request of one call (ctx not nil) whose context has
 // the program-set values vals (valuesIn): they are read once, for every key
-// the routing asks for. Fields are set one by one, in place: a Request
+// the routing asks for. (An adapter's reader of the call's keys, when
+// there is one, is set in r.call after init.) Fields are set one by one, in place: a Request
 // built as a composite literal and then copied is copied with wide loads
 // right after the narrower stores that built it, which the processor
 // cannot forward (measured: a quarter of a pick).
@@ -75,8 +79,8 @@ func (r *Request) init(ctx context.Context, service string, h ContextHandler, va
 	r.Context, r.Service, r.handler, r.vals, r.read = ctx, service, h, vals, ctx
 }
 
-// Value returns the request's named value: from the ContextHandler, else
-// from WithValue, else "".
+// Value returns the request's named value: from the keys of the call (an
+// adapter's call, then the ContextHandlers), else from WithValue, else "".
 func (r Request) Value(name string) string { return r.value(name) }
 
 // value is Value without copying the Request.
@@ -87,9 +91,14 @@ func (r *Request) value(name string) string {
 	return r.contextValue(name)
 }
 
-// handlerValue returns the ContextHandler's value under name, "" when
-// there is no handler.
+// handlerValue returns the call's value under name: the adapter's reader
+// first, then the ContextHandlers; "" when neither has one.
 func (r *Request) handlerValue(name string) string {
+	if r.call != nil {
+		if v := r.call.Value(r.Context, name); v != "" {
+			return v
+		}
+	}
 	if r.handler == nil {
 		return ""
 	}

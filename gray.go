@@ -75,8 +75,14 @@ func (f *grayFilter) requestKind(r *Request, rl *compiledRules) (Kind, KindSourc
 // match rule gave the request, "" when none did.
 func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSource, string) {
 	src := FromDefault
+	// The call's own keys (an adapter's reader, then the ContextHandlers),
+	// as Request.handlerValue reads them, written out: this runs on every
+	// pick that is not a flat walk.
 	v := ""
-	if r.handler != nil {
+	if r.call != nil {
+		v = r.call.Value(r.Context, f.header)
+	}
+	if v == "" && r.handler != nil {
 		v = r.handler.Value(r.Context, f.header)
 	}
 	if v != "" {

@@ -83,14 +83,11 @@ func (lb *LoadBalancer) versionHeader() string {
 // not what it is), and what decided it. An adapter that writes the kind on
 // the outgoing call when !src.Travels() makes every later hop route the
 // same way, and the pick made with that call's context agrees with it by
-// construction: it then reads the written key.
+// construction: it then reads the written key. It reads the call's keys
+// through the ContextHandlers (an adapter passes its own reader to
+// KindToPassWith).
 func (lb *LoadBalancer) RequestKind(ctx context.Context) (Kind, KindSource) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	var r Request
-	r.init(ctx, "", lb.handler, valuesIn(ctx))
-	return lb.gray.requestKind(&r, lb.rules.Load())
+	return lb.requestKind(ctx, nil)
 }
 
 // KindToPass returns the kind of the request in ctx and whether an adapter
@@ -98,41 +95,18 @@ func (lb *LoadBalancer) RequestKind(ctx context.Context) (Kind, KindSource) {
 // way: true when rules, a context value or the caller's own flag decided
 // it (see RequestKind), false when a key the call carries, or nothing,
 // did. When no rule, context value or own flag could decide, it answers
-// without reading the call's keys.
+// without reading the call's keys. It is KindToPassWith without a reader
+// of the call's keys.
 func (lb *LoadBalancer) KindToPass(ctx context.Context) (Kind, bool) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if UntrustedCaller(ctx) {
-		k, _ := lb.RequestKind(ctx)
-		return k, true
-	}
-	rl := lb.rules.Load()
-	if !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" {
-		return Prod, false
-	}
-	k, src := lb.RequestKind(ctx)
-	return k, !src.Travels()
+	return lb.KindToPassWith(ctx, nil)
 }
 
 // LaneToPass returns the lane (a version) a match rule gives the request
 // in ctx when the call carries no version of its own, "" otherwise. An
 // adapter that writes the kind (KindToPass) writes the lane under the
 // version key too: the next hop sees the kind as chosen, so its match
-// rules do not run, and routes by the version it is given.
+// rules do not run, and routes by the version it is given. It is
+// LaneToPassWith without a reader of the call's keys.
 func (lb *LoadBalancer) LaneToPass(ctx context.Context) string {
-	rl := lb.rules.Load()
-	if len(rl.matches) == 0 {
-		return ""
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	var r Request
-	r.init(ctx, "", lb.handler, valuesIn(ctx))
-	_, _, lane := lb.gray.decideRequest(&r, rl)
-	if lane == "" || r.Value(lb.versionHeader()) != "" {
-		return ""
-	}
-	return lane
+	return lb.LaneToPassWith(ctx, nil)
 }

@@ -24,6 +24,13 @@ import "context"
 // routing built for the call over the untried instances (O(n) in the
 // instances, with allocations: the path of a retry, not of every request).
 func (lb *LoadBalancer) Reroute(ctx context.Context, service string, first Route, tried func(Instance) bool) (Route, error) {
+	return lb.RerouteWith(ctx, service, first, tried, nil)
+}
+
+// RerouteWith is Reroute for an adapter that reads the keys of the call it
+// routes (see LoadBalancer.RouteWith): the retry's filters read them as the
+// first route's did.
+func (lb *LoadBalancer) RerouteWith(ctx context.Context, service string, first Route, tried func(Instance) bool, call ContextHandler) (Route, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -42,7 +49,8 @@ func (lb *LoadBalancer) Reroute(ctx context.Context, service string, first Route
 		return Route{Kind: d.kind, Source: d.source, Outcome: Failed, Lane: d.lane}, &NoInstanceError{Service: service, Kind: d.kind}
 	}
 	var r Request
-	r.init(ctx, service, lb.handler, valuesIn(ctx))
+	r.init(ctx, service, lb.handlerFor(call), valuesIn(ctx))
+	r.call = call
 	r.lane = d.lane
 	t := s.tree.Load()
 	var idx int

@@ -121,10 +121,7 @@ func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy
 	return &Router{lb: lb, service: service, tree: t}, nil
 }
 
-// Route runs the chain for the request in ctx. It does not block.
-func (r *Router) Route(ctx context.Context) (Route, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return r.lb.route(ctx, r.service, r.tree)
-}
+// Route runs the chain for the request in ctx. It does not block. It
+// reads the call's keys through the ContextHandlers (an adapter passes its
+// own reader to RouteWith).
+func (r *Router) Route(ctx context.Context) (Route, error) { return r.RouteWith(ctx, nil) }

@@ -109,9 +109,10 @@ func clip(s string, n int) string {
 
 // failedUnrouted is failedUnroutedKind for a request whose kind was not
 // decided yet (the pick failed before routing).
-func (lb *LoadBalancer) failedUnrouted(ctx context.Context, name string, err error) {
+func (lb *LoadBalancer) failedUnrouted(ctx context.Context, name string, call ContextHandler, err error) {
 	var r Request
-	r.init(ctx, name, lb.handler, valuesIn(ctx))
+	r.init(ctx, name, lb.handlerFor(call), valuesIn(ctx))
+	r.call = call
 	k, _, _ := lb.gray.decideRequest(&r, lb.rules.Load())
 	lb.failedUnroutedKind(name, k, err)
 }

@@ -27,8 +27,9 @@ func init() { balancer.Register(builder{}) }
 
 // DialOptions returns what a client needs: the resolver for graylb:///
 // targets over lb's Supplier, the service config selecting the balancer,
-// and the client interceptors. lb must read metadata:
-// graylb.WithContextHandler(grpcctx.Handler()).
+// and the client interceptors. The interceptors and the picker read the
+// call's outgoing metadata and the incoming values the server interceptors
+// kept themselves, whether or not lb has a ContextHandler.
 //
 // The client interceptors make each call's gray decision once: when lb's
 // rules (a gray user, the canary), a context value or the caller's own
@@ -424,7 +425,7 @@ type picker struct {
 }
 
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	rt, err := p.router.Load().Route(info.Ctx)
+	rt, err := p.router.Load().RouteWith(info.Ctx, handler{})
 	if err == nil {
 		rp, _ := rt.Picker().(*readyPicker)
 		if j, ok := rp.nextReady(); ok {
@@ -450,7 +451,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // connection has not failed: among every instance, as grpc-go's
 // convention has it (see picker).
 func (p *picker) pickFailed(info balancer.PickInfo) (balancer.PickResult, error) {
-	rt, err := p.all.Load().Route(info.Ctx)
+	rt, err := p.all.Load().RouteWith(info.Ctx, handler{})
 	if err != nil {
 		// The request's kind has no instance at all.
 		return balancer.PickResult{}, status.Error(codes.Unavailable, err.Error())

@@ -6,9 +6,10 @@
 // registered under Name whose picker runs the graylb chain with each RPC's
 // context. Every piece takes the key names from the LoadBalancer.
 //
-// One line per client:
+// One line per client (the interceptors and the picker read the metadata
+// themselves):
 //
-//	lb, _ := graylb.New(supplier, graylb.WithContextHandler(grpcctx.Handler()))
+//	lb, _ := graylb.New(supplier)
 //	conn, _ := grpc.NewClient("graylb:///user-service",
 //		append(grpcctx.DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 //
@@ -45,6 +46,11 @@ type keptKey struct{}
 // served as the server interceptors kept them. Raw incoming metadata is
 // never read: what a caller sent counts only once the server interceptors
 // (and their trust boundary) let it through.
+//
+// The client interceptors and the picker read this metadata themselves;
+// register Handler (graylb.WithContextHandler) for picks the program makes
+// by hand with a call's context (lb.Pick(ctx, ...)). Registered or not,
+// the picker asks it once.
 func Handler() graylb.ContextHandler { return handler{} }
 
 type handler struct{}

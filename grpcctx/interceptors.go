@@ -183,8 +183,8 @@ func outgoing(ctx context.Context, lb *graylb.LoadBalancer, grayKey, versionKey 
 	if lb == nil {
 		return ctx
 	}
-	lane := lb.LaneToPass(ctx)
-	if kind, write := lb.KindToPass(ctx); write {
+	lane := lb.LaneToPassWith(ctx, handler{})
+	if kind, write := lb.KindToPassWith(ctx, handler{}); write {
 		v := "false"
 		if kind == graylb.Gray {
 			v = "true"

@@ -4,9 +4,10 @@
 // propagation) and enforces a trust boundary, and a RoundTripper that
 // resolves http://<service>/... through a graylb.LoadBalancer.
 //
-// Wire it up once per service; every piece takes the key names from lb:
+// Wire it up once per service; every piece takes the key names from lb
+// and reads the HTTP headers itself:
 //
-//	lb, _ := graylb.New(supplier, graylb.WithContextHandler(httpctx.Handler()))
+//	lb, _ := graylb.New(supplier)
 //	client := &http.Client{Transport: httpctx.NewTransport(lb)}
 //	http.ListenAndServe(addr, httpctx.Middleware(lb)(mux))
 //
@@ -39,10 +40,15 @@ type (
 )
 
 // Handler returns the ContextHandler over HTTP headers: for the call being
-// made, the outgoing request's header first (as seen by the Transport),
-// then the incoming request's as Middleware kept it. A request that did not
-// pass through Middleware contributes nothing: the trust boundary is
-// Middleware's to enforce.
+// made, the outgoing request's header first (as seen by the Transport, or
+// set with WithOutgoing), then the incoming request's as Middleware kept
+// it. A request that did not pass through Middleware contributes nothing:
+// the trust boundary is Middleware's to enforce.
+//
+// The Transport reads these headers itself; register Handler
+// (graylb.WithContextHandler) for picks the program makes by hand with a
+// handler's context (lb.Pick(r.Context(), ...)). Registered or not, the
+// Transport asks it once.
 func Handler() graylb.ContextHandler { return handler{} }
 
 type handler struct{}

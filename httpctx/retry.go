@@ -1,6 +1,7 @@
 package httpctx
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -106,7 +107,7 @@ type endpoint struct {
 // failure, then sends the request again to another instance while the
 // policy allows (see Transport) and returns the first response, or the
 // error saying why it stopped.
-func (t *Transport) retry(req *http.Request, rt http.RoundTripper, clone *tlsClone, host string, route graylb.Route, untrusted bool, call graylb.Call, err error) (*http.Response, error) {
+func (t *Transport) retry(req *http.Request, routeCtx context.Context, rt http.RoundTripper, clone *tlsClone, host string, route graylb.Route, untrusted bool, call graylb.Call, err error) (*http.Response, error) {
 	var tried []endpoint
 	var addrs []string
 	isTried := func(in graylb.Instance) bool {
@@ -134,7 +135,7 @@ func (t *Transport) retry(req *http.Request, rt http.RoundTripper, clone *tlsClo
 		if cerr.Reason = t.notRetried(req, f, len(tried)); cerr.Reason != "" {
 			return nil, cerr
 		}
-		next, rerr := t.lb.Reroute(req.Context(), host, route, isTried)
+		next, rerr := t.lb.RerouteWith(routeCtx, host, route, isTried, handler{})
 		i, ok := next.NextUntried(isTried)
 		if rerr != nil || !ok {
 			cerr.Reason = fmt.Sprintf("no other instance can serve a %s request", route.Kind)

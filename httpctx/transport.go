@@ -176,8 +176,9 @@ func WithMaxRetries(n int) TransportOption {
 // to the base transport unchanged, instead of failing.
 func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.passthrough = true } }
 
-// NewTransport returns a Transport over lb. Build lb with
-// graylb.WithContextHandler(httpctx.Handler()) so it reads the headers.
+// NewTransport returns a Transport over lb. It routes by the headers of
+// the request it sends, then those Middleware kept from the request being
+// served, whether or not lb has a ContextHandler (see Handler).
 func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
 	t := &Transport{lb: lb, base: http.DefaultTransport, maxRetries: 2, failure: serverError}
 	keys := lb.Keys()
@@ -220,8 +221,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if untrusted {
 		routed = withoutKeys(req.Header, t.lb.MatchKeys())
 	}
+	// The Transport reads the request's own headers (and those Middleware
+	// kept) itself, whether or not lb has a ContextHandler.
 	ctx := WithOutgoing(req.Context(), routed)
-	route, err := t.lb.Route(ctx, host)
+	route, err := t.lb.RouteWith(ctx, host, handler{})
 	if err != nil {
 		if t.passthrough && errors.Is(err, graylb.ErrUnknownService) {
 			return t.base.RoundTrip(req)
@@ -244,7 +247,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	call := route.Start()
 	resp, err := rt.RoundTrip(t.outgoing(req, host, call.Instance.Addr(), route, untrusted))
 	if err != nil {
-		return t.retry(req, rt, clone, host, route, untrusted, call, err)
+		return t.retry(req, ctx, rt, clone, host, route, untrusted, call, err)
 	}
 	call.Done(!t.failure(resp.StatusCode))
 	if clone != nil {

@@ -11,8 +11,12 @@
 //   - Only a trusted caller (here the user "qa") may choose gray by
 //     header; everybody else's gray, uid and version headers are dropped.
 //   - Rules: alice is a gray user; a sticky canary sends 10% of the other
-//     users gray.
-//   - The debug page is at /debug/graylb, for trusted callers only.
+//     authenticated users gray. The canary draws users, not requests: a
+//     caller without a user id (anonymous) stays prod on every hop, as the
+//     gateway settles its side (gray: false).
+//   - The debug page is at /debug/graylb and graylb's metrics at /metrics
+//     (Prometheus text format, through OpenTelemetry), for trusted callers
+//     only.
 //
 // It runs on fixed, flag-set ports until Ctrl-C and prints curl commands:
 //
@@ -39,6 +43,11 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/httpctx"
+	"github.com/graylb/graylb/otelgraylb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 type config struct {
@@ -52,7 +61,7 @@ func main() {
 	var c config
 	flag.StringVar(&c.listen, "listen", "127.0.0.1:8000", "gateway listen address")
 	flag.IntVar(&c.basePort, "base-port", 8001, "first port of the four service instances")
-	flag.Float64Var(&c.canary, "canary", 10, "canary percentage of authenticated users sent gray")
+	flag.Float64Var(&c.canary, "canary", 10, "canary percentage of authenticated users sent gray (anonymous callers stay prod)")
 	flag.BoolVar(&c.once, "once", false, "use free ports, send a few requests, check and exit")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -77,12 +86,13 @@ func run(ctx context.Context, c config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, `gateway on %[1]s
 Try it (Ctrl-C stops):
-  curl %[1]s/users/1                                          # anonymous: prod
+  curl %[1]s/users/1                                          # anonymous: prod (the canary draws users only)
   curl -H 'Authorization: Bearer t-alice' %[1]s/users/1       # alice is a gray user: gray
   curl -H 'Authorization: Bearer t-bob' -H 'gray: true' %[1]s/users/1   # untrusted header dropped
   curl -H 'Authorization: Bearer t-qa' -H 'gray: true' %[1]s/users/1    # qa is trusted: gray
   curl -N -H 'Authorization: Bearer t-alice' %[1]s/users/stream         # a streamed response
   curl -H 'Authorization: Bearer t-qa' %[1]s/debug/graylb               # the debug page
+  curl -H 'Authorization: Bearer t-qa' %[1]s/metrics                    # picks, instances, rule changes
 `, d.url)
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
@@ -113,6 +123,8 @@ var routes = map[string]string{
 type demo struct {
 	url     string // the gateway's http://host:port
 	lb      *graylb.LoadBalancer
+	picks   *graylb.PickCounters // the gateway's picks, for the debug page
+	metrics http.Handler         // the gateway's /metrics
 	closers []func()
 }
 
@@ -145,7 +157,7 @@ func start(c config, h *hooks) (_ *demo, err error) {
 	// Each service instance has a LoadBalancer of its own, as a separate
 	// process would; it calls the next service through graylb.
 	newLB := func(rules graylb.Rules) (*graylb.LoadBalancer, error) {
-		lb, err := graylb.New(reg, graylb.WithContextHandler(httpctx.Handler()), graylb.WithRules(rules))
+		lb, err := graylb.New(reg, graylb.WithRules(rules))
 		if err == nil {
 			d.closers = append(d.closers, func() { lb.Close() })
 		}
@@ -176,13 +188,34 @@ func start(c config, h *hooks) (_ *demo, err error) {
 		}
 	}
 
-	// The gateway.
-	lb, err := newLB(graylb.Rules{GrayUsers: []string{"alice"}, CanaryPercent: c.canary})
+	// The gateway. Its picks are counted twice: for the debug page and for
+	// OpenTelemetry, exported at /metrics (graylb.Observers feeds both).
+	d.picks = graylb.NewPickCounters()
+	promReg := prometheus.NewRegistry() // the example's own, not the process-wide default
+	exp, err := otelprom.New(otelprom.WithRegisterer(promReg))
 	if err != nil {
 		return nil, err
 	}
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	d.closers = append(d.closers, func() { meter.Shutdown(context.Background()) })
+	otelPicks, err := otelgraylb.Observer(meter.Meter(otelgraylb.ScopeName))
+	if err != nil {
+		return nil, err
+	}
+	d.metrics = promhttp.HandlerFor(promReg, promhttp.HandlerOpts{})
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}, CanaryPercent: c.canary}),
+		graylb.WithObserver(graylb.Observers(d.picks.Observe, otelPicks)))
+	if err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, func() { lb.Close() })
 	d.lb = lb
-	p, stop, err := serve(c.listen, gateway(lb))
+	gauges, err := otelgraylb.Register(meter.Meter(otelgraylb.ScopeName), lb)
+	if err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, func() { gauges.Unregister() })
+	p, stop, err := serve(c.listen, gateway(d))
 	if err != nil {
 		return nil, err
 	}
@@ -192,10 +225,12 @@ func start(c config, h *hooks) (_ *demo, err error) {
 }
 
 // gateway returns the edge: the trust boundary and the user id from
-// authentication (httpctx.Middleware), then a reverse proxy that maps the
-// path prefix to a service name and lets graylb's Transport pick the
-// instance; the debug page for trusted callers.
-func gateway(lb *graylb.LoadBalancer) http.Handler {
+// authentication (httpctx.Middleware), the side of an anonymous caller
+// settled (prod), then a reverse proxy that maps the path prefix to a
+// service name and lets graylb's Transport pick the instance; the debug
+// page and the metrics for trusted callers.
+func gateway(d *demo) http.Handler {
+	lb := d.lb
 	prefixes := make([]string, 0, len(routes))
 	for p := range routes {
 		prefixes = append(prefixes, p)
@@ -223,18 +258,38 @@ func gateway(lb *graylb.LoadBalancer) http.Handler {
 		},
 	}
 	mux := http.NewServeMux()
-	debug := graylb.DebugHandler(lb)
-	mux.HandleFunc("/debug/graylb", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/debug/graylb", trustedOnly(graylb.DebugHandler(lb, graylb.WithPickCounters(d.picks))))
+	mux.Handle("/metrics", trustedOnly(d.metrics))
+	for p := range routes {
+		mux.Handle(p, proxy)
+	}
+	return httpctx.Middleware(lb, httpctx.WithTrusted(trusted), httpctx.WithUser(authenticate))(
+		anonymousProd(lb.Keys().Gray, mux))
+}
+
+// anonymousProd settles the side of a caller without a user id: prod (a
+// context value, so the Transport writes gray: false and no later hop's
+// canary draws it either). The canary then draws authenticated users
+// only, each sticky by its id; an anonymous caller's requests would
+// otherwise each be drawn anew.
+func anonymousProd(grayKey string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if authenticate(r) == "" {
+			r = r.WithContext(graylb.WithValue(r.Context(), grayKey, "false"))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// trustedOnly serves h to trusted callers and 403 to everybody else.
+func trustedOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !trusted(r) {
 			http.Error(w, "forbidden", http.StatusForbidden)
 			return
 		}
-		debug.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
-	for p := range routes {
-		mux.Handle(p, proxy)
-	}
-	return httpctx.Middleware(lb, httpctx.WithTrusted(trusted), httpctx.WithUser(authenticate))(mux)
 }
 
 // service is one instance: /users/stream streams chunks, /users/ws

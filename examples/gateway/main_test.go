@@ -184,3 +184,60 @@ func TestDebugPageForTrustedCallersOnly(t *testing.T) {
 		t.Errorf("qa: %d %s", status, body)
 	}
 }
+
+// TestAnonymousCallersStayProd: the canary draws authenticated users
+// (sticky by user id); a caller without a user id is prod, as the hint
+// and the README say, on every hop.
+func TestAnonymousCallersStayProd(t *testing.T) {
+	d := newDemo(t, 50, nil)
+	gray := 0
+	for i := 0; i < 200; i++ {
+		if _, body := get(t, d, "/users/1"); body != "user-prod > order-prod[uid=]" {
+			gray++
+			if gray == 1 {
+				t.Errorf("anonymous request %d: %q", i, body)
+			}
+		}
+	}
+	if gray > 0 {
+		t.Errorf("%d of 200 anonymous requests left prod under a 50%% canary", gray)
+	}
+	// The canary still draws authenticated users.
+	drawn := 0
+	for u := 0; u < 40; u++ {
+		if _, body := get(t, d, "/users/1", "Authorization", fmt.Sprintf("Bearer t-user%d", u)); strings.HasPrefix(body, "user-gray > order-gray") {
+			drawn++
+		}
+	}
+	if drawn == 0 || drawn == 40 {
+		t.Errorf("a 50%% canary drew %d of 40 authenticated users", drawn)
+	}
+}
+
+// TestDebugPageAndMetrics: the debug page counts picks (its picks table)
+// and /metrics serves them in the Prometheus text format, both for
+// trusted callers only.
+func TestDebugPageAndMetrics(t *testing.T) {
+	d := newDemo(t, 0, nil)
+	get(t, d, "/users/1", "Authorization", "Bearer t-alice")
+	get(t, d, "/users/1", "Authorization", "Bearer t-bob")
+	status, body := get(t, d, "/debug/graylb?format=json", "Authorization", "Bearer t-qa")
+	if status != http.StatusOK || !strings.Contains(body, `"picks"`) || !strings.Contains(body, `"selected": 1`) {
+		t.Errorf("debug page without the picks: %d %s", status, body)
+	}
+	if status, _ := get(t, d, "/metrics", "Authorization", "Bearer t-bob"); status != http.StatusForbidden {
+		t.Errorf("/metrics for bob: %d", status)
+	}
+	status, body = get(t, d, "/metrics", "Authorization", "Bearer t-qa")
+	if status != http.StatusOK {
+		t.Fatalf("/metrics for qa: %d %s", status, body)
+	}
+	for _, want := range []string{
+		`graylb_picks_total{graylb_kind="gray",graylb_outcome="selected",graylb_service="user-service"`,
+		`graylb_picks_total{graylb_kind="prod",graylb_outcome="selected",graylb_service="user-service"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics without %s:\n%s", want, body)
+		}
+	}
+}

@@ -46,7 +46,9 @@ func (s *server) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*t
 		if err != nil {
 			return nil, err
 		}
-		id += " > " + r.GetServerId()
+		// An arrow, not ">": grpcurl prints the answer as JSON, which
+		// escapes "<", ">" and "&" (as \u003e).
+		id += " → " + r.GetServerId()
 	}
 	return &testgrpc.SimpleResponse{ServerId: id}, nil
 }
@@ -119,7 +121,7 @@ func start(c config) (_ *demo, err error) {
 	}()
 	reg := graylb.NewRegistry()
 	picks := graylb.NewPickCounters()
-	lb, err := graylb.New(reg, graylb.WithContextHandler(grpcctx.Handler()), graylb.WithObserver(picks.Observe))
+	lb, err := graylb.New(reg, graylb.WithObserver(picks.Observe))
 	if err != nil {
 		return nil, err
 	}
@@ -212,11 +214,11 @@ func check(ctx context.Context, d *demo, out io.Writer) error {
 	defer conn.Close()
 	front := testgrpc.NewTestServiceClient(conn)
 	want := map[string]string{
-		"":      "front > middle-prod > backend-prod",
-		"true":  "front > middle-gray > backend-gray",
-		"TRUE":  "front > middle-gray > backend-gray",
-		"false": "front > middle-prod > backend-prod",
-		"junk":  "front > middle-prod > backend-prod",
+		"":      "front → middle-prod → backend-prod",
+		"true":  "front → middle-gray → backend-gray",
+		"TRUE":  "front → middle-gray → backend-gray",
+		"false": "front → middle-prod → backend-prod",
+		"junk":  "front → middle-prod → backend-prod",
 	}
 	for _, gray := range []string{"", "true", "TRUE", "false", "junk"} {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)

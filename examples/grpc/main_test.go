@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -67,8 +68,13 @@ func TestServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r.GetServerId(); got != "front > middle-gray > backend-gray" {
+	if got := r.GetServerId(); got != "front → middle-gray → backend-gray" {
 		t.Errorf("served by %q", got)
+	}
+	// As JSON (grpcurl prints the answer as JSON, escaping <, > and & as
+	// encoding/json does) the hop chain reads as it is.
+	if js, _ := json.Marshal(r.GetServerId()); string(js) != `"`+r.GetServerId()+`"` {
+		t.Errorf("as JSON the hop chain reads %s", js)
 	}
 
 	hr, err := http.Get(d.debug + "?format=json")

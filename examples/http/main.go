@@ -190,7 +190,7 @@ func start(c config, out io.Writer) (_ *demo, err error) {
 	}
 	// Outlier ejection with its defaults: an instance failing 5 calls in a
 	// row rests; the debug page shows each instance's calls.
-	lb, err := graylb.New(supplier, graylb.WithContextHandler(httpctx.Handler()),
+	lb, err := graylb.New(supplier,
 		graylb.WithObserver(graylb.Observers(picks.Observe, otelPicks)),
 		graylb.WithOutlierDetection(graylb.OutlierConfig{}))
 	if err != nil {

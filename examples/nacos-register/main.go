@@ -22,6 +22,7 @@ import (
 )
 
 func main() {
+	flag.Usage = usage
 	service := flag.String("service", "user-service", "service name")
 	host := flag.String("host", "127.0.0.1", "address to register")
 	port := flag.Int("port", 0, "port to listen on and register (0: any free port)")
@@ -49,6 +50,22 @@ func main() {
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
 	<-stop
 	srv.Close()
+}
+
+func usage() {
+	fmt.Fprintf(flag.CommandLine.Output(), `Usage: nacos-register [flags]
+
+Registers one instance of a service in Nacos and answers HTTP on its port with
+its name and gray flag until Ctrl-C (or SIGTERM), then deregisters. Its metadata
+comes from the environment, as a deployment pipeline sets it:
+  %s=true   registers a gray instance (anything else: prod)
+  %s=v2  its version
+It has no LoadBalancer and no debug page: look at the registry through the
+debug page of a program that routes to it (go run ./http -nacos ... -register=false).
+
+Flags:
+`, nacos.EnvGray, nacos.EnvVersion)
+	flag.PrintDefaults()
 }
 
 func envOr(k, def string) string {

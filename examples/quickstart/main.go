@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,6 +58,22 @@ type record struct {
 }
 
 func main() {
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), `Usage: quickstart
+
+Runs graylb's full-link gray routing demo and exits: an in-memory registry and
+real HTTP servers on free loopback ports (edge -> user-service -> order-service),
+a few scenarios (gray header, gray user, an instance removed, rollback, canary),
+a table per scenario of the instance that served each hop, then a check of the
+gray rule's invariants over every request (exit status 1 if one fails).
+It needs nothing but Go and takes no flags; make demo runs it.
+`)
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		flag.Usage()
+		os.Exit(2)
+	}
 	start := time.Now()
 	// The demo removes instances on purpose; keep graylb's warnings quiet.
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
@@ -141,9 +158,7 @@ func hostPort(addr string) (string, int) {
 // start runs one instance: middleware, then a handler that calls the next
 // service through graylb and reports "name[gray header it received]".
 func (w *world) start(name, service, next string, gray bool) (*instance, error) {
-	lb, err := graylb.New(w.reg,
-		graylb.WithContextHandler(httpctx.Handler()),
-		graylb.WithSelfGray(gray))
+	lb, err := graylb.New(w.reg, graylb.WithSelfGray(gray))
 	if err != nil {
 		return nil, err
 	}

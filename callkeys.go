@@ -1,0 +1,145 @@
+package graylb
+
+import (
+	"context"
+	"reflect"
+)
+
+// An adapter (the HTTP Transport, the gRPC interceptors and picker) knows
+// the call it routes and reads that call's own keys itself — the headers of
+// the outgoing and the incoming request, the outgoing and the kept incoming
+// metadata — whether or not the program registered a ContextHandler
+// (WithContextHandler stays for reading other places). It passes its
+// reader to the *With methods below; a program that picks by hand calls
+// Pick, Route and the rest, which read through the ContextHandlers alone.
+//
+// A reader equal to one of the LoadBalancer's ContextHandlers (the
+// adapter's own Handler(), registered by the program too) is asked once:
+// the routing asks the reader, then the others.
+
+// handlerSet is the LoadBalancer's ContextHandlers for an adapter's
+// reader: for each handler of a comparable type, the chain of the others.
+type handlerSet struct {
+	own    []ContextHandler // handlers of comparable types
+	others []ContextHandler // others[i]: the chain without own[i]
+}
+
+// newHandlerSet returns the set of hs (nil ones dropped), nil when no
+// handler is of a comparable type.
+func newHandlerSet(hs []ContextHandler) *handlerSet {
+	var s handlerSet
+	for i, h := range hs {
+		if h == nil || !reflect.TypeOf(h).Comparable() {
+			continue
+		}
+		rest := make([]ContextHandler, 0, len(hs)-1)
+		rest = append(append(rest, hs[:i]...), hs[i+1:]...)
+		s.own = append(s.own, h)
+		s.others = append(s.others, chainHandlers(rest))
+	}
+	if len(s.own) == 0 {
+		return nil
+	}
+	return &s
+}
+
+// handlerFor returns the ContextHandlers to ask after call: lb's chain,
+// without a handler equal to call. (Comparing call with a handler of a
+// comparable type cannot panic: equal dynamic types are comparable.)
+func (lb *LoadBalancer) handlerFor(call ContextHandler) ContextHandler {
+	if s := lb.handlers; s != nil && call != nil {
+		for i, h := range s.own {
+			if h == call {
+				return s.others[i]
+			}
+		}
+	}
+	return lb.handler
+}
+
+// RouteWith is Route for an adapter that reads the keys of the call it
+// routes: call (nil: none) is asked for the request's values before the
+// LoadBalancer's ContextHandlers, and a ContextHandler equal to it is not
+// asked again. call must be safe for concurrent use and should not
+// allocate.
+func (lb *LoadBalancer) RouteWith(ctx context.Context, service string, call ContextHandler) (Route, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	s := lb.services.Load().get(service)
+	if s == nil {
+		var err error
+		if s, err = lb.addService(ctx, service); err != nil {
+			lb.failedUnrouted(ctx, service, call, err)
+			return Route{}, err
+		}
+	}
+	if s.unlisted {
+		var r Request
+		r.init(ctx, service, lb.handlerFor(call), valuesIn(ctx))
+		r.call = call
+		n, d := s.tree.Load().route(&r)
+		err := s.tree.Load().noInstance(d.kind)
+		lb.failedUnroutedKind(service, d.kind, err)
+		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, err
+	}
+	return lb.route(ctx, service, s.tree.Load(), call)
+}
+
+// RouteWith is Route for an adapter that reads the keys of the call it
+// routes (see LoadBalancer.RouteWith).
+func (r *Router) RouteWith(ctx context.Context, call ContextHandler) (Route, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return r.lb.route(ctx, r.service, r.tree, call)
+}
+
+// KindToPassWith is KindToPass for an adapter that reads the keys of the
+// call it makes with call (see RouteWith).
+func (lb *LoadBalancer) KindToPassWith(ctx context.Context, call ContextHandler) (Kind, bool) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if UntrustedCaller(ctx) {
+		k, _ := lb.requestKind(ctx, call)
+		return k, true
+	}
+	rl := lb.rules.Load()
+	if !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" {
+		return Prod, false
+	}
+	k, src := lb.requestKind(ctx, call)
+	return k, !src.Travels()
+}
+
+// LaneToPassWith is LaneToPass for an adapter that reads the keys of the
+// call it makes with call (see RouteWith).
+func (lb *LoadBalancer) LaneToPassWith(ctx context.Context, call ContextHandler) string {
+	rl := lb.rules.Load()
+	if len(rl.matches) == 0 {
+		return ""
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var r Request
+	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
+	r.call = call
+	_, _, lane := lb.gray.decideRequest(&r, rl)
+	if lane == "" || r.Value(lb.versionHeader()) != "" {
+		return ""
+	}
+	return lane
+}
+
+// requestKind is RequestKind with an adapter's reader of the call's keys.
+func (lb *LoadBalancer) requestKind(ctx context.Context, call ContextHandler) (Kind, KindSource) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var r Request
+	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
+	r.call = call
+	return lb.gray.requestKind(&r, lb.rules.Load())
+}

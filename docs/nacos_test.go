@@ -1,0 +1,104 @@
+package docs
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/httpctx"
+	"github.com/graylb/graylb/nacos"
+)
+
+// nacosTour is docs/nacos.md's snippet; use runs with its LoadBalancer
+// while the registration holds.
+func nacosTour(ctx context.Context, servers []string, user, pass, ip string, port int, use func(*graylb.LoadBalancer) error) error {
+	// snippet: nacos-tour
+	// one connection per server configuration, shared by everything below
+	client, err := nacos.NewClient(ctx,
+		nacos.WithServers(servers...), // "10.0.0.1:8848", "10.0.0.2:8848": a cluster
+		nacos.WithNamespace("dev"), nacos.WithGroup("DEFAULT_GROUP"),
+		nacos.WithCredentials(user, pass)) // never logged
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	sup, err := nacos.NewSupplier(nacos.WithClient(client))
+	if err != nil {
+		return err
+	}
+	defer sup.Close()
+	rules, err := nacos.NewRuleSource("graylb-rules.json", nacos.WithClient(client))
+	if err != nil {
+		return err
+	}
+	lb, err := graylb.New(sup, graylb.WithRuleSource(rules))
+	if err != nil {
+		return err
+	}
+	defer lb.Close()
+
+	// register this process: gray and version metadata from GRAYLB_GRAY / GRAYLB_VERSION
+	reg, err := nacos.Register(ctx, nacos.Service{Name: "user-service", Host: ip, Port: port},
+		nacos.WithClient(client))
+	if err != nil {
+		return err
+	}
+	defer reg.Close() // deregisters
+	// end snippet
+	return use(lb)
+}
+
+// The snippet against a real Nacos server (GRAYLB_NACOS_ADDR; make test
+// starts one). It registers a gray instance (GRAYLB_GRAY=true) that a
+// gray request reaches through the HTTP Transport.
+func TestNacosTour(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipped under -race: nacos-sdk-go races inside its RPC client; make test runs it without -race")
+	}
+	addr := os.Getenv("GRAYLB_NACOS_ADDR")
+	if addr == "" {
+		t.Skip("no Nacos server: set GRAYLB_NACOS_ADDR=127.0.0.1:8848 (make test starts one with scripts/nacos.sh)")
+	}
+	// The SDK's cache and log folders default to os.UserCacheDir(): a
+	// folder of the test's. The SDK's writers can outlive Close by a
+	// moment, so it is removed with retries.
+	dir, err := os.MkdirTemp("", "graylb-docs-nacos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < 50 && os.RemoveAll(dir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond) // the SDK's writer goroutines finish on their own
+		}
+	})
+	t.Setenv("XDG_CACHE_HOME", dir)
+	t.Setenv("GRAYLB_GRAY", "true")
+	t.Setenv("GRAYLB_VERSION", "")
+	instance := echo(t, "user-service-gray")
+	host, port := hostPort(t, instance.Listener.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = nacosTour(ctx, []string{addr}, "", "", host, port, func(lb *graylb.LoadBalancer) error {
+		client := &http.Client{Transport: httpctx.NewTransport(lb), Timeout: 5 * time.Second}
+		// Nacos pushes a new registration within about a second.
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			got, err := tryGet(client, "http://user-service/", "gray", "true")
+			if err == nil && got == "user-service-gray gray=true" {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("a gray request through the snippet's LoadBalancer: %q, %v", got, err)
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond) // waiting for the registry's push, not for a goroutine
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
