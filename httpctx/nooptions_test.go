@@ -81,3 +81,41 @@ func TestNoOptions_TrustBoundaryStillStrips(t *testing.T) {
 		assert.Equal(t, "gray gray=true", got, "a trusted caller's gray header")
 	}
 }
+
+// TestNoOptions_RetryKeepsTheCallsVersion: a retry after a refused
+// connection reads the call's headers as the first route did, so the
+// version filter keeps the request on its version with no ContextHandler
+// registered.
+func TestNoOptions_RetryKeepsTheCallsVersion(t *testing.T) {
+	reg := graylb.NewRegistry()
+	v1, v2 := named("v1"), named("v2")
+	t.Cleanup(v1.Close)
+	t.Cleanup(v2.Close)
+	register(t, reg, "svc", v1, map[string]string{"version": "v1"})
+	register(t, reg, "svc", v2, map[string]string{"version": "v2"})
+	host, port := deadAddr(t)
+	require.NoError(t, reg.Register(graylb.NewInstance("svc", host, port, map[string]string{"version": "v2"})))
+	lb, err := graylb.New(reg, graylb.WithFilters(graylb.NewVersionFilter()))
+	require.NoError(t, err)
+	t.Cleanup(func() { lb.Close() })
+	client := &http.Client{Transport: NewTransport(lb)}
+	for i := 0; i < 40; i++ {
+		body, code := fetchWith(t, client, "http://svc/", "version", "v2")
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "v2", body, "request %d left its version", i)
+	}
+}
+
+func fetchWith(t *testing.T, client *http.Client, url string, kv ...string) (string, int) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode
+}
