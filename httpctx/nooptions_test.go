@@ -84,8 +84,8 @@ func TestNoOptions_TrustBoundaryStillStrips(t *testing.T) {
 
 // TestNoOptions_RetryKeepsTheCallsVersion: a retry after a refused
 // connection reads the call's headers as the first route did, so the
-// version filter keeps the request on its version with no ContextHandler
-// registered.
+// version filter keeps a gray request that falls back to prod on its
+// version, with no ContextHandler registered.
 func TestNoOptions_RetryKeepsTheCallsVersion(t *testing.T) {
 	reg := graylb.NewRegistry()
 	v1, v2 := named("v1"), named("v2")
@@ -93,16 +93,16 @@ func TestNoOptions_RetryKeepsTheCallsVersion(t *testing.T) {
 	t.Cleanup(v2.Close)
 	register(t, reg, "svc", v1, map[string]string{"version": "v1"})
 	register(t, reg, "svc", v2, map[string]string{"version": "v2"})
-	host, port := deadAddr(t)
-	require.NoError(t, reg.Register(graylb.NewInstance("svc", host, port, map[string]string{"version": "v2"})))
+	host, port := deadAddr(t) // the only gray instance, killed
+	require.NoError(t, reg.Register(graylb.NewInstance("svc", host, port, map[string]string{"version": "v2", "gray": "true"})))
 	lb, err := graylb.New(reg, graylb.WithFilters(graylb.NewVersionFilter()))
 	require.NoError(t, err)
 	t.Cleanup(func() { lb.Close() })
 	client := &http.Client{Transport: NewTransport(lb)}
 	for i := 0; i < 40; i++ {
-		body, code := fetchWith(t, client, "http://svc/", "version", "v2")
+		body, code := fetchWith(t, client, "http://svc/", "gray", "true", "version", "v2")
 		require.Equal(t, http.StatusOK, code)
-		require.Equal(t, "v2", body, "request %d left its version", i)
+		require.Equal(t, "v2", body, "request %d fell back to prod off its version", i)
 	}
 }
 
