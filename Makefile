@@ -11,7 +11,7 @@ FUZZTIME ?= 30s
 # (the go command fetches that toolchain from the module proxy).
 OLDEST_GO ?= go1.23.12
 
-.PHONY: test test-unit test-reliability demo bench fuzz lint nacos-up nacos-down
+.PHONY: test test-unit test-install test-reliability demo bench fuzz lint nacos-up nacos-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
 
@@ -21,6 +21,7 @@ NACOS_ADDR ?= 127.0.0.1:8848
 test: lint
 	@echo "== go test . with the oldest Go the root module declares ($(OLDEST_GO))"
 	@GOTOOLCHAIN=$(OLDEST_GO) $(GO) test -count=1 ./...
+	@$(MAKE) --no-print-directory test-install
 	@scripts/nacos.sh start
 	@set -e; trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; \
 	for m in $(MODULES); do echo "== go test $$m"; \
@@ -29,6 +30,13 @@ test: lint
 	echo "== go test ./nacos integration (real Nacos at $$addr; without -race, see nacos/integration_test.go)"; \
 	cd nacos && GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
 		$(GO) test -count=1 -timeout 10m -run Integration -v .
+
+## test-install: every module installs from a tag as users install it: the committed HEAD, tagged
+## in a temporary copy, fetched with go get from a user module outside the repository, and a
+## program of each module built and run (scripts/install-test.sh).
+test-install:
+	@echo "== every module installs from a tag (scripts/install-test.sh)"
+	@scripts/install-test.sh
 
 ## test-reliability: churn 30s, chaos and cluster against Nacos, each fuzz target FUZZTIME;
 ## writes RELIABILITY.md.
