@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/install-test.sh: every module of this repository installs from a tag, as users install it.
 #
-# The committed HEAD is copied into a temporary git repository and tagged there for every module
+# The committed HEAD is copied into a temporary git repository, where scripts/release.sh tags it
 # with a test version (INSTALL_TEST_VERSION, default v0.1.0-installtest; this repository gets no
 # tag). A bare clone of that copy is then served in place of https://github.com/graylb/graylb
 # (git's url.<base>.insteadOf, in a git configuration of the test's own), and for each module
@@ -37,7 +37,7 @@ fail() {
 	exit 1
 }
 
-# The copy, tagged, in a git configuration of the test's own.
+# The copy, tagged by the release script, in a git configuration of the test's own.
 cat >"$tmp/gitconfig" <<CONFIG
 [user]
 	name = install-test
@@ -53,10 +53,7 @@ git init -q "$tmp/src"
 git -C "$tmp/src" fetch -q --no-tags "$root" "$head"
 export GIT_CONFIG_GLOBAL=$tmp/gitconfig GIT_CONFIG_NOSYSTEM=1
 git -C "$tmp/src" checkout -q -b release FETCH_HEAD
-# Every module tagged at HEAD, as a release tags them.
-while read -r dir _; do
-	if [ "$dir" = . ]; then git -C "$tmp/src" tag "$version"; else git -C "$tmp/src" tag "$dir/$version"; fi
-done < <("$tmp/src/scripts/modules.sh")
+"$tmp/src/scripts/release.sh" "$version" >"$log" 2>&1 || fail "scripts/release.sh $version"
 git clone -q --bare "$tmp/src" "$tmp/graylb.git"
 
 # The user's environment: the graylb modules straight from the (served) repository, as GOPRIVATE
