@@ -13,9 +13,11 @@ IN       := scripts/inmodule.sh
 # of the repository it requires.
 MODULES  := $(shell scripts/modules.sh | cut -d' ' -f1)
 FUZZTIME ?= 30s
-# The oldest Go the root module (core + httpctx) declares; make test runs its tests with it too
-# (the go command fetches that toolchain from the module proxy).
+# The oldest Go the root module (core + httpctx) declares and the newest Go release; make test
+# runs the root module's tests with each of them too (the go command fetches a toolchain it does
+# not have from the module proxy).
 OLDEST_GO ?= go1.23.12
+NEWEST_GO ?= go1.27.4
 
 .PHONY: test test-unit test-install test-reliability demo bench fuzz lint tidy work release nacos-up nacos-down
 
@@ -27,6 +29,8 @@ NACOS_ADDR ?= 127.0.0.1:8848
 test: lint
 	@echo "== go test . with the oldest Go the root module declares ($(OLDEST_GO))"
 	@GOTOOLCHAIN=$(OLDEST_GO) $(GO) test -count=1 ./...
+	@echo "== go test . with the newest Go ($(NEWEST_GO))"
+	@GOTOOLCHAIN=$(NEWEST_GO) $(GO) test -count=1 ./...
 	@$(MAKE) --no-print-directory test-install
 	@scripts/nacos.sh start
 	@set -e; trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; \
