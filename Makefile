@@ -1,17 +1,25 @@
 SHELL := /bin/bash
 # graylb: make demo, make test (see README.md).
 GO       ?= go
-# Each module is built and tested against its own go.mod (the versions it declares), not the
-# development workspace (go.work).
+# Each module is built and tested against its own go.mod (the lowest versions it declares, which
+# are what a user installing it from a tag gets), with the modules of this repository it requires
+# taken from this tree: IN (scripts/inmodule.sh DIR COMMAND) runs COMMAND in module DIR against a
+# copy of DIR/go.mod that replaces each sibling module by its directory. Not the repository's
+# go.work, which serves editors: it selects one version of each dependency for all modules
+# together, the highest any requires.
 export GOWORK := off
-# Every Go module in the repository (the library and its side modules).
-MODULES  := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
+IN       := scripts/inmodule.sh
+# Every Go module in the repository (the library and its side modules), each after the modules
+# of the repository it requires.
+MODULES  := $(shell scripts/modules.sh | cut -d' ' -f1)
 FUZZTIME ?= 30s
-# The oldest Go the root module (core + httpctx) declares; make test runs its tests with it too
-# (the go command fetches that toolchain from the module proxy).
+# The oldest Go the root module (core + httpctx) declares and the newest Go release; make test
+# runs the root module's tests with each of them too (the go command fetches a toolchain it does
+# not have from the module proxy).
 OLDEST_GO ?= go1.23.12
+NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-reliability demo bench fuzz lint nacos-up nacos-down
+.PHONY: test test-unit test-install test-reliability demo bench fuzz lint tidy work release nacos-up nacos-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
 
@@ -21,16 +29,26 @@ NACOS_ADDR ?= 127.0.0.1:8848
 test: lint
 	@echo "== go test . with the oldest Go the root module declares ($(OLDEST_GO))"
 	@GOTOOLCHAIN=$(OLDEST_GO) $(GO) test -count=1 ./...
+	@echo "== go test . with the newest Go ($(NEWEST_GO))"
+	@GOTOOLCHAIN=$(NEWEST_GO) $(GO) test -count=1 ./...
+	@$(MAKE) --no-print-directory test-install
 	@scripts/nacos.sh start
 	@set -e; trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; \
 	for m in $(MODULES); do echo "== go test $$m"; \
-		(cd $$m && $(GO) test -race -count=1 -timeout 10m ./...); done; \
+		$(IN) $$m $(GO) test -race -count=1 -timeout 10m ./...; done; \
 	addr=$${NACOS_HTTP_PORT:+127.0.0.1:$$NACOS_HTTP_PORT}; addr=$${addr:-$(NACOS_ADDR)}; \
 	echo "== go test ./nacos integration (real Nacos at $$addr; without -race, see nacos/integration_test.go)"; \
-	(cd nacos && GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
-		$(GO) test -count=1 -timeout 10m -run Integration -v .); \
+	GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
+		$(IN) nacos $(GO) test -count=1 -timeout 10m -run Integration -v .; \
 	echo "== go test ./docs Nacos snippets (real Nacos at $$addr; without -race)"; \
-	cd docs && GRAYLB_NACOS_ADDR=$$addr $(GO) test -count=1 -timeout 5m -run Nacos -v .
+	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .
+
+## test-install: every module installs from a tag as users install it: the committed HEAD, tagged
+## by scripts/release.sh in a temporary copy, fetched with go get from a user module outside the
+## repository, and a program of each module built and run (scripts/install-test.sh).
+test-install:
+	@echo "== every module installs from a tag (scripts/install-test.sh)"
+	@scripts/install-test.sh
 
 ## test-reliability: churn 30s, chaos and cluster against Nacos, each fuzz target FUZZTIME;
 ## writes RELIABILITY.md.
@@ -39,31 +57,49 @@ test-reliability:
 
 ## test-unit: the suite without a Nacos server (integration tests skip).
 test-unit:
-	@set -e; for m in $(MODULES); do echo "== go test $$m"; (cd $$m && $(GO) test -race -count=1 ./...); done
+	@set -e; for m in $(MODULES); do echo "== go test $$m"; $(IN) $$m $(GO) test -race -count=1 ./...; done
 
 ## demo: the quickstart; needs nothing but Go.
 demo:
-	cd examples && $(GO) run ./quickstart
+	$(IN) examples $(GO) run ./quickstart
 
 ## bench: the root package's benchmarks (-benchmem, 1 and 2 CPUs), then every peer side by side
 ## (bench/ module) against a local Nacos: writes BENCHMARKS.md and docs/bench-pick.png.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 .
 	@scripts/nacos.sh start
-	@trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; cd bench && $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR)
+	@trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; $(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR)
 
 ## fuzz: each fuzz target for FUZZTIME.
 fuzz:
 	@set -e; for t in $$($(GO) test -list '^Fuzz' . | grep '^Fuzz'); do \
 		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) . ; done
 
-## lint: gofmt, go vet and staticcheck over every module.
+## lint: gofmt, go vet and staticcheck over every module; every go.mod and go.sum tidy; go.work
+## as scripts/gowork.sh writes it.
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(CURDIR)/.bin/staticcheck
 lint: $(STATICCHECK)
+	@scripts/gowork.sh -check
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...); done
+	@set -e; for m in $(MODULES); do $(IN) $$m sh -c '$(GO) vet ./... && $(STATICCHECK) ./...'; \
+		$(IN) $$m $(GO) mod tidy -diff || { echo "$$m: go.mod or go.sum is not tidy (make tidy)"; exit 1; }; done
+
+## tidy: go mod tidy in every module, each against its own go.mod (scripts/inmodule.sh writes
+## the result back without the replace directives it adds).
+tidy:
+	@set -e; for m in $(MODULES); do echo "== go mod tidy $$m"; $(IN) $$m $(GO) mod tidy; done
+
+## work: rewrite go.work, the development workspace, from the go.mod files (after adding a module).
+work:
+	scripts/gowork.sh
+
+## release VERSION=v0.2.0: every module requires its siblings at VERSION, committed and tagged
+## in this clone, in dependency order (scripts/release.sh). Pushing is the maintainer's step.
+release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=v0.2.0"; exit 2; }
+	scripts/release.sh $(VERSION)
 
 $(STATICCHECK):
 	GOBIN=$(CURDIR)/.bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

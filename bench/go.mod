@@ -2,15 +2,10 @@ module github.com/graylb/graylb/bench
 
 go 1.26.0
 
-replace (
-	github.com/graylb/graylb => ../
-	github.com/graylb/graylb/nacos => ../nacos
-)
-
 require (
 	github.com/go-kratos/kratos/v2 v2.8.3
-	github.com/graylb/graylb v0.0.0
-	github.com/graylb/graylb/nacos v0.0.0-00010101000000-000000000000
+	github.com/graylb/graylb v0.1.0
+	github.com/graylb/graylb/nacos v0.1.0
 	github.com/nacos-group/nacos-sdk-go/v2 v2.3.2
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.85.0

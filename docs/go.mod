@@ -2,22 +2,13 @@ module github.com/graylb/graylb/docs
 
 go 1.26.0
 
-replace (
-	github.com/graylb/graylb => ../
-	github.com/graylb/graylb/grpcctx => ../grpcctx
-	github.com/graylb/graylb/nacos => ../nacos
-	github.com/graylb/graylb/otelgraylb => ../otelgraylb
-	github.com/graylb/graylb/otelgraylb/grpcbaggage => ../otelgraylb/grpcbaggage
-	github.com/graylb/graylb/redisrules => ../redisrules
-)
-
 require (
-	github.com/graylb/graylb v0.0.0
-	github.com/graylb/graylb/grpcctx v0.0.0
-	github.com/graylb/graylb/nacos v0.0.0
-	github.com/graylb/graylb/otelgraylb v0.0.0
-	github.com/graylb/graylb/otelgraylb/grpcbaggage v0.0.0
-	github.com/graylb/graylb/redisrules v0.0.0
+	github.com/graylb/graylb v0.1.0
+	github.com/graylb/graylb/grpcctx v0.1.0
+	github.com/graylb/graylb/nacos v0.1.0
+	github.com/graylb/graylb/otelgraylb v0.1.0
+	github.com/graylb/graylb/otelgraylb/grpcbaggage v0.1.0
+	github.com/graylb/graylb/redisrules v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.0.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.67.0

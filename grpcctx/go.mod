@@ -2,10 +2,8 @@ module github.com/graylb/graylb/grpcctx
 
 go 1.26.0
 
-replace github.com/graylb/graylb => ../
-
 require (
-	github.com/graylb/graylb v0.0.0
+	github.com/graylb/graylb v0.1.0
 	github.com/stretchr/testify v1.11.1
 	google.golang.org/grpc v1.85.0
 )

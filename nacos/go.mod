@@ -2,9 +2,7 @@ module github.com/graylb/graylb/nacos
 
 go 1.23.0
 
-replace github.com/graylb/graylb => ../
-
-require github.com/graylb/graylb v0.0.0
+require github.com/graylb/graylb v0.1.0
 
 require (
 	github.com/nacos-group/nacos-sdk-go/v2 v2.3.0

@@ -2,10 +2,8 @@ module github.com/graylb/graylb/otelgraylb
 
 go 1.23
 
-replace github.com/graylb/graylb => ../
-
 require (
-	github.com/graylb/graylb v0.0.0
+	github.com/graylb/graylb v0.1.0
 	github.com/stretchr/testify v1.11.1
 	go.opentelemetry.io/otel v1.21.0
 	go.opentelemetry.io/otel/metric v1.21.0

@@ -2,10 +2,8 @@ module github.com/graylb/graylb/redisrules
 
 go 1.23
 
-replace github.com/graylb/graylb => ../
-
 require (
-	github.com/graylb/graylb v0.0.0
+	github.com/graylb/graylb v0.1.0
 	github.com/redis/go-redis/v9 v9.0.0
 	github.com/stretchr/testify v1.11.1
 )

@@ -12,5 +12,4 @@ if ! command -v chromium >/dev/null; then
 		echo "browser-test: chromium is missing and cannot be installed here (needs root and apt-get); the test will skip"
 	fi
 fi
-cd examples
-GOWORK=off GRAYLB_SCREENSHOT="$PWD/../docs/debug-page.png" go test -count=1 -run TestDebugPageInBrowser -v ./http
+GRAYLB_SCREENSHOT="$PWD/docs/debug-page.png" scripts/inmodule.sh examples go test -count=1 -run TestDebugPageInBrowser -v ./http

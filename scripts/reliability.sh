@@ -17,15 +17,15 @@ GRAYLB_CHURN_DURATION=$CHURN go test -race -count=1 -run '^TestChurn$' .
 echo "== hostile input and trust: rules race, rule documents, trust boundaries, names, the gRPC full link"
 go test -count=1 -run '^(TestSetRules_ReachesServiceBeingAdded|TestSetRules_RaceWithFirstUse|TestParseRules_RefusesDocumentsThatSilentlySwitchOff|TestLoadBalancer_UnknownNamesKeepMemoryBounded|TestInstance_ValidateRefusesInjection)$' .
 go test -count=1 -run '^TestMiddleware_TrustBoundaryDropsEveryRoutingKey$' ./httpctx
-(cd grpcctx && GOWORK=off go test -count=1 -run '^(TestFullLink_TrustBoundaryDropsForgedDecision|TestFullLink_CanaryDecisionTravels)$' .)
+(scripts/inmodule.sh grpcctx go test -count=1 -run '^(TestFullLink_TrustBoundaryDropsForgedDecision|TestFullLink_CanaryDecisionTravels)$' .)
 echo "== chaos, cluster, refill versus deregistration, forged pushes, leaks against Nacos"
-(cd nacos && GOWORK=off go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|CloseLeaks|UnreachableFailsFast)$' .)
+(scripts/inmodule.sh nacos go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|CloseLeaks|UnreachableFailsFast)$' .)
 
 # item 1: the chaos test, repeated (FLAKE_RUNS, default 5): how many failed.
 runs=${FLAKE_RUNS:-5}; flaky=0
 for i in $(seq 1 "$runs"); do
   echo "== chaos run $i of $runs"
-  (cd nacos && GRAYLB_RELIABILITY_OUT= GOWORK=off go test -count=1 -timeout 5m -run 'TestIntegration_ChaosHTTP$' .) || flaky=$((flaky + 1))
+  (GRAYLB_RELIABILITY_OUT= scripts/inmodule.sh nacos go test -count=1 -timeout 5m -run 'TestIntegration_ChaosHTTP$' .) || flaky=$((flaky + 1))
 done
 echo "| 1. \`make test\` flaky: gray requests on prod while Nacos restarts ($flaky of $runs runs failed) | TestIntegration_ChaosHTTP, $runs runs in a row | $runs | 0 in passing runs |" > "$OUT/hostile-01-chaos.md"
 

@@ -2,16 +2,10 @@ module github.com/graylb/graylb/otelgraylb/grpcbaggage
 
 go 1.26.0
 
-replace (
-	github.com/graylb/graylb => ../../
-	github.com/graylb/graylb/grpcctx => ../../grpcctx
-	github.com/graylb/graylb/otelgraylb => ../
-)
-
 require (
-	github.com/graylb/graylb v0.0.0
-	github.com/graylb/graylb/grpcctx v0.0.0
-	github.com/graylb/graylb/otelgraylb v0.0.0
+	github.com/graylb/graylb v0.1.0
+	github.com/graylb/graylb/grpcctx v0.1.0
+	github.com/graylb/graylb/otelgraylb v0.1.0
 	github.com/stretchr/testify v1.11.1
 	go.opentelemetry.io/otel v1.45.0
 	google.golang.org/grpc v1.85.0
