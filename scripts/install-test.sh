@@ -93,12 +93,13 @@ while read -r dir path; do
 	fi
 	ran=()
 	if [ -f "$prog/tests" ]; then
-		while read -r pkg; do
+		while read -r pkg args; do
 			case $pkg in '' | '#'*) continue ;; esac
 			p=$path; [ "$pkg" = . ] || p=$path/$pkg
-			(cd "$user" && limit 300 env "${user_env[@]}" go test -mod=mod -count=1 "$p") </dev/null >>"$log" 2>&1 ||
-				fail "go test $p (required at $version by a user module)"
-			ran+=("go test $p")
+			# shellcheck disable=SC2086 # the arguments are words
+			(cd "$user" && limit 300 env "${user_env[@]}" go test -mod=mod -count=1 "$p" $args) </dev/null >>"$log" 2>&1 ||
+				fail "go test $p $args (required at $version by a user module)"
+			ran+=("go test $pkg${args:+ $args}")
 		done <"$prog/tests"
 	fi
 	if [ -f "$prog/commands" ]; then
