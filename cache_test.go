@@ -238,6 +238,24 @@ func TestCache_DoesNotHoldOrdinaryChanges(t *testing.T) {
 	assert.Zero(t, lb.Cache().Stats().HeldShrinks)
 }
 
+// The last prod instance flips to gray and the registry now writes its
+// address another way (::ffff:127.0.0.1 for 127.0.0.1): the same machine
+// changed kind, applied at once; holding it as a vanished prod instance
+// would send prod to a gray machine for the settle period.
+func TestCache_FlipUnderAnotherSpellingIsNoShrink(t *testing.T) {
+	p1 := inst("svc", 1)
+	src := &fakeSource{list: []Instance{p1}}
+	lb, err := New(src, WithContextHandler(testHandler))
+	require.NoError(t, err)
+	defer lb.Close()
+	_, err = lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	src.push([]Instance{NewInstance("svc", "::ffff:127.0.0.1", 1, map[string]string{"gray": "true"})})
+	_, err = lb.Pick(context.Background(), "svc")
+	require.ErrorIs(t, err, ErrNoInstance, "prod reached the machine that turned gray")
+	assert.Zero(t, lb.Cache().Stats().HeldShrinks)
+}
+
 func TestCache_ShrinkProtectionByShare(t *testing.T) {
 	list := []Instance{inst("svc", 1), inst("svc", 2), inst("svc", 3), inst("svc", 4)}
 	src := &fakeSource{list: list}
