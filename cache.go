@@ -472,12 +472,12 @@ func (c *Cache) suddenShrink(old, next []Instance, all bool) bool {
 			break
 		}
 	}
-	if !missing { // the usual case: no address strings built
+	if !missing { // the usual case: no address compared
 		return false
 	}
-	addrs := make(map[string]bool, len(next))
+	addrs := make(map[addrKey]bool, len(next)) // canonical: a respelt address is the same instance
 	for _, in := range next {
-		addrs[in.Addr()] = true
+		addrs[endpointOf(in)] = true
 	}
 	lost := map[string]bool{}
 	for _, in := range old {
@@ -485,7 +485,7 @@ func (c *Cache) suddenShrink(old, next []Instance, all bool) bool {
 		if (!all && k == "") || have[k] {
 			continue
 		}
-		if addrs[in.Addr()] {
+		if addrs[endpointOf(in)] {
 			lost[k] = false // it changed partition: not a disappearance
 		} else if _, seen := lost[k]; !seen {
 			lost[k] = true
