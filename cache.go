@@ -19,8 +19,12 @@ const DefaultEmptyGrace = 30 * time.Second
 // Cache is the caching Supplier the LoadBalancer runs on. It keeps one
 // subscription per service to its source and fans changes out to its own
 // watchers (so unsubscribing one watcher never drops another). It keeps
-// only usable instances (healthy, enabled, weight > 0), serves the last good
-// list when the source fails, and protects against empty updates:
+// only usable instances (healthy, enabled, weight > 0) whose host and port
+// are valid (see Instance.Validate; the service name aside), whatever the
+// source: an invalid one (port 0, a host that is no IP address or host
+// name) is dropped with a log line, as the Registry and the nacos supplier
+// refuse them. It serves the last good list when the source fails, and
+// protects against empty updates:
 //
 // With protection on (the default), an update that would empty a non-empty
 // list is refused, logged and counted, and the last good list keeps
@@ -356,7 +360,7 @@ func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 	e.mu.Lock()
 	e.stop = stop
 	if e.snap.Load() == nil { // a push may already have arrived
-		u := usable(list)
+		u := c.keep(service, list)
 		e.snap.Store(&u)
 	}
 	e.mu.Unlock()
@@ -387,7 +391,7 @@ func (c *Cache) rememberFailure(service string, err error) {
 
 // apply installs a list from the source. force skips the empty protection.
 func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool) {
-	u := usable(list)
+	u := c.keep(service, list)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	old := e.snap.Load()
@@ -426,6 +430,33 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 	for _, fn := range e.watchers.Snapshot() {
 		fn(u)
 	}
+}
+
+// keep returns the usable instances of list with a valid host and port,
+// in order; it drops each usable one that is invalid with a log line.
+func (c *Cache) keep(service string, list []Instance) []Instance {
+	out := make([]Instance, 0, len(list))
+	for _, in := range list {
+		if !in.Usable() {
+			continue
+		}
+		if err := in.validateEndpoint(); err != nil {
+			c.logger.Warn("graylb: dropped an invalid instance from the supplier", "service", service, "err", err)
+			continue
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// anyKept reports whether keep would keep an instance of list.
+func anyKept(list []Instance) bool {
+	for _, in := range list {
+		if in.Usable() && in.validateEndpoint() == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // holdFor reports whether a sudden shrink may be held now, for how long,
@@ -539,7 +570,7 @@ func (c *Cache) recheckEmpty(service string, e *cacheEntry) {
 		c.logger.Warn("graylb: re-query after an empty update failed; keeping the last good list", "service", service, "err", err)
 		return
 	}
-	if len(usable(list)) == 0 {
+	if !anyKept(list) {
 		c.logger.Warn("graylb: service is still empty after the grace period; accepting the empty list", "service", service)
 	}
 	c.apply(service, e, list, true)
