@@ -472,3 +472,40 @@ func TestCache_ReadyEntryWinsOverADoneContext(t *testing.T) {
 	}
 	assert.Zero(t, failed, "of 1000 reads of a cached list with a done context")
 }
+
+// A name the source answers with an empty list (as Nacos answers a name
+// nothing was registered under) keeps nothing once its last watcher
+// leaves: no entry, no subscription to the source.
+func TestCache_LastWatcherOfAnEmptyNameForgetsIt(t *testing.T) {
+	src := &fakeSource{} // every name: an empty list
+	c, err := NewCache(src)
+	require.NoError(t, err)
+	defer c.Close()
+	entries := func() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.entries) }
+	for i := 0; i < 1000; i++ {
+		stop, err := c.Watch(fmt.Sprintf("name-%d", i), func([]Instance) {})
+		require.NoError(t, err)
+		stop()
+	}
+	assert.Zero(t, src.watchCount(), "subscriptions to the source left")
+	assert.Zero(t, entries(), "entries left")
+
+	// Two watchers: the subscription stays until the last leaves.
+	stop1, err := c.Watch("twice", func([]Instance) {})
+	require.NoError(t, err)
+	stop2, err := c.Watch("twice", func([]Instance) {})
+	require.NoError(t, err)
+	stop1()
+	assert.Equal(t, 1, src.watchCount())
+	stop2()
+	assert.Zero(t, src.watchCount())
+	assert.Zero(t, entries())
+
+	// A watched name that gets instances is a known service: kept.
+	stop3, err := c.Watch("svc", func([]Instance) {})
+	require.NoError(t, err)
+	src.push([]Instance{inst("svc", 1)})
+	stop3()
+	assert.Equal(t, 1, src.watchCount())
+	assert.Equal(t, 1, entries())
+}
