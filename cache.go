@@ -217,6 +217,13 @@ func (c *Cache) Instances(ctx context.Context, service string) ([]Instance, erro
 
 // Watch calls fn with the usable instances of service each time they
 // change. Calls for one service do not overlap and come in order.
+//
+// When the last watcher of a service whose list is empty stops (a name
+// nothing was ever registered under, such as a gRPC target to an unknown
+// name once its connection closed), the Cache forgets the name as it
+// forgets one it was merely asked about (see forgetEmpty): its entry and
+// its subscription to the source go, so memory stays bounded whatever
+// names callers watch.
 func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 	if fn == nil {
 		return nil, errors.New("graylb: nil watch function")
@@ -232,7 +239,13 @@ func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 		if c.entries[service] == e {
 			remove := e.watchers.Add(fn)
 			c.mu.Unlock()
-			return remove, nil
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					remove()
+					c.forgetEmpty(service)
+				})
+			}, nil
 		}
 		c.mu.Unlock()
 	}
@@ -240,7 +253,9 @@ func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 
 // forgetEmpty drops the entry of a service whose list is empty and that
 // nobody watches (a name nothing was ever registered under, for a source
-// that answers such names with an empty list rather than an error), and
+// that answers such names with an empty list rather than an error; the
+// LoadBalancer asks after a pick found nothing, Watch when the last
+// watcher leaves), and
 // remembers it like a failed first query (see WithSeedRetry): the Cache
 // then keeps nothing per name it was merely asked about, so memory stays
 // bounded whatever names callers send. Instances gives an error wrapping

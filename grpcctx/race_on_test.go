@@ -1,5 +1,0 @@
-//go:build race
-
-package grpcctx
-
-const raceEnabled = true
