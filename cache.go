@@ -19,8 +19,12 @@ const DefaultEmptyGrace = 30 * time.Second
 // Cache is the caching Supplier the LoadBalancer runs on. It keeps one
 // subscription per service to its source and fans changes out to its own
 // watchers (so unsubscribing one watcher never drops another). It keeps
-// only usable instances (healthy, enabled, weight > 0), serves the last good
-// list when the source fails, and protects against empty updates:
+// only usable instances (healthy, enabled, weight > 0) whose host and port
+// are valid (see Instance.Validate; the service name aside), whatever the
+// source: an invalid one (port 0, a host that is no IP address or host
+// name) is dropped with a log line, as the Registry and the nacos supplier
+// refuse them. It serves the last good list when the source fails, and
+// protects against empty updates:
 //
 // With protection on (the default), an update that would empty a non-empty
 // list is refused, logged and counted, and the last good list keeps
@@ -213,6 +217,13 @@ func (c *Cache) Instances(ctx context.Context, service string) ([]Instance, erro
 
 // Watch calls fn with the usable instances of service each time they
 // change. Calls for one service do not overlap and come in order.
+//
+// When the last watcher of a service whose list is empty stops (a name
+// nothing was ever registered under, such as a gRPC target to an unknown
+// name once its connection closed), the Cache forgets the name as it
+// forgets one it was merely asked about (see forgetEmpty): its entry and
+// its subscription to the source go, so memory stays bounded whatever
+// names callers watch.
 func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 	if fn == nil {
 		return nil, errors.New("graylb: nil watch function")
@@ -228,7 +239,13 @@ func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 		if c.entries[service] == e {
 			remove := e.watchers.Add(fn)
 			c.mu.Unlock()
-			return remove, nil
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					remove()
+					c.forgetEmpty(service)
+				})
+			}, nil
 		}
 		c.mu.Unlock()
 	}
@@ -236,7 +253,9 @@ func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 
 // forgetEmpty drops the entry of a service whose list is empty and that
 // nobody watches (a name nothing was ever registered under, for a source
-// that answers such names with an empty list rather than an error), and
+// that answers such names with an empty list rather than an error; the
+// LoadBalancer asks after a pick found nothing, Watch when the last
+// watcher leaves), and
 // remembers it like a failed first query (see WithSeedRetry): the Cache
 // then keeps nothing per name it was merely asked about, so memory stays
 // bounded whatever names callers send. Instances gives an error wrapping
@@ -356,7 +375,7 @@ func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 	e.mu.Lock()
 	e.stop = stop
 	if e.snap.Load() == nil { // a push may already have arrived (apply counted it)
-		u := usable(list)
+		u := c.keep(service, list)
 		e.snap.Store(&u)
 		if len(u) > 0 {
 			// The first list counts as applied; an empty one (a name with
@@ -392,7 +411,7 @@ func (c *Cache) rememberFailure(service string, err error) {
 
 // apply installs a list from the source. force skips the empty protection.
 func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool) {
-	u := usable(list)
+	u := c.keep(service, list)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	old := e.snap.Load()
@@ -431,6 +450,33 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 	for _, fn := range e.watchers.Snapshot() {
 		fn(u)
 	}
+}
+
+// keep returns the usable instances of list with a valid host and port,
+// in order; it drops each usable one that is invalid with a log line.
+func (c *Cache) keep(service string, list []Instance) []Instance {
+	out := make([]Instance, 0, len(list))
+	for _, in := range list {
+		if !in.Usable() {
+			continue
+		}
+		if err := in.validateEndpoint(); err != nil {
+			c.logger.Warn("graylb: dropped an invalid instance from the supplier", "service", service, "err", err)
+			continue
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// anyKept reports whether keep would keep an instance of list.
+func anyKept(list []Instance) bool {
+	for _, in := range list {
+		if in.Usable() && in.validateEndpoint() == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // holdFor reports whether a sudden shrink may be held now, for how long,
@@ -477,12 +523,12 @@ func (c *Cache) suddenShrink(old, next []Instance, all bool) bool {
 			break
 		}
 	}
-	if !missing { // the usual case: no address strings built
+	if !missing { // the usual case: no address compared
 		return false
 	}
-	addrs := make(map[string]bool, len(next))
+	addrs := make(map[addrKey]bool, len(next)) // canonical: a respelt address is the same instance
 	for _, in := range next {
-		addrs[in.Addr()] = true
+		addrs[endpointOf(in)] = true
 	}
 	lost := map[string]bool{}
 	for _, in := range old {
@@ -490,7 +536,7 @@ func (c *Cache) suddenShrink(old, next []Instance, all bool) bool {
 		if (!all && k == "") || have[k] {
 			continue
 		}
-		if addrs[in.Addr()] {
+		if addrs[endpointOf(in)] {
 			lost[k] = false // it changed partition: not a disappearance
 		} else if _, seen := lost[k]; !seen {
 			lost[k] = true
@@ -544,7 +590,7 @@ func (c *Cache) recheckEmpty(service string, e *cacheEntry) {
 		c.logger.Warn("graylb: re-query after an empty update failed; keeping the last good list", "service", service, "err", err)
 		return
 	}
-	if len(usable(list)) == 0 {
+	if !anyKept(list) {
 		c.logger.Warn("graylb: service is still empty after the grace period; accepting the empty list", "service", service)
 	}
 	c.apply(service, e, list, true)

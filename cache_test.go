@@ -238,6 +238,24 @@ func TestCache_DoesNotHoldOrdinaryChanges(t *testing.T) {
 	assert.Zero(t, lb.Cache().Stats().HeldShrinks)
 }
 
+// The last prod instance flips to gray and the registry now writes its
+// address another way (::ffff:127.0.0.1 for 127.0.0.1): the same machine
+// changed kind, applied at once; holding it as a vanished prod instance
+// would send prod to a gray machine for the settle period.
+func TestCache_FlipUnderAnotherSpellingIsNoShrink(t *testing.T) {
+	p1 := inst("svc", 1)
+	src := &fakeSource{list: []Instance{p1}}
+	lb, err := New(src, WithContextHandler(testHandler))
+	require.NoError(t, err)
+	defer lb.Close()
+	_, err = lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	src.push([]Instance{NewInstance("svc", "::ffff:127.0.0.1", 1, map[string]string{"gray": "true"})})
+	_, err = lb.Pick(context.Background(), "svc")
+	require.ErrorIs(t, err, ErrNoInstance, "prod reached the machine that turned gray")
+	assert.Zero(t, lb.Cache().Stats().HeldShrinks)
+}
+
 func TestCache_ShrinkProtectionByShare(t *testing.T) {
 	list := []Instance{inst("svc", 1), inst("svc", 2), inst("svc", 3), inst("svc", 4)}
 	src := &fakeSource{list: list}
@@ -453,4 +471,41 @@ func TestCache_ReadyEntryWinsOverADoneContext(t *testing.T) {
 		}
 	}
 	assert.Zero(t, failed, "of 1000 reads of a cached list with a done context")
+}
+
+// A name the source answers with an empty list (as Nacos answers a name
+// nothing was registered under) keeps nothing once its last watcher
+// leaves: no entry, no subscription to the source.
+func TestCache_LastWatcherOfAnEmptyNameForgetsIt(t *testing.T) {
+	src := &fakeSource{} // every name: an empty list
+	c, err := NewCache(src)
+	require.NoError(t, err)
+	defer c.Close()
+	entries := func() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.entries) }
+	for i := 0; i < 1000; i++ {
+		stop, err := c.Watch(fmt.Sprintf("name-%d", i), func([]Instance) {})
+		require.NoError(t, err)
+		stop()
+	}
+	assert.Zero(t, src.watchCount(), "subscriptions to the source left")
+	assert.Zero(t, entries(), "entries left")
+
+	// Two watchers: the subscription stays until the last leaves.
+	stop1, err := c.Watch("twice", func([]Instance) {})
+	require.NoError(t, err)
+	stop2, err := c.Watch("twice", func([]Instance) {})
+	require.NoError(t, err)
+	stop1()
+	assert.Equal(t, 1, src.watchCount())
+	stop2()
+	assert.Zero(t, src.watchCount())
+	assert.Zero(t, entries())
+
+	// A watched name that gets instances is a known service: kept.
+	stop3, err := c.Watch("svc", func([]Instance) {})
+	require.NoError(t, err)
+	src.push([]Instance{inst("svc", 1)})
+	stop3()
+	assert.Equal(t, 1, src.watchCount())
+	assert.Equal(t, 1, entries())
 }

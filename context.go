@@ -3,8 +3,12 @@ package graylb
 import "context"
 
 // ContextHandler reads a named request value (a header) for the call
-// described by ctx. It returns "" when the value is absent. Implementations
-// must be safe for concurrent use and should not allocate.
+// described by ctx. It returns "" when the value is absent. Names are
+// case-insensitive, as header and metadata names are: graylb asks for its
+// own keys as configured and for match rule keys in lower case, so an
+// implementation matches name in any letter case (http.Header.Get and gRPC
+// metadata do). Implementations must be safe for concurrent use and should
+// not allocate.
 //
 // The httpctx package reads net/http headers (outgoing request first, then
 // the incoming request being served); grpcctx reads gRPC metadata.

@@ -96,14 +96,11 @@ func WithOutlierDetection(cfg OutlierConfig) Option {
 	return func(c *config) { c.outlier = &cfg }
 }
 
-// endpointKey names an instance within a service without building a
-// string.
-type endpointKey struct {
-	host string
-	port int
-}
-
-func keyOf(in Instance) endpointKey { return endpointKey{in.Host, in.Port} }
+// keyOf names an instance within a service without building a string, in
+// canonical form (see endpointOf): one machine written two ways (10.0.0.7
+// and ::ffff:10.0.0.7) has one Stats, and an ejection keeps it out under
+// either spelling.
+func keyOf(in Instance) addrKey { return endpointOf(in) }
 
 // health keeps the Stats of one service's instances, and its ejections.
 type health struct {
@@ -112,7 +109,7 @@ type health struct {
 	changed func()         // schedules one rebuild of the service's routing
 
 	mu    sync.Mutex // guards ejection decisions and replacing the table
-	table atomic.Pointer[map[endpointKey]*Stats]
+	table atomic.Pointer[map[addrKey]*Stats]
 }
 
 // close stops every ejection timer: no readmission runs after the
@@ -131,7 +128,7 @@ func (h *health) close() {
 
 func newHealth(service string, cfg *OutlierConfig, changed func()) *health {
 	h := &health{service: service, cfg: cfg, changed: changed}
-	h.table.Store(&map[endpointKey]*Stats{})
+	h.table.Store(&map[addrKey]*Stats{})
 	return h
 }
 
@@ -142,7 +139,7 @@ func (h *health) sync(list []Instance, kindOf func(Instance) Kind) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := *h.table.Load()
-	m := make(map[endpointKey]*Stats, len(list))
+	m := make(map[addrKey]*Stats, len(list))
 	for _, in := range list {
 		k := keyOf(in)
 		s := old[k]

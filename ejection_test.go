@@ -442,3 +442,20 @@ func TestEjection_CloseStopsTimers(t *testing.T) {
 	clk.Advance(time.Hour)
 	assert.EqualValues(t, 1, events.Load(), "a readmission ran after Close")
 }
+
+// An instance listed twice, its address written two ways, is one machine:
+// its failures under either spelling count once, and its ejection keeps
+// every spelling out.
+func TestEjection_OneMachineUnderEverySpelling(t *testing.T) {
+	list := []Instance{NewInstance("svc", "127.0.0.1", 1, nil), NewInstance("svc", "127.0.0.1", 2, nil),
+		NewInstance("svc", "::ffff:127.0.0.1", 2, nil), NewInstance("svc", "127.0.0.1", 3, nil)}
+	lb, _, _, events := ejectionLB(t, list, OutlierConfig{BaseEjectionTime: 10 * time.Second})
+	ctx := context.Background()
+	failN(t, lb, ctx, "127.0.0.1:2", 5)
+	waitRebuild(t, events)
+	for i := 0; i < 40; i++ {
+		in, err := lb.Pick(ctx, "svc")
+		require.NoError(t, err)
+		require.NotEqual(t, 2, in.Port, "the ejected machine reached as %s", in.Addr())
+	}
+}

@@ -47,6 +47,12 @@ func (i Instance) Validate() error {
 	if err := ValidateServiceName(i.Service); err != nil {
 		return err
 	}
+	return i.validateEndpoint()
+}
+
+// validateEndpoint is Validate without the service name: what routing
+// reads (host, port, weight).
+func (i Instance) validateEndpoint() error {
 	switch {
 	case i.Host == "":
 		return fmt.Errorf("%w: %s: empty host", ErrInvalidInstance, i.Service)

@@ -96,8 +96,8 @@ type Router struct {
 	tree    *tree
 }
 
-// NewRouter builds a Router for service over list (usable instances only)
-// with policy, or the LoadBalancer's policy when nil, under the rules in
+// NewRouter builds a Router for service over list (its usable instances
+// with a valid host and port, as the Cache keeps them) with policy, or the LoadBalancer's policy when nil, under the rules in
 // force.
 func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy) (*Router, error) {
 	if err := ValidateServiceName(service); err != nil {
@@ -106,7 +106,7 @@ func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy
 	if policy == nil {
 		policy = lb.policy
 	}
-	list = usable(list)
+	list = lb.cache.keep(service, list)
 	var ejected [2]int
 	var stats statsFunc
 	if h := lb.healthOf(service); h != nil {

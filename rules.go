@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"reflect"
-	"strconv"
 	"strings"
 )
 
@@ -35,7 +32,12 @@ type Rules struct {
 	// whatever its gray header says.
 	GrayUsers []string `json:"grayUsers,omitempty"`
 	// GrayAddresses: an instance whose host or host:port is listed is gray,
-	// whatever its metadata says.
+	// whatever its metadata says. Entries and instances are compared in
+	// canonical form: IP addresses as net/netip parses them (IPv4-mapped
+	// ones unmapped), host names in ASCII lower case without a trailing
+	// dot, ports as numbers; an IPv6 address with a port is written in
+	// brackets ([2001:db8::7]:8080). Ambiguous entries (010.0.0.7, 10.7)
+	// are refused with an error that says what to write.
 	GrayAddresses []string `json:"grayAddresses,omitempty"`
 	// CanaryPercent (0-100, in steps of 0.01) of the requests whose kind was not
 	// set explicitly (no header, no context value, caller not gray) go gray;
@@ -178,12 +180,13 @@ type compiledRules struct {
 	enabled bool
 	closed  bool
 	users   map[string]struct{}
-	addrs   map[string]struct{}
-	canary  uint32 // out of canaryScale
+	addrs   map[addrKey]struct{} // canonical (see parseAddress); port 0: every port
+	zoned   map[addrKey]struct{} // the entries of addrs with a zone, without it
+	canary  uint32               // out of canaryScale
 
 	matches   []compiledMatch
 	matchKeys []string // the keys the matches name, lower case, each once
-	_         [48]byte // whole cache lines (see cacheLine)
+	_         [40]byte // whole cache lines (see cacheLine)
 }
 
 var defaultCompiledRules = &compiledRules{enabled: true}
@@ -214,53 +217,62 @@ func compileRules(r Rules) (*compiledRules, error) {
 		return nil, err
 	}
 	if len(r.GrayAddresses) > 0 {
-		c.addrs = make(map[string]struct{}, len(r.GrayAddresses))
+		c.addrs = make(map[addrKey]struct{}, len(r.GrayAddresses))
 		for i, a := range r.GrayAddresses {
-			if err := validateAddress(a); err != nil {
+			k, err := parseAddress(a)
+			if err != nil {
 				return nil, fmt.Errorf("%w: grayAddresses[%d] %q: %v", ErrInvalidRules, i, a, err)
 			}
-			c.addrs[a] = struct{}{}
+			c.addrs[k] = struct{}{}
+			if k.host.ip.Zone() != "" {
+				if c.zoned == nil {
+					c.zoned = map[addrKey]struct{}{}
+				}
+				k.host.ip = k.host.ip.WithZone("")
+				c.zoned[k] = struct{}{}
+			}
 		}
 	}
 	return c, nil
 }
 
-// validateAddress accepts "host" or "host:port" ("[v6]:port" for IPv6).
-func validateAddress(a string) error {
-	if a == "" {
-		return errors.New("empty")
-	}
-	host, port, err := net.SplitHostPort(a)
-	if err != nil {
-		// No port: the whole string is the host.
-		if ip := net.ParseIP(a); ip != nil {
-			return nil
-		}
-		for i := 0; i < len(a); i++ {
-			if c := a[i]; c <= ' ' || c == ':' || c == '/' || c >= 0x7f {
-				return errors.New("not a host or host:port")
-			}
-		}
-		return nil
-	}
-	if host == "" {
-		return errors.New("empty host")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return errors.New("port is not within 1-65535")
-	}
-	return nil
-}
-
-// grayAddress reports whether inst's host or host:port is a gray address.
+// grayAddress reports whether inst's host or host:port is a gray address,
+// both compared in canonical form (see parseAddress): an instance at
+// 2001:db8:0:0:0:0:0:7 port 8080 is gray under 2001:DB8::7 and under
+// [2001:db8::7]:08080, one at ::ffff:10.0.0.7 under 10.0.0.7, one at
+// HOST-A under host-a. An IPv6 zone on one side only does not tell two
+// addresses apart: fe80::1 names fe80::1%eth0, and fe80::1%eth0 names
+// fe80::1 (which link an address without a zone is on is unknown; gray is
+// the side that keeps prod off it), while fe80::1%eth1 does not name
+// fe80::1%eth0. It runs when routing is built, never per pick.
 func (c *compiledRules) grayAddress(inst Instance) bool {
 	if len(c.addrs) == 0 {
 		return false
 	}
-	if _, ok := c.addrs[inst.Host]; ok {
+	k := endpointOf(inst)
+	if c.anyPort(c.addrs, k) {
 		return true
 	}
-	_, ok := c.addrs[inst.Addr()]
+	if ip := k.host.ip; ip.Zone() != "" {
+		k.host.ip = ip.WithZone("")
+		return c.anyPort(c.addrs, k)
+	}
+	return k.host.ip.IsValid() && len(c.zoned) > 0 && c.anyPort(c.zoned, k)
+}
+
+// anyPort reports whether set holds k's host with k's port or with every
+// port.
+func (c *compiledRules) anyPort(set map[addrKey]struct{}, k addrKey) bool {
+	p := k.port
+	k.port = 0
+	if _, ok := set[k]; ok {
+		return true
+	}
+	if p == 0 {
+		return false
+	}
+	k.port = p
+	_, ok := set[k]
 	return ok
 }
 

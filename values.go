@@ -47,14 +47,20 @@ func (c *valuesCtx) String() string {
 // own flag, e.g.
 //
 //	ctx = graylb.WithValue(ctx, "gray", "true")
+//
+// Names are case-insensitive, as header and metadata names are: a value
+// set under "X-Region" is the value of x-region for the LoadBalancer's keys,
+// match rules, filters and ValueFrom. The name is kept in lower case (ASCII),
+// converted here once rather than at each read.
 func WithValue(ctx context.Context, name, value string) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return &valuesCtx{Context: ctx, name: name, value: value, up: valuesIn(ctx)}
+	return &valuesCtx{Context: ctx, name: lowerASCII(name), value: value, up: valuesIn(ctx)}
 }
 
-// ValueFrom returns the value set by WithValue under name, or "".
+// ValueFrom returns the value set by WithValue under name, in any letter
+// case, or "".
 func ValueFrom(ctx context.Context, name string) string {
 	if ctx == nil {
 		return ""
@@ -77,19 +83,45 @@ func valuesIn(ctx context.Context) *valuesCtx {
 	return c
 }
 
-// get returns the newest value under name, "" when there is none.
+// get returns the newest value under name, in any letter case, "" when
+// there is none.
 func (c *valuesCtx) get(name string) string {
 	for ; c != nil; c = c.up {
-		if sameString(c.name, name) {
+		if sameName(c.name, name) {
 			return c.value
 		}
 	}
 	return ""
 }
 
+// sameName reports whether lower (a name WithValue kept, in lower case)
+// is name in any letter case. It answers without a loop when both are the
+// same bytes in memory (a lower-case key name constant and the same
+// constant passed to WithValue), as they usually are on the pick path;
+// otherwise it compares as == does, folding name's ASCII letters, without
+// converting name.
+func sameName(lower, name string) bool {
+	if len(lower) != len(name) {
+		return false
+	}
+	if unsafe.StringData(lower) == unsafe.StringData(name) {
+		return true
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // sameString is a == b that answers without a call when both are the same
-// bytes in memory (a key name constant and the same constant passed to
-// WithValue), as they usually are on the pick path.
+// bytes in memory (a name constant and the same constant passed in), as
+// they usually are on the pick path.
 func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }

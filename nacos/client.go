@@ -43,6 +43,12 @@ var ErrDuplicateRegistration = errors.New("nacos: the client already registered 
 // the Client's own connection and nowhere else. The config side (rule
 // documents) is the SDK's config client, built on first use.
 //
+// Its disk cache (the lists a process started while the server is
+// unreachable serves) is its own: a folder inside the cache folder named
+// after the servers (see WithCacheDir) that no SDK client built elsewhere
+// in the process writes, so a list such a client accepted from its UDP
+// receiver never becomes this Client's list at a restart.
+//
 // A Client watches its connection and the configured servers and reports
 // registry refills (see RefillUntil), which the graylb.Cache uses to tell a
 // registry refilling after a restart from deliberate deregistrations.

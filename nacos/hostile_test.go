@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"github.com/stretchr/testify/assert"
@@ -316,4 +317,123 @@ func TestIntegration_UnreachableFailsFast(t *testing.T) {
 	assert.Less(t, first, 2*time.Second)
 	assert.Less(t, rest, 20*time.Millisecond)
 	assert.False(t, errors.Is(err, context.DeadlineExceeded))
+}
+
+// TestIntegration_DiskCacheIsItsOwn: graylb's disk cache is a folder no
+// other SDK client writes, even when that client was given the same cache
+// folder. A plain SDK naming client in the process, configured with
+// graylb's cache folder, takes a forged UDP push into its cache and writes
+// it to disk; at a restart with Nacos unreachable, graylb starts from the
+// lists its own previous process wrote, not from the forged one.
+func TestIntegration_DiskCacheIsItsOwn(t *testing.T) {
+	addr := nacosAddr(t)
+	ctl := script(t)
+	restartServer(t)
+	svc := uniqueService(t)
+	prod := startBackend(t, svc, "prod-1", false, addr)
+	gray := startBackend(t, svc, "gray-1", true, addr)
+	port := func(s *httptest.Server) int { return s.Listener.Addr().(*net.TCPAddr).Port }
+	var hits atomic.Int64
+	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(attacker.Close)
+
+	cacheDir := sdkDir(t) // the program's cache folder, as WithCacheDir names it
+	opts := []Option{WithServers(addr), WithCacheDir(cacheDir), WithLogDir(sdkDir(t)), WithLogLevel("error"), WithTimeout(time.Second)}
+	// The previous process: graylb routes both kinds, and its lists reach
+	// the disk.
+	sup, err := NewSupplier(opts...)
+	require.NoError(t, err)
+	lb, err := graylb.New(sup)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, g := ports(t, lb, prodCtx, svc, 2), ports(t, lb, grayCtx, svc, 2)
+		return len(p) == 1 && p[0] == port(prod.srv) && len(g) == 1 && g[0] == port(gray.srv)
+	}, 10*time.Second, 50*time.Millisecond)
+
+	// The same process also runs a plain SDK naming client of its own,
+	// configured with the same cache folder.
+	p, err := newConfig(opts).params()
+	require.NoError(t, err)
+	cc := *p.ClientConfig
+	cc.CacheDir = cacheDir
+	p.ClientConfig = &cc
+	sdk, err := clients.NewNamingClient(p)
+	require.NoError(t, err)
+	waitConnected(sdk, 5*time.Second)
+	require.NoError(t, sdk.Subscribe(&vo.SubscribeParam{ServiceName: svc, SubscribeCallback: func([]model.Instance, error) {}}))
+	msg := forgedPush(t, svc, []model.Instance{
+		{Ip: "127.0.0.1", Port: uint64(port(attacker)), Weight: 100, Healthy: true, Enable: true, Metadata: map[string]string{"gray": "false"}},
+		{Ip: "127.0.0.1", Port: uint64(port(gray.srv)), Weight: 1, Healthy: true, Enable: true, Metadata: map[string]string{"gray": "false"}}, // gray relabelled prod
+	})
+	v4, v6 := udpPorts(t)
+	require.NotEmpty(t, append(v4, v6...), "the plain SDK client listens on UDP")
+	send := func() {
+		for _, p := range v4 {
+			if c, err := net.Dial("udp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+				c.Write(msg)
+				c.Close()
+			}
+		}
+		for _, p := range v6 {
+			if c, err := net.Dial("udp6", net.JoinHostPort("::1", strconv.Itoa(p))); err == nil {
+				c.Write(msg)
+				c.Close()
+			}
+		}
+	}
+	forgedOnDisk := func() bool {
+		found := false
+		filepath.WalkDir(cacheDir, func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.Contains(path, svc) {
+				if b, _ := os.ReadFile(path); strings.Contains(string(b), strconv.Itoa(port(attacker))) {
+					found = true
+				}
+			}
+			return nil
+		})
+		return found
+	}
+	require.Eventually(t, func() bool {
+		if forgedOnDisk() {
+			return true
+		}
+		send()
+		return false
+	}, 10*time.Second, 100*time.Millisecond, "the forged list is written to disk in the cache folder (else this test proves nothing)")
+	sdk.CloseClient()
+	lb.Close()
+	sup.Close()
+
+	// The restart, with Nacos unreachable.
+	ctl("stop", "-9")
+	sup2, err := NewSupplier(opts...)
+	require.NoError(t, err)
+	lb2, err := graylb.New(sup2)
+	require.NoError(t, err)
+	const n = 100
+	wrong, failed := 0, 0
+	for i := 0; i < n; i++ {
+		ctx, cancel := context.WithTimeout(prodCtx, 5*time.Second)
+		in, err := lb2.Pick(ctx, svc)
+		cancel()
+		switch {
+		case err != nil:
+			failed++
+		case in.Port != port(prod.srv):
+			wrong++
+		}
+	}
+	in, gerr := lb2.Pick(grayCtx, svc)
+	lb2.Close()
+	sup2.Close()
+	ctl("start")
+	fragment(t, "hostile-06-forged-udp-disk", fmt.Sprintf(
+		"| 6b. forged UDP push taken by a plain SDK naming client sharing graylb's cache folder and written to disk; then a restart with Nacos unreachable | TestIntegration_DiskCacheIsItsOwn | %d prod picks | %d to the gray instance or the forged address, %d failed |\n",
+		n, wrong, failed))
+	assert.Zero(t, wrong, "prod picks that reached the gray instance or the forged address")
+	assert.Zero(t, failed, "prod picks that failed: graylb's own disk cache serves the restart")
+	if assert.NoError(t, gerr) {
+		assert.Equal(t, port(gray.srv), in.Port, "a gray pick reaches the gray instance")
+	}
+	assert.Zero(t, hits.Load())
 }

@@ -3,10 +3,12 @@ package nacos
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +70,27 @@ func defaultDir(sub string) string {
 		base = os.TempDir()
 	}
 	return filepath.Join(base, "graylb", "nacos", sub)
+}
+
+// ownCacheDir is the folder inside the cache folder dir in which the
+// clients this package builds keep the SDK's disk cache:
+// graylb-<hash of the sorted server addresses>. An SDK client built
+// elsewhere in the process writes its lists under dir/naming itself, even
+// when given the same folder, and its UDP push receiver accepts lists from
+// anyone: sharing its files would let a forged push become graylb's list at
+// the next start with Nacos unreachable. The name depends only on the
+// servers, so the next start of the same program (or any graylb client of
+// the same servers) finds the lists the previous one wrote, and a program
+// pointed at other servers never starts from these.
+func ownCacheDir(dir string, servers []string) string {
+	s := slices.Clone(servers)
+	slices.Sort(s)
+	h := fnv.New64a()
+	for _, a := range s {
+		h.Write([]byte(a))
+		h.Write([]byte{0})
+	}
+	return filepath.Join(dir, fmt.Sprintf("graylb-%016x", h.Sum64()))
 }
 
 func newConfig(opts []Option) *config {
@@ -144,8 +167,11 @@ func WithTimeout(d time.Duration) Option {
 
 // WithCacheDir sets the SDK's disk cache folder, from which a process
 // started while Nacos is unreachable serves its first lists (default
-// os.UserCacheDir()/graylb/nacos/cache). The SDK writes instance lists
-// there in plain text.
+// os.UserCacheDir()/graylb/nacos/cache). The clients this package builds
+// keep their files in a folder of their own inside it,
+// graylb-<hash of the server addresses>, that no SDK client built
+// elsewhere writes (see Client), so dir may be shared. The SDK writes
+// instance lists there in plain text.
 func WithCacheDir(dir string) Option { return func(c *config) { c.cacheDir = dir } }
 
 // WithLogDir makes the SDK write its log to rotating files in dir instead
@@ -248,7 +274,7 @@ func (c *config) params() (vo.NacosClientParam, error) {
 	if logDir == "" {
 		logDir = defaultDir("log")
 	}
-	opts = append(opts, constant.WithCacheDir(cacheDir), constant.WithLogDir(logDir))
+	opts = append(opts, constant.WithCacheDir(ownCacheDir(cacheDir, c.servers)), constant.WithLogDir(logDir))
 	if c.tls != nil {
 		opts = append(opts, constant.WithTLS(*c.tls))
 	}

@@ -13,7 +13,8 @@
 //	rules, _ := nacos.NewRuleSource("", nacos.WithClient(cl))
 //
 // The SDK's cache and log folders default to os.UserCacheDir()/graylb/nacos
-// (cache/ and log/), its log level to error.
+// (cache/ and log/), its log level to error; the lists go to a folder of
+// graylb's own inside the cache folder (see WithCacheDir).
 //
 // graylb never calls the SDK's selection on the pick path: the SDK
 // rebuilds and sorts its host list on every call and truncates weights

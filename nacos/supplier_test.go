@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -283,6 +284,28 @@ func TestOptions_Defaults(t *testing.T) {
 		assert.Contains(t, dir, "graylb", "SDK folders under the user's cache folder, not beside the executable")
 	}
 	assert.EqualValues(t, 9848, p.ServerConfigs[0].GrpcPort)
+}
+
+// The SDK's disk cache goes to a folder of graylb's own inside the cache
+// folder: never where an SDK client given the same folder writes
+// (dir/naming, dir/config), the same for the same servers in any order
+// (the next start finds it), another for other servers.
+func TestOptions_OwnCacheFolder(t *testing.T) {
+	dir := t.TempDir()
+	folder := func(servers ...string) string {
+		p, err := newConfig([]Option{WithServers(servers...), WithCacheDir(dir)}).params()
+		require.NoError(t, err)
+		return p.ClientConfig.CacheDir
+	}
+	own := folder("10.0.0.1:8848", "10.0.0.2:8848")
+	assert.Equal(t, dir, filepath.Dir(own), "inside the cache folder")
+	assert.True(t, strings.HasPrefix(filepath.Base(own), "graylb-"), own)
+	assert.NotContains(t, []string{dir, filepath.Join(dir, "naming"), filepath.Join(dir, "config")}, own)
+	assert.Equal(t, own, folder("10.0.0.2:8848", "10.0.0.1:8848"), "stable for the same servers")
+	assert.NotEqual(t, own, folder("10.0.0.3:8848"), "other servers, another folder")
+	def, err := newConfig(nil).params()
+	require.NoError(t, err)
+	assert.Equal(t, defaultDir("cache"), filepath.Dir(def.ClientConfig.CacheDir))
 }
 
 func TestRegister_BadInput(t *testing.T) {
