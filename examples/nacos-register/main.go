@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -28,27 +29,38 @@ func main() {
 	server := flag.String("nacos", envOr("GRAYLB_NACOS_ADDR", "127.0.0.1:8848"), "Nacos server host:port")
 	flag.Parse()
 
-	lis, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
-	if err != nil {
-		fail(err)
-	}
-	p := lis.Addr().(*net.TCPAddr).Port
-	reg, err := nacos.Register(context.Background(), nacos.Service{Name: *service, Host: *host, Port: p}, nacos.WithServers(*server))
-	if err != nil {
-		fail(err)
-	}
-	defer reg.Close()
-	fmt.Printf("registered %s at %s with metadata %v (%s, %s from the environment)\n",
-		*service, reg.Instance.Addr(), reg.Instance.Metadata, nacos.EnvGray, nacos.EnvVersion)
-
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "%s %s gray=%s\n", *service, reg.Instance.Addr(), reg.Instance.Metadata["gray"])
-	})}
-	go srv.Serve(lis)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	if err := run(*service, *host, *port, stop, os.Stdout, nacos.WithServers(*server)); err != nil {
+		fmt.Fprintln(os.Stderr, "nacos-register:", err)
+		os.Exit(1)
+	}
+}
+
+// run listens on host:port, registers the instance with opts, serves
+// until stop receives, then stops.
+func run(service, host string, port int, stop <-chan os.Signal, out io.Writer, opts ...nacos.Option) error {
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	p := lis.Addr().(*net.TCPAddr).Port
+	reg, err := nacos.Register(context.Background(), nacos.Service{Name: service, Host: host, Port: p}, opts...)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	defer reg.Close()
+	fmt.Fprintf(out, "registered %s at %s with metadata %v (%s, %s from the environment)\n",
+		service, reg.Instance.Addr(), reg.Instance.Metadata, nacos.EnvGray, nacos.EnvVersion)
+
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s gray=%s\n", service, reg.Instance.Addr(), reg.Instance.Metadata["gray"])
+	})}
+	go srv.Serve(lis)
 	<-stop
 	srv.Close()
+	return nil
 }
 
 func envOr(k, def string) string {
@@ -56,9 +68,4 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "nacos-register:", err)
-	os.Exit(1)
 }
