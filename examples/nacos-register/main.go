@@ -4,7 +4,10 @@
 //
 //	GRAYLB_GRAY=true GRAYLB_VERSION=v2 go run ./nacos-register -service user-service -port 8081
 //
-// It serves a small HTTP endpoint until interrupted, then deregisters.
+// It serves a small HTTP endpoint until SIGINT or SIGTERM, then stops
+// gracefully: it deregisters, keeps serving while clients see the
+// deregistration (-drain, default nacos.DefaultDrainWait), and only then shuts its server
+// down, letting requests in flight finish.
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/graylb/graylb/nacos"
 )
@@ -27,18 +31,24 @@ func main() {
 	host := flag.String("host", "127.0.0.1", "address to register")
 	port := flag.Int("port", 0, "port to listen on and register (0: any free port)")
 	server := flag.String("nacos", envOr("GRAYLB_NACOS_ADDR", "127.0.0.1:8848"), "Nacos server host:port")
+	drain := flag.Duration("drain", nacos.DefaultDrainWait, "how long to keep serving after deregistering, while clients see it")
 	flag.Parse()
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
-	if err := run(*service, *host, *port, stop, os.Stdout, nacos.WithServers(*server)); err != nil {
+	if err := run(*service, *host, *port, stop, os.Stdout, nacos.WithServers(*server), nacos.WithDrainWait(*drain)); err != nil {
 		fmt.Fprintln(os.Stderr, "nacos-register:", err)
 		os.Exit(1)
 	}
 }
 
+// shutdownTimeout bounds the wait for requests in flight once the drain
+// wait is over.
+const shutdownTimeout = 10 * time.Second
+
 // run listens on host:port, registers the instance with opts, serves
-// until stop receives, then stops.
+// until stop receives, then deregisters, waits for clients to see it, and
+// shuts the server down.
 func run(service, host string, port int, stop <-chan os.Signal, out io.Writer, opts ...nacos.Option) error {
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
@@ -59,8 +69,14 @@ func run(service, host string, port int, stop <-chan os.Signal, out io.Writer, o
 	})}
 	go srv.Serve(lis)
 	<-stop
-	srv.Close()
-	return nil
+	fmt.Fprintln(out, "deregistering; serving on while clients see it")
+	// Bounded by the drain wait and the registration's timeout.
+	if err := reg.Deregister(context.Background()); err != nil {
+		fmt.Fprintln(out, err) // stop all the same
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	return srv.Shutdown(ctx)
 }
 
 func envOr(k, def string) string {
