@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,4 +276,52 @@ func TestIntegration_DeregisterDrains(t *testing.T) {
 	assert.GreaterOrEqual(t, took, DefaultDrainWait)
 	assert.Equal(t, []int{7501}, ports(t, lb, grayCtx, svc, 4), "gray requests fall back to prod")
 	require.NoError(t, reg.Close(), "Close after Deregister")
+}
+
+// TestIntegration_DeregisterThroughARestart: a graceful stop that begins
+// while the server is down (restarting) deregisters once the server is
+// back, within Deregister's ctx, and the instance stays off the registry
+// although its Client stays open (the SDK registers what it registered
+// again after a reconnection).
+func TestIntegration_DeregisterThroughARestart(t *testing.T) {
+	ctl := script(t)
+	restartServer(t)
+	svc := uniqueService(t)
+	instance(t, svc, 7511, nil)
+	cl, err := NewClient(context.Background(), testOpts(t)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	gray := true
+	reg, err := Register(context.Background(), Service{Name: svc, Host: "127.0.0.1", Port: 7512, Gray: &gray}, WithClient(cl), WithDrainWait(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { reg.Close() })
+	lb, _ := newLB(t)
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7512}, ports(t, lb, grayCtx, svc, 2)) },
+		10*time.Second, 50*time.Millisecond)
+
+	ctl("stop")
+	require.Eventually(t, func() bool { return !cl.Healthy() }, 10*time.Second, 20*time.Millisecond, "the Client saw the server go")
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		time.Sleep(time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+		defer cancel()
+		exec.CommandContext(ctx, os.Getenv("GRAYLB_NACOS_SCRIPT"), "start").Run()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = reg.Deregister(ctx)
+	<-started
+	require.NoError(t, err, "deregistered once the server was back")
+	// The registry refills as clients reconnect; the deregistered instance
+	// must not come back with them.
+	time.Sleep(3 * time.Second)
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7511}, ports(t, lb, grayCtx, svc, 4)) },
+		15*time.Second, 50*time.Millisecond, "gray requests fall back to prod: the instance stays deregistered")
+	list, err := cl.query(ctx, svc, "DEFAULT_GROUP", nil)
+	require.NoError(t, err)
+	for _, h := range list {
+		assert.NotEqual(t, uint64(7512), h.Port, "the server lists the deregistered instance again")
+	}
 }
