@@ -295,7 +295,7 @@ func TestIntegration_DeregisterThroughARestart(t *testing.T) {
 	reg, err := Register(context.Background(), Service{Name: svc, Host: "127.0.0.1", Port: 7512, Gray: &gray}, WithClient(cl), WithDrainWait(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { reg.Close() })
-	lb, _ := newLB(t)
+	lb, _ := newLB(t, WithRefillWindow(2*time.Second))
 	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7512}, ports(t, lb, grayCtx, svc, 2)) },
 		10*time.Second, 50*time.Millisecond)
 
@@ -311,12 +311,15 @@ func TestIntegration_DeregisterThroughARestart(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	begin := time.Now()
 	err = reg.Deregister(ctx)
+	took := time.Since(begin)
 	<-started
 	require.NoError(t, err, "deregistered once the server was back")
-	// The registry refills as clients reconnect; the deregistered instance
-	// must not come back with them.
-	time.Sleep(3 * time.Second)
+	t.Logf("Deregister, begun while the server was down (restarted after 1 s), returned after %v", took.Round(time.Millisecond))
+	// The registry refills as clients reconnect (the client's Cache holds
+	// the lost gray instance for its refill window, 2 s here); the
+	// deregistered instance must not come back with them.
 	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7511}, ports(t, lb, grayCtx, svc, 4)) },
 		15*time.Second, 50*time.Millisecond, "gray requests fall back to prod: the instance stays deregistered")
 	list, err := cl.query(ctx, svc, "DEFAULT_GROUP", nil)
