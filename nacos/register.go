@@ -202,7 +202,8 @@ func (r *Registration) viaSDK(nc registrar, c *config) error {
 // picked before the push still arrive. ctx bounds both steps (the removal
 // also by WithTimeout); when it ends during the wait, Deregister returns
 // at once with an error wrapping ctx.Err() (the instance is off the list
-// all the same).
+// all the same). A Client that lost its connection (a restarting server)
+// is waited for within those bounds.
 //
 // The wait follows the removal whatever its outcome: a server that applied
 // the removal may have lost its answer, and serving a little longer never
