@@ -27,11 +27,14 @@ test: lint
 		(cd $$m && $(GO) test -race -count=1 -timeout 10m ./...); done; \
 	addr=$${NACOS_HTTP_PORT:+127.0.0.1:$$NACOS_HTTP_PORT}; addr=$${addr:-$(NACOS_ADDR)}; \
 	echo "== go test ./nacos integration (real Nacos at $$addr; without -race, see nacos/integration_test.go)"; \
-	cd nacos && GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
-		$(GO) test -count=1 -timeout 10m -run Integration -v .
+	(cd nacos && GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
+		$(GO) test -count=1 -timeout 10m -run Integration -v .); \
+	echo "== go test ./deploytest: deployment flows under load (real Nacos at $$addr; without -race)"; \
+	cd deploytest && GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
+		$(GO) test -count=1 -timeout 5m -v .
 
-## test-reliability: churn 30s, chaos and cluster against Nacos, each fuzz target FUZZTIME;
-## writes RELIABILITY.md.
+## test-reliability: churn 30s, chaos, cluster and the deployment flows against Nacos, each fuzz
+## target FUZZTIME; writes RELIABILITY.md.
 test-reliability:
 	FUZZTIME=$(FUZZTIME) scripts/reliability.sh
 
