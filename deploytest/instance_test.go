@@ -48,7 +48,6 @@ type instance struct {
 
 	// first and last request served, per protocol (unix nanos)
 	first, last [2]atomic.Int64
-	served      [2]atomic.Int64
 }
 
 // answer is what the instance says to a request: its name and kind.
@@ -56,7 +55,6 @@ func (in *instance) answer(proto int) string {
 	now := time.Now().UnixNano()
 	in.first[proto].CompareAndSwap(0, now)
 	in.last[proto].Store(now)
-	in.served[proto].Add(1)
 	if in.gray.Load() {
 		return in.name + " gray"
 	}
