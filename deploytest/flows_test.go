@@ -263,7 +263,7 @@ func TestDeploy_RollingRestartThroughANacosRestart(t *testing.T) {
 		}
 	}
 	reliabilityFragment(t, "deploy-f-restart", fmt.Sprintf(
-		"| rolling restart of (c) with Nacos stopped and restarted in its second step: the old instance's graceful stop begins while the server is down (down %s) | 3 prod, 1 gray | %s | %d | %d | %d | %s; %d of %d deregistrations failed |\n",
+		"| rolling restart of 3 prod instances as above, with Nacos stopped and restarted in its second step: the old instance's graceful stop begins while the server is down (down %s) | 3 prod, 1 gray | %s | %d | %d | %d | %s; %d of %d deregistrations failed |\n",
 		ms(up.Sub(down)), tl.requests(), sum(tl.failed), sum(tl.prodOnGray), sum(tl.grayOnProd), rollingFigures(steps), deregFailed, len(steps)))
 	assert.Zero(t, sum(tl.failed), "failed requests: %s", tl.failures())
 	checkKinds(t, tl)
