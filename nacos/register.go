@@ -38,7 +38,7 @@ type registrar interface {
 // within about a second), and graylb's Supplier applies a push as it
 // arrives. Two seconds is twice the slowest push: margin for a loaded
 // machine, and short next to the grace period an orchestrator gives a
-// stopping process (Kubernetes: 30 s).
+// stopping process (tens of seconds).
 const DefaultDrainWait = 2 * time.Second
 
 // Registration is a registered instance. Deregister takes it off the
