@@ -40,6 +40,9 @@ test: lint
 	echo "== go test ./nacos integration (real Nacos at $$addr; without -race, see nacos/integration_test.go)"; \
 	GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
 		$(IN) nacos $(GO) test -count=1 -timeout 10m -run Integration -v .; \
+	echo "== go test ./deploytest: deployment flows under load (real Nacos at $$addr; without -race)"; \
+	GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
+		$(IN) deploytest $(GO) test -count=1 -timeout 5m -v .; \
 	echo "== go test ./docs Nacos snippets (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .
 
@@ -50,8 +53,8 @@ test-install:
 	@echo "== every module installs from a tag (scripts/install-test.sh)"
 	@scripts/install-test.sh
 
-## test-reliability: churn 30s, chaos and cluster against Nacos, each fuzz target FUZZTIME;
-## writes RELIABILITY.md.
+## test-reliability: churn 30s, chaos, cluster and the deployment flows against Nacos, each fuzz
+## target FUZZTIME; writes RELIABILITY.md.
 test-reliability:
 	FUZZTIME=$(FUZZTIME) scripts/reliability.sh
 

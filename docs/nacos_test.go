@@ -2,6 +2,7 @@ package docs
 
 import (
 	"context"
+	"log"
 	"net/http"
 	"os"
 	"testing"
@@ -14,7 +15,7 @@ import (
 
 // nacosTour is docs/nacos.md's snippet; use runs with its LoadBalancer
 // while the registration holds.
-func nacosTour(ctx context.Context, servers []string, user, pass, ip string, port int, use func(*graylb.LoadBalancer) error) error {
+func nacosTour(ctx context.Context, servers []string, user, pass, ip string, port int, srv *http.Server, sigterm <-chan os.Signal, use func(*graylb.LoadBalancer) error) error {
 	// snippet: nacos-tour
 	// one connection per server configuration, shared by everything below
 	client, err := nacos.NewClient(ctx,
@@ -47,9 +48,25 @@ func nacosTour(ctx context.Context, servers []string, user, pass, ip string, por
 	if err != nil {
 		return err
 	}
-	defer reg.Close() // deregisters
+	defer reg.Close() // deregisters at once (idempotent)
 	// end snippet
-	return use(lb)
+	if err := use(lb); err != nil {
+		return err
+	}
+	return gracefulStop(ctx, reg, srv, sigterm)
+}
+
+// gracefulStop is docs/nacos.md's graceful-stop snippet.
+func gracefulStop(ctx context.Context, reg *nacos.Registration, srv *http.Server, sigterm <-chan os.Signal) error {
+	// snippet: nacos-graceful-stop
+	// on SIGTERM: off the registry, keep serving while clients see it
+	// (nacos.WithDrainWait, default 2 s), then let requests in flight finish
+	<-sigterm
+	if err := reg.Deregister(ctx); err != nil {
+		log.Printf("deregister: %v", err) // stop all the same
+	}
+	return srv.Shutdown(ctx) // or grpcServer.GracefulStop()
+	// end snippet
 }
 
 // The snippet against a real Nacos server (GRAYLB_NACOS_ADDR; make test
@@ -82,7 +99,11 @@ func TestNacosTour(t *testing.T) {
 	host, port := hostPort(t, instance.Listener.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err = nacosTour(ctx, []string{addr}, "", "", host, port, func(lb *graylb.LoadBalancer) error {
+	sigterm := make(chan os.Signal, 1)
+	sigterm <- os.Interrupt // the snippet stops once the LoadBalancer was used
+	served := time.Now()
+	err = nacosTour(ctx, []string{addr}, "", "", host, port, instance.Config, sigterm, func(lb *graylb.LoadBalancer) error {
+		served = time.Now()
 		client := &http.Client{Transport: httpctx.NewTransport(lb), Timeout: 5 * time.Second}
 		// Nacos pushes a new registration within about a second.
 		deadline := time.Now().Add(15 * time.Second)
@@ -100,5 +121,12 @@ func TestNacosTour(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Deregister waited the drain wait (default 2 s) before Shutdown.
+	if took := time.Since(served); took < 2*time.Second {
+		t.Errorf("the graceful stop returned %v after the last use: no drain wait", took)
+	}
+	if _, err := http.Get(instance.URL); err == nil {
+		t.Error("the instance still serves after the graceful stop")
 	}
 }

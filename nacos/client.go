@@ -289,11 +289,18 @@ func isClosed(ch <-chan struct{}) bool {
 // call runs fn on the connected naming client, honouring ctx (the SDK's
 // calls honour only its own timeout).
 func call[T any](ctx context.Context, c *Client, fn func(*naming_grpc.NamingGrpcProxy) (T, error)) (T, error) {
-	var zero T
 	n, err := c.ready(ctx)
 	if err != nil {
+		var zero T
 		return zero, err
 	}
+	return callOn(ctx, n, fn)
+}
+
+// callOn runs fn on n, honouring ctx: when ctx ends first, fn goes on in
+// the background until the SDK's own timeout.
+func callOn[T any](ctx context.Context, n *naming_grpc.NamingGrpcProxy, fn func(*naming_grpc.NamingGrpcProxy) (T, error)) (T, error) {
+	var zero T
 	type result struct {
 		v   T
 		err error
@@ -456,16 +463,70 @@ func (c *Client) register(ctx context.Context, service, group string, in model.I
 	return nil
 }
 
+// deregister removes one instance. Unlike a query it does not fail at
+// once while the Client is disconnected: it waits for the connection until
+// ctx ends, so that a graceful stop during a server restart still tells
+// the server. Whatever happens, the SDK hears of it: the SDK registers
+// every instance it registered again after each reconnection, and forgets
+// one only when it deregisters it (even unsuccessfully).
 func (c *Client) deregister(ctx context.Context, service, group string, in model.Instance) error {
 	key := util.GetGroupName(service, group)
 	c.mu.Lock()
 	delete(c.registered, key)
+	closed := c.closed
 	c.mu.Unlock()
-	ok, err := call(ctx, c, func(n *naming_grpc.NamingGrpcProxy) (bool, error) { return n.DeregisterInstance(service, group, in) })
+	if closed {
+		return errClientClosed
+	}
+	n := c.builtNaming()
+	if n == nil { // not built yet: nothing can have been registered through it
+		var err error
+		if n, err = c.ready(ctx); err != nil {
+			return err
+		}
+	}
+	remove := func(n *naming_grpc.NamingGrpcProxy) (bool, error) { return n.DeregisterInstance(service, group, in) }
+	if !c.waitConnected(ctx, n) {
+		// Out of time: the SDK still has to forget the instance. Its call
+		// fails within its own timeout (it retries for about 300 ms), and
+		// succeeds if the connection came back meanwhile.
+		c.mu.Lock()
+		if !c.closed {
+			c.done.Add(1)
+			go func() { defer c.done.Done(); remove(n) }()
+		}
+		c.mu.Unlock()
+		return fmt.Errorf("%w: not connected to %s: %w", ErrUnavailable, strings.Join(c.cfg.servers, ","), ctx.Err())
+	}
+	ok, err := callOn(ctx, n, remove)
 	if err == nil && !ok {
 		err = errors.New("refused by the server")
 	}
 	return err
+}
+
+// waitConnected waits until n is connected or ctx ends, the Client closes;
+// it reports whether n is connected. A connection that is there wins over
+// a ctx that ended.
+func (c *Client) waitConnected(ctx context.Context, n *naming_grpc.NamingGrpcProxy) bool {
+	if n.ServerHealthy() {
+		return true
+	}
+	tick := time.NewTicker(50 * time.Millisecond) // the SDK offers no connection event
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		case <-c.ctx.Done():
+		}
+		if n.ServerHealthy() {
+			return true
+		}
+		if ctx.Err() != nil || c.ctx.Err() != nil {
+			return false
+		}
+	}
 }
 
 func (c *Client) builtNaming() *naming_grpc.NamingGrpcProxy {

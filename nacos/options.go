@@ -48,6 +48,7 @@ type config struct {
 	reconcile   time.Duration
 	refill      time.Duration
 	connectWait time.Duration
+	drainWait   time.Duration
 }
 
 // DefaultReconcile is how often a Supplier re-reads each subscribed
@@ -104,6 +105,7 @@ func newConfig(opts []Option) *config {
 		reconcile:   DefaultReconcile,
 		refill:      DefaultRefillWindow,
 		connectWait: 3 * time.Second,
+		drainWait:   DefaultDrainWait,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -161,6 +163,19 @@ func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
 			c.timeout = d
+		}
+	}
+}
+
+// WithDrainWait sets how long Registration.Deregister waits after the
+// server took the instance off its list (default DefaultDrainWait; zero
+// does not wait; a negative d keeps the default). Longer than the time a
+// push takes to reach every client, and shorter than the grace period the
+// process gets to stop.
+func WithDrainWait(d time.Duration) Option {
+	return func(c *config) {
+		if d >= 0 {
+			c.drainWait = d
 		}
 	}
 }

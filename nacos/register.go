@@ -29,14 +29,47 @@ type registrar interface {
 	DeregisterInstance(param vo.DeregisterInstanceParam) (bool, error)
 }
 
-// Registration is a registered instance; Close deregisters it.
+// DefaultDrainWait is how long Registration.Deregister waits, once the
+// server has taken the instance off its list, before it returns and the
+// caller stops serving: the time every subscribed client needs to receive
+// the push that drops the instance and stop picking it. A Nacos server
+// pushes a naming change within about a second (r-nacos merges pushes in
+// 500 ms windows checked every 500 ms, so 0.5-1 s; the official server
+// within about a second), and graylb's Supplier applies a push as it
+// arrives. Two seconds is twice the slowest push: margin for a loaded
+// machine, and short next to the grace period an orchestrator gives a
+// stopping process (tens of seconds).
+const DefaultDrainWait = 2 * time.Second
+
+// Registration is a registered instance. Deregister takes it off the
+// registry and waits until clients have had the time to see it go;
+// Close deregisters it at once and closes the Client Register built.
+//
+// A graceful stop, in this order, as Spring Cloud and Kratos services stop
+// on Nacos:
+//
+//	<-sigterm
+//	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+//	defer cancel()
+//	if err := reg.Deregister(ctx); err != nil { // off the list, then DefaultDrainWait
+//		log.Print(err)
+//	}
+//	srv.Shutdown(ctx) // or grpcServer.GracefulStop(): in-flight requests finish
+//	reg.Close()
+//
+// Stopping the server first would refuse the requests clients keep
+// sending until they see the deregistration.
 type Registration struct {
 	deregister func(context.Context) error
 	closeFn    func()
 	timeout    time.Duration
+	drain      time.Duration
 	Instance   graylb.Instance
-	once       sync.Once
-	err        error
+
+	removeOnce sync.Once
+	removeErr  error
+	removedAt  time.Time // when the removal ended; set once removeOnce ran
+	closeOnce  sync.Once
 }
 
 // Service describes the running instance to register.
@@ -87,7 +120,7 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 	if version != "" {
 		inst.Metadata[graylb.DefaultVersionKey] = version
 	}
-	reg := &Registration{Instance: inst, timeout: c.timeout}
+	reg := &Registration{Instance: inst, timeout: c.timeout, drain: c.drainWait}
 	if c.naming != nil {
 		if err := reg.viaSDK(c.naming, c); err != nil {
 			return nil, err
@@ -136,28 +169,96 @@ func (r *Registration) viaSDK(nc registrar, c *config) error {
 	param := vo.DeregisterInstanceParam{
 		Ip: inst.Host, Port: uint64(inst.Port), Cluster: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
 	}
-	r.deregister = func(context.Context) error {
-		ok, err := nc.DeregisterInstance(param)
-		if err == nil && !ok {
-			err = errors.New("refused by the server")
+	r.deregister = func(ctx context.Context) error {
+		// The SDK's call honours only its own timeout: ctx bounds the wait
+		// for its answer.
+		done := make(chan error, 1)
+		go func() {
+			ok, err := nc.DeregisterInstance(param)
+			if err == nil && !ok {
+				err = errors.New("refused by the server")
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			select {
+			case err := <-done: // answered as ctx ended: the answer stands
+				return err
+			default:
+				return ctx.Err()
+			}
 		}
-		return err
 	}
 	return nil
 }
 
-// Close deregisters the instance, waiting at most the timeout of the
-// options (WithTimeout), and closes the Client if Register built it.
-func (r *Registration) Close() error {
-	r.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+// Deregister takes the instance off the registry, then waits the drain
+// wait (WithDrainWait, default DefaultDrainWait) from the moment the
+// server answered, so that clients stop sending before the caller stops
+// serving (see Registration). Keep serving meanwhile: requests clients
+// picked before the push still arrive. ctx bounds both steps (the removal
+// also by WithTimeout); when it ends during the wait, Deregister returns
+// at once with an error wrapping ctx.Err() (the instance is off the list
+// all the same). A Client that lost its connection (a restarting server)
+// is waited for within those bounds.
+//
+// The wait follows the removal whatever its outcome: a server that applied
+// the removal may have lost its answer, and serving a little longer never
+// refuses anyone. An error from the removal wraps the server's cause.
+//
+// The instance is removed once: later and concurrent calls wait for the
+// same removal and until the same drain wait has passed (or their own ctx
+// ends), and return its error. Close after Deregister only closes the
+// Client Register built. The Client given by WithClient must stay open
+// until Deregister returns.
+func (r *Registration) Deregister(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r.remove(ctx)
+	err := r.removeErr
+	if wait := time.Until(r.removedAt.Add(r.drain)); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			// What is ready wins: a wait that ended as ctx did is complete.
+			if time.Now().Before(r.removedAt.Add(r.drain)) {
+				err = errors.Join(err, fmt.Errorf("nacos: deregister %s: drain wait cut short: %w", r.Instance.Addr(), ctx.Err()))
+			}
+		}
+	}
+	return err
+}
+
+// remove deregisters the instance once, bounded by ctx and the timeout of
+// the options; concurrent callers wait for the first.
+func (r *Registration) remove(ctx context.Context) {
+	r.removeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 		if err := r.deregister(ctx); err != nil {
-			r.err = fmt.Errorf("nacos: deregister %s: %w", r.Instance.Addr(), err)
+			r.removeErr = fmt.Errorf("nacos: deregister %s: %w", r.Instance.Addr(), err)
 		}
+		r.removedAt = time.Now()
+	})
+}
+
+// Close deregisters the instance unless Deregister did, without the drain
+// wait and within the timeout of the options (WithTimeout), and closes the
+// Client if Register built it. It returns the deregistration's error; it
+// is idempotent, and may follow or run beside Deregister (it then waits
+// for the removal, not for the drain wait).
+func (r *Registration) Close() error {
+	r.remove(context.Background())
+	r.closeOnce.Do(func() {
 		if r.closeFn != nil {
 			r.closeFn()
 		}
 	})
-	return r.err
+	return r.removeErr
 }

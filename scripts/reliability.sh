@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test-reliability: the reliability figures, regenerated into RELIABILITY.md.
 #   churn 30 s under -race, chaos (SIGKILL and restart of Nacos under HTTP load), a 3-node Nacos
-#   cluster losing a node, and each fuzz target for FUZZTIME.
+#   cluster losing a node, the deployment flows (deploytest), and each fuzz target for FUZZTIME.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -20,6 +20,9 @@ go test -count=1 -run '^TestMiddleware_TrustBoundaryDropsEveryRoutingKey$' ./htt
 (scripts/inmodule.sh grpcctx go test -count=1 -run '^(TestFullLink_TrustBoundaryDropsForgedDecision|TestFullLink_CanaryDecisionTravels)$' .)
 echo "== chaos, cluster, refill versus deregistration, forged pushes, leaks against Nacos"
 (scripts/inmodule.sh nacos go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|CloseLeaks|UnreachableFailsFast)$' .)
+
+echo "== deployment flows under load against Nacos: graceful, abrupt, rolling, restart, promotion, rollback"
+(cd deploytest && GOWORK=off go test -count=1 -timeout 10m -run '^TestDeploy_' .)
 
 # item 1: the chaos test, repeated (FLAKE_RUNS, default 5): how many failed.
 runs=${FLAKE_RUNS:-5}; flaky=0
@@ -74,6 +77,20 @@ done
   echo "window (10 s after it saw its connection drop or a configured server change state); within it the cache"
   echo "holds a list in which every instance of a kind (prod or gray) vanished, and applies the next list that"
   echo "has them again at once. Outside a refill window a deliberate deregistration applies at the next push."
+  echo
+  echo "## Deployment flows under load"
+  echo
+  echo "| flow | instances | requests | failed | prod on gray | gray on prod | time to apply |"
+  echo "|---|---|---|---|---:|---|---|"
+  cat "$OUT"/deploy-*.md 2>/dev/null
+  echo
+  echo "How: \`deploytest\` (a module of its own) runs each flow against the server with real loopback HTTP"
+  echo "and gRPC instances, each process registered through \`nacos.Register\` on its own Client, while a"
+  echo "caller sends about 50 requests a second of each kind (HTTP GET through the httpctx Transport, gRPC"
+  echo "unary and server-streaming through the grpcctx resolver and balancer), alternating gray and prod."
+  echo "A graceful stop is \`Registration.Deregister\` (off the registry, then the 2 s drain wait), then"
+  echo "\`http.Server.Shutdown\` and \`grpc.Server.GracefulStop\`. Targets: 0 failed requests, 0 prod requests"
+  echo "on gray; the abrupt stop: 0 failed idempotent requests once the connect-failure fall-back is in."
   echo
   echo "## Hostile input and trust"
   echo

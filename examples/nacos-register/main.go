@@ -4,19 +4,24 @@
 //
 //	GRAYLB_GRAY=true GRAYLB_VERSION=v2 go run ./nacos-register -service user-service -port 8081
 //
-// It serves a small HTTP endpoint until interrupted, then deregisters.
+// It serves a small HTTP endpoint until SIGINT or SIGTERM, then stops
+// gracefully: it deregisters, keeps serving while clients see the
+// deregistration (-drain, default nacos.DefaultDrainWait), and only then shuts its server
+// down, letting requests in flight finish.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/graylb/graylb/nacos"
 )
@@ -27,29 +32,52 @@ func main() {
 	host := flag.String("host", "127.0.0.1", "address to register")
 	port := flag.Int("port", 0, "port to listen on and register (0: any free port)")
 	server := flag.String("nacos", envOr("GRAYLB_NACOS_ADDR", "127.0.0.1:8848"), "Nacos server host:port")
+	drain := flag.Duration("drain", nacos.DefaultDrainWait, "how long to keep serving after deregistering, while clients see it")
 	flag.Parse()
 
-	lis, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
-	if err != nil {
-		fail(err)
-	}
-	p := lis.Addr().(*net.TCPAddr).Port
-	reg, err := nacos.Register(context.Background(), nacos.Service{Name: *service, Host: *host, Port: p}, nacos.WithServers(*server))
-	if err != nil {
-		fail(err)
-	}
-	defer reg.Close()
-	fmt.Printf("registered %s at %s with metadata %v (%s, %s from the environment)\n",
-		*service, reg.Instance.Addr(), reg.Instance.Metadata, nacos.EnvGray, nacos.EnvVersion)
-
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "%s %s gray=%s\n", *service, reg.Instance.Addr(), reg.Instance.Metadata["gray"])
-	})}
-	go srv.Serve(lis)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+	if err := run(*service, *host, *port, stop, os.Stdout, nacos.WithServers(*server), nacos.WithDrainWait(*drain)); err != nil {
+		fmt.Fprintln(os.Stderr, "nacos-register:", err)
+		os.Exit(1)
+	}
+}
+
+// shutdownTimeout bounds the wait for requests in flight once the drain
+// wait is over.
+const shutdownTimeout = 10 * time.Second
+
+// run listens on host:port, registers the instance with opts, serves
+// until stop receives, then deregisters, waits for clients to see it, and
+// shuts the server down.
+func run(service, host string, port int, stop <-chan os.Signal, out io.Writer, opts ...nacos.Option) error {
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	p := lis.Addr().(*net.TCPAddr).Port
+	reg, err := nacos.Register(context.Background(), nacos.Service{Name: service, Host: host, Port: p}, opts...)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	defer reg.Close()
+	fmt.Fprintf(out, "registered %s at %s with metadata %v (%s, %s from the environment)\n",
+		service, reg.Instance.Addr(), reg.Instance.Metadata, nacos.EnvGray, nacos.EnvVersion)
+
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s gray=%s\n", service, reg.Instance.Addr(), reg.Instance.Metadata["gray"])
+	})}
+	go srv.Serve(lis)
 	<-stop
-	srv.Close()
+	fmt.Fprintln(out, "deregistering; serving on while clients see it")
+	// Bounded by the drain wait and the registration's timeout.
+	if err := reg.Deregister(context.Background()); err != nil {
+		fmt.Fprintln(out, err) // stop all the same
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	return srv.Shutdown(ctx)
 }
 
 func usage() {
@@ -73,9 +101,4 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "nacos-register:", err)
-	os.Exit(1)
 }

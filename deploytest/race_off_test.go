@@ -1,0 +1,5 @@
+//go:build !race
+
+package deploytest
+
+const raceEnabled = false
