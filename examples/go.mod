@@ -6,6 +6,7 @@ require (
 	github.com/graylb/graylb v0.1.0
 	github.com/graylb/graylb/grpcctx v0.1.0
 	github.com/graylb/graylb/nacos v0.1.0
+	github.com/graylb/graylb/otelgraylb v0.1.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.67.0
 	go.opentelemetry.io/otel/sdk/metric v1.45.0
 	golang.org/x/net v0.60.0
@@ -54,7 +55,6 @@ require (
 	github.com/deckarep/golang-set v1.7.1 // indirect
 	github.com/golang/mock v1.6.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
-	github.com/graylb/graylb/otelgraylb v0.1.0
 	github.com/jmespath/go-jmespath v0.0.0-20180206201540-c2b33e8439af // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
