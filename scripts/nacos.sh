@@ -6,6 +6,7 @@
 #   scripts/nacos.sh start     start it (idempotent) and wait until it answers
 #   scripts/nacos.sh stop      stop it (idempotent); kill -9 with "stop -9"
 #   scripts/nacos.sh status    exit 0 when it answers
+#   scripts/nacos.sh measure-starts N   N fresh starts beside a CPU load: attempts and time each
 #   scripts/nacos.sh cluster-start N   a fresh N-node raft cluster on HTTP ports B, B+10, ...
 #                                      (B = NACOS_HTTP_PORT + 10000: 18848 by default)
 #   scripts/nacos.sh cluster-stop N [-9]   stop it; "cluster-node-stop I" / "cluster-node-start I" one node
@@ -15,8 +16,9 @@
 # NACOS_HOME (default .nacos/ in the repository) holds its data, log and pid file.
 #
 # start refuses a port on which something answers that this script did not start (no pid
-# file): a test would otherwise stop and restart nothing. Every wait has a deadline and says
-# what it waited for.
+# file): a test would otherwise stop and restart nothing. It starts the server again, on a clean
+# data folder, each time the server loses its start-up race (see start), until NACOS_START_DEADLINE
+# (default 150 s) passes. Every wait has a deadline and says what it waited for.
 set -euo pipefail
 RNACOS_VERSION=${RNACOS_VERSION:-0.8.8}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,11 +48,43 @@ install() {
   find_bin
 }
 
+# The start-up race: r-nacos 0.8.8 can panic while it starts on a clean data folder
+# (raftapply.rs:421, "called `Option::unwrap()` on a `None` value": its state-apply actor gets a
+# request before its dependencies are wired), more often on a loaded machine. The process stays up
+# and answers HTTP, but its raft is left with an empty membership and config writes never read back.
+# After a kill -9 it can also come back wedged the same way. Either shows in its log: broken() reads
+# it on every poll, so a lost race costs the seconds it took to show, and start tries again on a
+# clean data folder, as often as its deadline allows.
+START_DEADLINE=${NACOS_START_DEADLINE:-150} # seconds for all attempts of one start
+ATTEMPTS=0                                  # attempts the last start took (measure-starts reads it)
+
+log_file() { echo "$NACOS_HOME/rnacos-$HTTP_PORT.log"; }
+
+# broken: the log shows a panic, or that raft has no leader (the state a lost race or an unclean
+# stop leaves): this process will not become usable. (An empty membership in the log is no sign:
+# every start on a clean data folder logs one before raft initialises.)
+broken() {
+  grep -qE 'panicked at|unknown the raft leader' "$(log_file)" 2>/dev/null
+}
+
+# why: one line saying what the log shows, for the retry message.
+why() {
+  local l
+  l=$(grep -m1 -E 'panicked at' -A1 "$(log_file)" 2>/dev/null | tr '\n' ' ' || true)
+  [ -n "$l" ] && { echo "it panicked: ${l:0:200}"; return; }
+  grep -qE 'unknown the raft leader' "$(log_file)" 2>/dev/null && { echo "its raft state is wedged (no leader)"; return; }
+  echo "${1:-it did not come up}"
+}
+
+alive() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
+
 # raft_ready: a config write (it goes through r-nacos's raft log) succeeds and reads back.
 # r-nacos can answer "true" to a write while reads still 404 (seen after a start-up panic).
 raft_ready() {
   local want="ok-$$-$RANDOM" r got
-  for _ in $(seq 1 100); do # 100 x (up to 2 s + 0.2 s)
+  for _ in $(seq 1 100); do # 100 x (up to 2 s + 0.2 s), and at once when the log shows it broke
+    broken && return 1
+    alive || return 1
     r=$(curl -s -m 2 -X POST "http://127.0.0.1:$HTTP_PORT/nacos/v1/cs/configs" \
       -d "dataId=graylb-probe&group=DEFAULT_GROUP&content=$want" 2>/dev/null || true)
     if [ "$r" = "true" ]; then
@@ -63,17 +97,9 @@ raft_ready() {
   return 1
 }
 
-# wedged: the log shows the raft state r-nacos cannot leave after an unclean stop
-# (an empty membership, config writes answered 500): only a clean data folder recovers it.
-wedged() {
-  grep -qE 'members: \{\}|unknown the raft leader' "$NACOS_HOME/rnacos-$HTTP_PORT.log" 2>/dev/null
-}
-
 start() {
-  # r-nacos 0.8.8 can panic while it starts (raftapply.rs:421, a request reaching raft before it
-  # is wired up), or come back wedged after a kill -9: check that it stays up and its raft takes
-  # writes that read back, and retry, on a clean data folder after a failed attempt.
-  if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then rm -f "$PIDFILE"; fi
+  if [ -f "$PIDFILE" ] && ! alive; then rm -f "$PIDFILE"; fi
+  ATTEMPTS=0
   if [ -f "$PIDFILE" ] && answers; then echo "nacos already runs on 127.0.0.1:$HTTP_PORT (pid $(cat "$PIDFILE"))"; return 0; fi
   if [ ! -f "$PIDFILE" ] && answers; then
     echo "something already answers on 127.0.0.1:$HTTP_PORT that this script did not start (no pid file $PIDFILE);" >&2
@@ -81,37 +107,47 @@ start() {
     return 1
   fi
   [ -f "$PIDFILE" ] && stop -9 # ours, alive, not answering
-  for attempt in 1 2 3; do
-    if start_once && sleep 1 && [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null && answers; then
-      if [ -n "${NACOS_JOIN:-}" ] || raft_ready; then return 0; fi
+  local began=$SECONDS deadline=$((SECONDS + START_DEADLINE)) reason
+  while :; do
+    ATTEMPTS=$((ATTEMPTS + 1))
+    # Up: it answers, stays up a moment, its raft takes a write that reads back (the first node
+    # of a raft group; a joining node gets its state from the leader), and its log shows no panic.
+    if start_once && sleep 1 && alive && answers && { [ -n "${NACOS_JOIN:-}" ] || raft_ready; } && ! broken; then
+      [ "$ATTEMPTS" -gt 1 ] && echo "nacos on $HTTP_PORT: up after $ATTEMPTS attempts in $((SECONDS - began)) s"
+      return 0
     fi
-    echo "nacos on $HTTP_PORT did not come up cleanly (attempt $attempt of 3); restarting it on a clean data folder" >&2
-    wedged && echo "nacos on $HTTP_PORT: its raft state is wedged (empty membership)" >&2
-    tail -n 5 "$NACOS_HOME/rnacos-$HTTP_PORT.log" >&2 || true
+    reason=$(why)
     stop -9
     rm -rf "$NACOS_HOME/data-$HTTP_PORT"
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      echo "nacos on $HTTP_PORT: gave up after $ATTEMPTS attempts in $((SECONDS - began)) s (the deadline, NACOS_START_DEADLINE, is $START_DEADLINE s); the last attempt: $reason; its log ends:" >&2
+      tail -n 10 "$(log_file)" >&2 || true
+      return 1
+    fi
+    echo "nacos on $HTTP_PORT: attempt $ATTEMPTS failed ($reason); starting again on a clean data folder" >&2
   done
-  echo "nacos on $HTTP_PORT: gave up after 3 attempts" >&2
-  return 1
 }
 
 start_once() {
   if answers; then echo "nacos: port $HTTP_PORT answers although the server was stopped" >&2; return 1; fi
   bin=$(install | tail -n 1)
   mkdir -p "$NACOS_HOME/data-$HTTP_PORT"
+  : >"$(log_file)" # broken() must read this attempt's log, never the last one's
   RNACOS_RAFT_NODE_ID=${NACOS_NODE_ID:-1} RNACOS_RAFT_JOIN_ADDR=${NACOS_JOIN:-} \
   RNACOS_SDK_HOST=127.0.0.1 RNACOS_HTTP_PORT=$HTTP_PORT RNACOS_GRPC_PORT=$GRPC_PORT \
     RNACOS_HTTP_CONSOLE_PORT=$CONSOLE_PORT RNACOS_CONFIG_DB_DIR="$NACOS_HOME/data-$HTTP_PORT" \
     RNACOS_DATA_DIR="$NACOS_HOME/data-$HTTP_PORT" \
-    nohup "$bin" >"$NACOS_HOME/rnacos-$HTTP_PORT.log" 2>&1 &
+    nohup "$bin" >"$(log_file)" 2>&1 &
   echo $! >"$PIDFILE"
-  for _ in $(seq 1 150); do
+  disown $! 2>/dev/null || true # no "Killed" line from this shell when a failed attempt is stopped
+  for _ in $(seq 1 150); do # 30 s, and at once when it exits or its log shows it broke
+    broken && return 1
     if answers; then echo "nacos (r-nacos $RNACOS_VERSION) answers on 127.0.0.1:$HTTP_PORT, gRPC $GRPC_PORT"; return 0; fi
-    kill -0 "$(cat "$PIDFILE")" 2>/dev/null || break
+    alive || break
     sleep 0.2
   done
   echo "nacos did not answer on HTTP $HTTP_PORT and gRPC $GRPC_PORT within 30 s (or exited); log:" >&2
-  tail -n 30 "$NACOS_HOME/rnacos-$HTTP_PORT.log" >&2 || true
+  tail -n 30 "$(log_file)" >&2 || true
   return 1
 }
 
@@ -124,6 +160,56 @@ stop() {
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$PIDFILE"
   fi
+}
+
+# measure_starts N: N fresh starts (kill -9, clean data folder, start) while a bounded CPU load
+# (NACOS_MEASURE_LOAD: "go", the default, rebuilds the repository with `go build -a` in a loop;
+# "none" adds nothing) runs beside them; prints how many attempts each start took and how long,
+# and writes a RELIABILITY.md row to $GRAYLB_RELIABILITY_OUT/nacos-starts.md when that is set.
+# Fails when a start failed.
+LOADPID="" # the load's process group while measure-starts runs
+measure_starts() {
+  local n=${1:-30} load=${NACOS_MEASURE_LOAD:-go} i t0 ms failed=0 times=() attempts=()
+  case "$load" in
+    go) # bounded: the loop ends after 20 minutes whatever happens, and at the end of the measurement
+      (cd "$ROOT" && exec setsid bash -c 'end=$((SECONDS + 1200)); while [ $SECONDS -lt $end ]; do go build -a -o /dev/null ./... >/dev/null 2>&1 || sleep 1; done') \
+        </dev/null >/dev/null 2>&1 &
+      LOADPID=$!
+      trap 'if [ -n "$LOADPID" ]; then kill -- -"$LOADPID" 2>/dev/null || kill "$LOADPID" 2>/dev/null; fi; stop -9' EXIT
+      sleep 5 ;; # the build is under way
+    none) ;;
+    *) echo "NACOS_MEASURE_LOAD: want go or none, got $load" >&2; return 2 ;;
+  esac
+  : >"$NACOS_HOME/measure-$HTTP_PORT.failed"
+  for i in $(seq 1 "$n"); do
+    stop -9
+    rm -rf "$NACOS_HOME/data-$HTTP_PORT"
+    t0=$(date +%s%N)
+    if start >/dev/null 2>"$NACOS_HOME/measure-$HTTP_PORT.err"; then :; else failed=$((failed + 1)); cat "$NACOS_HOME/measure-$HTTP_PORT.err" >&2; fi
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    times+=("$ms"); attempts+=("$ATTEMPTS")
+    grep 'attempt .* failed' "$NACOS_HOME/measure-$HTTP_PORT.err" >>"$NACOS_HOME/measure-$HTTP_PORT.failed" || true
+    echo "start $i of $n: $ATTEMPTS attempt(s), $ms ms (load average $(cut -d' ' -f1 /proc/loadavg))"
+  done
+  local loadavg
+  loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
+  if [ -n "$LOADPID" ]; then kill -- -"$LOADPID" 2>/dev/null || kill "$LOADPID" 2>/dev/null || true; LOADPID=""; fi
+  stop -9
+  local hist median max maxa lost
+  hist=$(printf '%s\n' "${attempts[@]}" | sort -n | uniq -c | awk '{printf "%s%d start(s) in %d attempt(s)", (NR > 1 ? ", " : ""), $1, $2}')
+  median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR] = $1} END {printf "%.1f", a[int((NR + 1) / 2)] / 1000}')
+  max=$(printf '%s\n' "${times[@]}" | sort -n | tail -n 1 | awk '{printf "%.1f", $1 / 1000}')
+  maxa=$(printf '%s\n' "${attempts[@]}" | sort -n | tail -n 1)
+  lost=$(printf '%s\n' "${attempts[@]}" | awk '{s += $1 - 1} END {print s}')
+  local panics
+  panics=$(grep -c 'it panicked' "$NACOS_HOME/measure-$HTTP_PORT.failed" || true)
+  local what="the load: $( [ "$load" = go ] && echo "\`go build -a ./...\` in a loop beside it" || echo none), load average at the end $loadavg"
+  echo "$n starts: $hist; $lost failed attempts ($panics of them panicked); time per start median $median s, max $max s; $failed failed ($what)"
+  if [ -n "${GRAYLB_RELIABILITY_OUT:-}" ]; then
+    echo "| $n fresh starts (kill -9, clean data folder, start) on $(nproc) cores, $what | $hist ($lost attempts failed, $panics of them with the start-up panic; at most $maxa for one start) | median $median s, max $max s | $failed |" \
+      >"$GRAYLB_RELIABILITY_OUT/nacos-starts.md"
+  fi
+  [ "$failed" = 0 ]
 }
 
 CLUSTER_BASE=$((${NACOS_HTTP_PORT:-8848} + 10000))
@@ -139,30 +225,41 @@ case "${1:-}" in
   start) start ;;
   stop) stop "${2:-TERM}" ;;
   status) answers ;;
+  measure-starts) measure_starts "${2:-30}" ;;
   cluster-start)
-    n=${2:-3}
-    for attempt in 1 2 3; do
+    # Each node's start retries a node that lost the start-up race (see start); the cluster as a
+    # whole starts again, on clean data folders, until a write on node 1 reads back on the last
+    # node, within one deadline (NACOS_START_DEADLINE) for everything.
+    n=${2:-3}; began=$SECONDS; deadline=$((SECONDS + START_DEADLINE)); attempt=0
+    while :; do
+      attempt=$((attempt + 1))
       for i in $(seq 1 "$n"); do node "$i" stop -9; rm -rf "$NACOS_HOME/data-$((CLUSTER_BASE + (i - 1) * 10))"; done
       ok=1
-      for i in $(seq 1 "$n"); do node "$i" start || { ok=0; break; }; done
+      for i in $(seq 1 "$n"); do
+        left=$((deadline - SECONDS)); [ "$left" -gt 0 ] || { ok=0; break; }
+        NACOS_START_DEADLINE=$left node "$i" start || { ok=0; break; }
+      done
       # every node alive, and a write on node 1 readable on the last node
-      for i in $(seq 1 "$n"); do node "$i" status || ok=0; done
+      if [ $ok = 1 ]; then for i in $(seq 1 "$n"); do node "$i" status || ok=0; done; fi
       if [ $ok = 1 ]; then
         want="cluster-$$-$RANDOM"
         curl -s -m 2 -X POST "http://127.0.0.1:$CLUSTER_BASE/nacos/v1/cs/configs" \
           -d "dataId=graylb-probe&group=DEFAULT_GROUP&content=$want" >/dev/null 2>&1 || true
-        for _ in $(seq 1 50); do # 50 x (up to 2 s + 0.2 s)
+        for _ in $(seq 1 50); do # 50 x (up to 2 s + 0.2 s), and at once when a node's log shows it broke
           got=$(curl -s -m 2 "http://127.0.0.1:$((CLUSTER_BASE + (n - 1) * 10))/nacos/v1/cs/configs?dataId=graylb-probe&group=DEFAULT_GROUP" || true)
-          [ "$got" = "$want" ] && { echo "cluster of $n nodes up on HTTP ports $CLUSTER_BASE, $((CLUSTER_BASE + 10)), ..."; exit 0; }
+          [ "$got" = "$want" ] && { echo "cluster of $n nodes up on HTTP ports $CLUSTER_BASE, $((CLUSTER_BASE + 10)), ... (attempt $attempt, $((SECONDS - began)) s)"; exit 0; }
+          grep -qE 'panicked at' "$NACOS_HOME"/rnacos-"$CLUSTER_BASE".log "$NACOS_HOME"/rnacos-"$((CLUSTER_BASE + (n - 1) * 10))".log 2>/dev/null && break
           sleep 0.2
         done
       fi
-      echo "cluster did not form (attempt $attempt of 3: a write on node 1 did not reach node $n); starting it again" >&2
-    done
-    echo "cluster of $n nodes: gave up after 3 attempts" >&2
-    exit 1 ;;
+      if [ "$SECONDS" -ge "$deadline" ]; then
+        echo "cluster of $n nodes: gave up after $attempt attempts in $((SECONDS - began)) s (the deadline, NACOS_START_DEADLINE, is $START_DEADLINE s)" >&2
+        exit 1
+      fi
+      echo "cluster did not form (attempt $attempt: a node did not start, or a write on node 1 did not reach node $n); starting it again" >&2
+    done ;;
   cluster-stop) for i in $(seq 1 "${2:-3}"); do node "$i" stop "${3:-TERM}"; done ;;
   cluster-node-stop) node "$2" stop -9 ;;
   cluster-node-start) node "$2" start ;;
-  *) echo "usage: $0 install|start|stop [-9]|status|cluster-start N|cluster-stop N|cluster-node-stop I|cluster-node-start I" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|stop [-9]|status|measure-starts N|cluster-start N|cluster-stop N|cluster-node-stop I|cluster-node-start I" >&2; exit 2 ;;
 esac
