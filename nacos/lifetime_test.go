@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -76,4 +78,42 @@ func TestIntegration_ClientOlderThanItsTimeouts(t *testing.T) {
 	require.NoError(t, err, "a service first used after every timeout")
 	assert.Equal(t, 7402, in.Port)
 	assert.False(t, strings.Contains(logs.String(), "server unavailable"), "logs: %s", logs.String())
+}
+
+// TestIntegration_CloseDuringDeregister: closing the Client while a
+// deregistration waits for its lost connection ends the wait with an error
+// that says the Client closed (wrapping graylb.ErrClosed), not a malformed
+// "%!w(<nil>)" (the caller's ctx had not ended). Needs no server: the
+// Client's server does not answer; skipped under -race with the other SDK
+// tests.
+func TestIntegration_CloseDuringDeregister(t *testing.T) {
+	if raceEnabled {
+		t.Skip("uses the SDK, which races inside its RPC client; make test runs it without -race")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	ln.Close()
+	dir := sdkDir(t)
+	cl, err := NewClient(context.Background(), WithServers(dead), WithCacheDir(dir), WithLogDir(dir), WithTimeout(time.Second), WithoutDiskCacheAtStart())
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.Eventually(t, func() bool { return cl.builtNaming() != nil }, 30*time.Second, 20*time.Millisecond, "the SDK's constructor gave up connecting")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	done := make(chan struct{})
+	var derr error
+	go func() {
+		defer close(done)
+		derr = cl.deregister(ctx, "svc", "DEFAULT_GROUP", model.Instance{Ip: "127.0.0.1", Port: 8080, Ephemeral: true})
+	}()
+	time.Sleep(100 * time.Millisecond) // waiting for the connection (nothing to observe)
+	require.False(t, returned(done), "deregister waits for the connection")
+	require.NoError(t, cl.Close())
+	within(t, done, 10*time.Second, "deregister returns when the Client closes")
+	require.Error(t, derr)
+	assert.ErrorIs(t, derr, graylb.ErrClosed)
+	assert.NotContains(t, derr.Error(), "%!")
+	assert.Contains(t, derr.Error(), "closed")
 }

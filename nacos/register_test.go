@@ -328,3 +328,85 @@ func TestIntegration_DeregisterThroughARestart(t *testing.T) {
 		assert.NotEqual(t, uint64(7512), h.Port, "the server lists the deregistered instance again")
 	}
 }
+
+// A concurrent Deregister honours its own ctx while another caller's
+// removal hangs: it returns ctx's error promptly, the removal goes on, and
+// once it ends the first caller and every later call see its result. (The
+// second caller used to wait inside the first's removal until it ended.)
+func TestRegistration_ConcurrentDeregisterLeavesAHangingRemoval(t *testing.T) {
+	f := newFakeRegistrar()
+	f.refuse = true
+	f.release = make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(f.release) }) }
+	t.Cleanup(release)
+	reg := registerFake(t, f, WithDrainWait(0), WithTimeout(time.Hour))
+
+	firstDone := make(chan struct{})
+	var firstErr error
+	go func() { firstErr = reg.Deregister(context.Background()); close(firstDone) }()
+	within(t, f.deregistered, 10*time.Second, "the first caller's removal started")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	secondDone := make(chan struct{})
+	var secondErr error
+	go func() { secondErr = reg.Deregister(ctx); close(secondDone) }()
+	within(t, secondDone, 10*time.Second, "the second caller returns when its ctx ends, the removal hanging")
+	require.ErrorIs(t, secondErr, context.DeadlineExceeded)
+	assert.Contains(t, secondErr.Error(), "127.0.0.1:8080")
+	assert.False(t, returned(firstDone), "the first caller still waits for the removal")
+
+	release()
+	within(t, firstDone, 10*time.Second, "the first caller returns once the removal ended")
+	require.Error(t, firstErr)
+	assert.Contains(t, firstErr.Error(), "refused by the server")
+	later := reg.Deregister(context.Background())
+	require.Error(t, later, "a later call sees the removal's result")
+	assert.Contains(t, later.Error(), "refused by the server")
+	cerr := reg.Close()
+	require.Error(t, cerr)
+	assert.Contains(t, cerr.Error(), "refused by the server")
+	assert.EqualValues(t, 1, f.deregistrations.Load())
+}
+
+// TestIntegration_DeregisterOutlastsItsTimeout: the wait for a lost
+// connection is bounded by Deregister's ctx, not by WithTimeout (which
+// bounds each call to the server): a server down for four times the
+// registration's timeout still hears of the removal within a ctx long
+// enough. (The whole removal used to be bounded by WithTimeout: it failed
+// with ErrUnavailable before the server was back.)
+func TestIntegration_DeregisterOutlastsItsTimeout(t *testing.T) {
+	ctl := script(t)
+	restartServer(t)
+	svc := uniqueService(t)
+	cl, err := NewClient(context.Background(), testOpts(t)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	const timeout = 500 * time.Millisecond
+	reg, err := Register(context.Background(), Service{Name: svc, Host: "127.0.0.1", Port: 7521}, WithClient(cl), WithDrainWait(0), WithTimeout(timeout))
+	require.NoError(t, err)
+	t.Cleanup(func() { reg.Close() })
+
+	ctl("stop")
+	require.Eventually(t, func() bool { return !cl.Healthy() }, 10*time.Second, 20*time.Millisecond, "the Client saw the server go")
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		time.Sleep(4 * timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+		defer cancel()
+		exec.CommandContext(ctx, os.Getenv("GRAYLB_NACOS_SCRIPT"), "start").Run()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	err = reg.Deregister(ctx)
+	took := time.Since(begin)
+	within(t, started, scriptTimeout, "the server restarted")
+	require.NoError(t, err, "deregistered once the server was back (after %v; WithTimeout %v)", took.Round(time.Millisecond), timeout)
+	assert.Greater(t, took, 4*timeout, "Deregister waited for the server")
+	list, err := cl.query(ctx, svc, "DEFAULT_GROUP", nil)
+	require.NoError(t, err)
+	assert.Empty(t, list, "the server lists the deregistered instance")
+}
