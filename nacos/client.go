@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/graylb/graylb"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/config_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_cache"
@@ -274,7 +275,9 @@ func (c *Client) ready(ctx context.Context) (*naming_grpc.NamingGrpcProxy, error
 	return c.naming, nil
 }
 
-var errClientClosed = errors.New("nacos: client closed")
+// errClientClosed: the Client was closed. It wraps graylb.ErrClosed, as
+// the Supplier's errors after Close do.
+var errClientClosed = fmt.Errorf("nacos: client: %w", graylb.ErrClosed)
 
 // isClosed reports whether ch is closed, without waiting.
 func isClosed(ch <-chan struct{}) bool {
@@ -465,10 +468,11 @@ func (c *Client) register(ctx context.Context, service, group string, in model.I
 
 // deregister removes one instance. Unlike a query it does not fail at
 // once while the Client is disconnected: it waits for the connection until
-// ctx ends, so that a graceful stop during a server restart still tells
-// the server. Whatever happens, the SDK hears of it: the SDK registers
-// every instance it registered again after each reconnection, and forgets
-// one only when it deregisters it (even unsuccessfully).
+// ctx ends or the Client closes (an error wrapping graylb.ErrClosed), so
+// that a graceful stop during a server restart still tells the server.
+// Whatever happens, the SDK hears of it: the SDK registers every instance
+// it registered again after each reconnection, and forgets one only when
+// it deregisters it (even unsuccessfully).
 func (c *Client) deregister(ctx context.Context, service, group string, in model.Instance) error {
 	key := util.GetGroupName(service, group)
 	c.mu.Lock()
@@ -487,6 +491,9 @@ func (c *Client) deregister(ctx context.Context, service, group string, in model
 	}
 	remove := func(n *naming_grpc.NamingGrpcProxy) (bool, error) { return n.DeregisterInstance(service, group, in) }
 	if !c.waitConnected(ctx, n) {
+		if ctx.Err() == nil { // the Client closed: the SDK forgot everything
+			return fmt.Errorf("%w while not connected to %s", errClientClosed, strings.Join(c.cfg.servers, ","))
+		}
 		// Out of time: the SDK still has to forget the instance. Its call
 		// fails within its own timeout (it retries for about 300 ms), and
 		// succeeds if the connection came back meanwhile.
