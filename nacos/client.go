@@ -469,11 +469,12 @@ func (c *Client) register(ctx context.Context, service, group string, in model.I
 // deregister removes one instance. Unlike a query it does not fail at
 // once while the Client is disconnected: it waits for the connection until
 // ctx ends or the Client closes (an error wrapping graylb.ErrClosed), so
-// that a graceful stop during a server restart still tells the server.
-// Whatever happens, the SDK hears of it: the SDK registers every instance
-// it registered again after each reconnection, and forgets one only when
-// it deregisters it (even unsuccessfully).
-func (c *Client) deregister(ctx context.Context, service, group string, in model.Instance) error {
+// that a graceful stop during a server restart still tells the server;
+// callTimeout bounds the call to the server once connected. Whatever
+// happens, the SDK hears of it: the SDK registers every instance it
+// registered again after each reconnection, and forgets one only when it
+// deregisters it (even unsuccessfully).
+func (c *Client) deregister(ctx context.Context, callTimeout time.Duration, service, group string, in model.Instance) error {
 	key := util.GetGroupName(service, group)
 	c.mu.Lock()
 	delete(c.registered, key)
@@ -505,7 +506,12 @@ func (c *Client) deregister(ctx context.Context, service, group string, in model
 		c.mu.Unlock()
 		return fmt.Errorf("%w: not connected to %s: %w", ErrUnavailable, strings.Join(c.cfg.servers, ","), ctx.Err())
 	}
-	ok, err := callOn(ctx, n, remove)
+	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	ok, err := callOn(callCtx, n, remove)
+	if err != nil && ctx.Err() == nil && callCtx.Err() != nil {
+		err = fmt.Errorf("no answer within %v: %w", callTimeout, err)
+	}
 	if err == nil && !ok {
 		err = errors.New("refused by the server")
 	}

@@ -106,7 +106,7 @@ func TestIntegration_CloseDuringDeregister(t *testing.T) {
 	var derr error
 	go func() {
 		defer close(done)
-		derr = cl.deregister(ctx, "svc", "DEFAULT_GROUP", model.Instance{Ip: "127.0.0.1", Port: 8080, Ephemeral: true})
+		derr = cl.deregister(ctx, time.Second, "svc", "DEFAULT_GROUP", model.Instance{Ip: "127.0.0.1", Port: 8080, Ephemeral: true})
 	}()
 	time.Sleep(100 * time.Millisecond) // waiting for the connection (nothing to observe)
 	require.False(t, returned(done), "deregister waits for the connection")
