@@ -297,19 +297,28 @@ func call[T any](ctx context.Context, c *Client, fn func(*naming_grpc.NamingGrpc
 		var zero T
 		return zero, err
 	}
-	return callOn(ctx, n, fn)
+	return callOn(ctx, c, n, fn)
 }
 
 // callOn runs fn on n, honouring ctx: when ctx ends first, fn goes on in
-// the background until the SDK's own timeout.
-func callOn[T any](ctx context.Context, n *naming_grpc.NamingGrpcProxy, fn func(*naming_grpc.NamingGrpcProxy) (T, error)) (T, error) {
+// the background until the SDK's own timeout, or until Close, which closes
+// the connection and waits for it.
+func callOn[T any](ctx context.Context, c *Client, n *naming_grpc.NamingGrpcProxy, fn func(*naming_grpc.NamingGrpcProxy) (T, error)) (T, error) {
 	var zero T
 	type result struct {
 		v   T
 		err error
 	}
 	done := make(chan result, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return zero, errClientClosed
+	}
+	c.done.Add(1)
+	c.mu.Unlock()
 	go func() {
+		defer c.done.Done()
 		v, err := fn(n)
 		done <- result{v, err}
 	}()
@@ -508,7 +517,7 @@ func (c *Client) deregister(ctx context.Context, callTimeout time.Duration, serv
 	}
 	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	ok, err := callOn(callCtx, n, remove)
+	ok, err := callOn(callCtx, c, n, remove)
 	if err != nil && ctx.Err() == nil && callCtx.Err() != nil {
 		err = fmt.Errorf("no answer within %v: %w", callTimeout, err)
 	}
@@ -572,7 +581,9 @@ func (c *Client) configClient() (config_client.IConfigClient, error) {
 
 // Close closes the connection and the config client. Suppliers,
 // RuleSources and Registrations built on the Client stop working; close
-// them first. Close waits for the Client's goroutines.
+// them first. Close waits for the Client's goroutines, calls to the server
+// their callers gave up on included: closing the connection ends them
+// within the SDK's retries (about 300 ms).
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
