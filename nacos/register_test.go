@@ -418,6 +418,7 @@ func TestIntegration_DeregisterOutlastsItsTimeout(t *testing.T) {
 	took := time.Since(begin)
 	within(t, started, scriptTimeout, "the server restarted")
 	require.NoError(t, err, "deregistered once the server was back (after %v; WithTimeout %v)", took.Round(time.Millisecond), timeout)
+	t.Logf("Deregister, begun while the server was down (restarted after %v; WithTimeout %v), returned after %v", 4*timeout, timeout, took.Round(time.Millisecond))
 	assert.Greater(t, took, 4*timeout, "Deregister waited for the server")
 	list, err := cl.query(ctx, svc, "DEFAULT_GROUP", nil)
 	require.NoError(t, err)
