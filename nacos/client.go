@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/graylb/graylb"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/config_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_cache"
@@ -274,7 +275,9 @@ func (c *Client) ready(ctx context.Context) (*naming_grpc.NamingGrpcProxy, error
 	return c.naming, nil
 }
 
-var errClientClosed = errors.New("nacos: client closed")
+// errClientClosed: the Client was closed. It wraps graylb.ErrClosed, as
+// the Supplier's errors after Close do.
+var errClientClosed = fmt.Errorf("nacos: client: %w", graylb.ErrClosed)
 
 // isClosed reports whether ch is closed, without waiting.
 func isClosed(ch <-chan struct{}) bool {
@@ -294,19 +297,28 @@ func call[T any](ctx context.Context, c *Client, fn func(*naming_grpc.NamingGrpc
 		var zero T
 		return zero, err
 	}
-	return callOn(ctx, n, fn)
+	return callOn(ctx, c, n, fn)
 }
 
 // callOn runs fn on n, honouring ctx: when ctx ends first, fn goes on in
-// the background until the SDK's own timeout.
-func callOn[T any](ctx context.Context, n *naming_grpc.NamingGrpcProxy, fn func(*naming_grpc.NamingGrpcProxy) (T, error)) (T, error) {
+// the background until the SDK's own timeout, or until Close, which closes
+// the connection and waits for it.
+func callOn[T any](ctx context.Context, c *Client, n *naming_grpc.NamingGrpcProxy, fn func(*naming_grpc.NamingGrpcProxy) (T, error)) (T, error) {
 	var zero T
 	type result struct {
 		v   T
 		err error
 	}
 	done := make(chan result, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return zero, errClientClosed
+	}
+	c.done.Add(1)
+	c.mu.Unlock()
 	go func() {
+		defer c.done.Done()
 		v, err := fn(n)
 		done <- result{v, err}
 	}()
@@ -465,11 +477,13 @@ func (c *Client) register(ctx context.Context, service, group string, in model.I
 
 // deregister removes one instance. Unlike a query it does not fail at
 // once while the Client is disconnected: it waits for the connection until
-// ctx ends, so that a graceful stop during a server restart still tells
-// the server. Whatever happens, the SDK hears of it: the SDK registers
-// every instance it registered again after each reconnection, and forgets
-// one only when it deregisters it (even unsuccessfully).
-func (c *Client) deregister(ctx context.Context, service, group string, in model.Instance) error {
+// ctx ends or the Client closes (an error wrapping graylb.ErrClosed), so
+// that a graceful stop during a server restart still tells the server;
+// callTimeout bounds the call to the server once connected. Whatever
+// happens, the SDK hears of it: the SDK registers every instance it
+// registered again after each reconnection, and forgets one only when it
+// deregisters it (even unsuccessfully).
+func (c *Client) deregister(ctx context.Context, callTimeout time.Duration, service, group string, in model.Instance) error {
 	key := util.GetGroupName(service, group)
 	c.mu.Lock()
 	delete(c.registered, key)
@@ -487,6 +501,9 @@ func (c *Client) deregister(ctx context.Context, service, group string, in model
 	}
 	remove := func(n *naming_grpc.NamingGrpcProxy) (bool, error) { return n.DeregisterInstance(service, group, in) }
 	if !c.waitConnected(ctx, n) {
+		if ctx.Err() == nil { // the Client closed: the SDK forgot everything
+			return fmt.Errorf("%w while not connected to %s", errClientClosed, strings.Join(c.cfg.servers, ","))
+		}
 		// Out of time: the SDK still has to forget the instance. Its call
 		// fails within its own timeout (it retries for about 300 ms), and
 		// succeeds if the connection came back meanwhile.
@@ -498,7 +515,12 @@ func (c *Client) deregister(ctx context.Context, service, group string, in model
 		c.mu.Unlock()
 		return fmt.Errorf("%w: not connected to %s: %w", ErrUnavailable, strings.Join(c.cfg.servers, ","), ctx.Err())
 	}
-	ok, err := callOn(ctx, n, remove)
+	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	ok, err := callOn(callCtx, c, n, remove)
+	if err != nil && ctx.Err() == nil && callCtx.Err() != nil {
+		err = fmt.Errorf("no answer within %v: %w", callTimeout, err)
+	}
 	if err == nil && !ok {
 		err = errors.New("refused by the server")
 	}
@@ -559,7 +581,9 @@ func (c *Client) configClient() (config_client.IConfigClient, error) {
 
 // Close closes the connection and the config client. Suppliers,
 // RuleSources and Registrations built on the Client stop working; close
-// them first. Close waits for the Client's goroutines.
+// them first. Close waits for the Client's goroutines, calls to the server
+// their callers gave up on included: closing the connection ends them
+// within the SDK's retries (about 300 ms).
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {

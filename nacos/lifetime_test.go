@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/httpctx"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -591,4 +595,166 @@ func TestIntegration_Lifetime(t *testing.T) {
 		plan.mode, phases[0].age.Round(time.Second), lt.age().Round(time.Second), time.Since(began).Round(time.Second), total.requests.Load(), total.queries.Load(),
 		total.failed.Load(), total.queryFailed.Load(), total.prodOnGray.Load(), total.grayOnProd.Load(), total.grayWhileClosed.Load())
 	fragment(t, "lifetime", rows.String())
+}
+
+// TestIntegration_CloseDuringDeregister: closing the Client while a
+// deregistration waits for its lost connection ends the wait with an error
+// that says the Client closed (wrapping graylb.ErrClosed), not a malformed
+// "%!w(<nil>)" (the caller's ctx had not ended). Needs no server: the
+// Client's server does not answer; skipped under -race with the other SDK
+// tests.
+func TestIntegration_CloseDuringDeregister(t *testing.T) {
+	if raceEnabled {
+		t.Skip("uses the SDK, which races inside its RPC client; make test runs it without -race")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	ln.Close()
+	dir := sdkDir(t)
+	cl, err := NewClient(context.Background(), WithServers(dead), WithCacheDir(dir), WithLogDir(dir), WithTimeout(time.Second), WithoutDiskCacheAtStart())
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.Eventually(t, func() bool { return cl.builtNaming() != nil }, 30*time.Second, 20*time.Millisecond, "the SDK's constructor gave up connecting")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	done := make(chan struct{})
+	var derr error
+	go func() {
+		defer close(done)
+		derr = cl.deregister(ctx, time.Second, "svc", "DEFAULT_GROUP", model.Instance{Ip: "127.0.0.1", Port: 8080, Ephemeral: true})
+	}()
+	time.Sleep(100 * time.Millisecond) // waiting for the connection (nothing to observe)
+	require.False(t, returned(done), "deregister waits for the connection")
+	require.NoError(t, cl.Close())
+	within(t, done, 10*time.Second, "deregister returns when the Client closes")
+	require.Error(t, derr)
+	assert.ErrorIs(t, derr, graylb.ErrClosed)
+	assert.NotContains(t, derr.Error(), "%!")
+	assert.Contains(t, derr.Error(), "closed")
+}
+
+// hangingProxy forwards TCP connections from a loopback port to target
+// until hang is called; from then on it keeps every connection open and
+// forwards nothing, as a server that stopped answering.
+type hangingProxy struct {
+	ln      net.Listener
+	target  string
+	hanging atomic.Bool
+	mu      sync.Mutex
+	conns   []net.Conn
+}
+
+func newHangingProxy(t *testing.T, target string) *hangingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &hangingProxy{ln: ln, target: target}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.DialTimeout("tcp", target, 5*time.Second)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go p.pipe(out, in)
+			go p.pipe(in, out)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+	})
+	return p
+}
+
+func (p *hangingProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.hanging.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *hangingProxy) hang() { p.hanging.Store(true) }
+
+// goroutinesIn counts the goroutines whose stack holds every one of
+// frames.
+func goroutinesIn(frames ...string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		all := true
+		for _, f := range frames {
+			all = all && strings.Contains(g, f)
+		}
+		if all {
+			count++
+		}
+	}
+	return count
+}
+
+// TestIntegration_CloseWaitsForCallsCutShort: a query that its ctx cut
+// short while the server hangs leaves the SDK's call running; the
+// Client's Close waits for it (closing the connection ends it), so that
+// no goroutine of the Client outlives Close. (Close used to return while
+// the call went on.)
+func TestIntegration_CloseWaitsForCallsCutShort(t *testing.T) {
+	addr := nacosAddr(t)
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	httpPort, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	proxy := newHangingProxy(t, net.JoinHostPort(host, strconv.Itoa(httpPort+1000))) // the gRPC port
+	grpcPort := proxy.ln.Addr().(*net.TCPAddr).Port
+	require.Greater(t, grpcPort, 1000)
+	dir := sdkDir(t)
+	cl, err := NewClient(context.Background(), WithServers(net.JoinHostPort("127.0.0.1", strconv.Itoa(grpcPort-1000))),
+		WithCacheDir(dir), WithLogDir(dir), WithLogLevel("error"), WithTimeout(10*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	require.Eventually(t, cl.Healthy, 10*time.Second, 20*time.Millisecond, "connected through the proxy")
+	_, err = cl.query(context.Background(), "svc", "DEFAULT_GROUP", nil)
+	require.NoError(t, err, "the proxy forwards")
+
+	frames := []string{"QueryInstancesOfService", "graylb/nacos"}
+	before := goroutinesIn(frames...)
+	proxy.hang()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = cl.query(ctx, "svc", "DEFAULT_GROUP", nil)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the server hangs")
+	require.Equal(t, before+1, goroutinesIn(frames...), "the SDK's call goes on after its caller left")
+	start := time.Now()
+	require.NoError(t, cl.Close())
+	t.Logf("Close took %v with a call in flight", time.Since(start).Round(time.Millisecond))
+	assert.Equal(t, before, goroutinesIn(frames...), "the SDK's call outlived Close")
 }

@@ -66,10 +66,11 @@ type Registration struct {
 	drain      time.Duration
 	Instance   graylb.Instance
 
-	removeOnce sync.Once
-	removeErr  error
-	removedAt  time.Time // when the removal ended; set once removeOnce ran
-	closeOnce  sync.Once
+	mu        sync.Mutex
+	removal   chan struct{} // closed when the removal ended; nil until it starts
+	removeErr error         // the removal's; set before removal is closed
+	removedAt time.Time     // when the removal ended; set before removal is closed
+	closeOnce sync.Once
 }
 
 // Service describes the running instance to register.
@@ -149,7 +150,7 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 		}
 		return nil, fmt.Errorf("nacos: register %s %s: %w", inst.Service, inst.Addr(), redact(err, c))
 	}
-	reg.deregister = func(ctx context.Context) error { return cl.deregister(ctx, inst.Service, c.group, m) }
+	reg.deregister = func(ctx context.Context) error { return cl.deregister(ctx, c.timeout, inst.Service, c.group, m) }
 	return reg, nil
 }
 
@@ -170,8 +171,10 @@ func (r *Registration) viaSDK(nc registrar, c *config) error {
 		Ip: inst.Host, Port: uint64(inst.Port), Cluster: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
 	}
 	r.deregister = func(ctx context.Context) error {
-		// The SDK's call honours only its own timeout: ctx bounds the wait
-		// for its answer.
+		// The SDK's call honours only its own timeout: ctx and WithTimeout
+		// bound the wait for its answer.
+		ctx, cancel := context.WithTimeout(ctx, r.timeout)
+		defer cancel()
 		done := make(chan error, 1)
 		go func() {
 			ok, err := nc.DeregisterInstance(param)
@@ -199,26 +202,38 @@ func (r *Registration) viaSDK(nc registrar, c *config) error {
 // wait (WithDrainWait, default DefaultDrainWait) from the moment the
 // server answered, so that clients stop sending before the caller stops
 // serving (see Registration). Keep serving meanwhile: requests clients
-// picked before the push still arrive. ctx bounds both steps (the removal
-// also by WithTimeout); when it ends during the wait, Deregister returns
-// at once with an error wrapping ctx.Err() (the instance is off the list
-// all the same). A Client that lost its connection (a restarting server)
-// is waited for within those bounds.
+// picked before the push still arrive.
+//
+// ctx bounds both steps; when it ends first, Deregister returns at once
+// with an error wrapping ctx.Err() (after the removal, the instance is off
+// the list all the same). A Client that lost its connection (a restarting
+// server) is waited for until ctx ends, however long: pass a ctx with a
+// deadline (the grace period the process has to stop). WithTimeout bounds
+// each call to the server, not that wait.
 //
 // The wait follows the removal whatever its outcome: a server that applied
 // the removal may have lost its answer, and serving a little longer never
-// refuses anyone. An error from the removal wraps the server's cause.
+// refuses anyone. An error from the removal wraps the server's cause, or
+// graylb.ErrClosed when the Client given by WithClient closed meanwhile
+// (keep it open until Deregister returns).
 //
-// The instance is removed once: later and concurrent calls wait for the
-// same removal and until the same drain wait has passed (or their own ctx
-// ends), and return its error. Close after Deregister only closes the
-// Client Register built. The Client given by WithClient must stay open
-// until Deregister returns.
+// The instance is removed once, within the ctx of the first call (or
+// Close's bound, when Close came first): later and concurrent calls wait
+// for that removal and until the same drain wait has passed, or until
+// their own ctx ends, and return its error. Close after Deregister only
+// closes the Client Register built.
 func (r *Registration) Deregister(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	r.remove(ctx)
+	done, _ := r.remove(ctx)
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	if !isClosed(done) { // ctx ended first (both may be ready: an ended removal wins)
+		return fmt.Errorf("nacos: deregister %s: %w", r.Instance.Addr(), ctx.Err())
+	}
 	err := r.removeErr
 	if wait := time.Until(r.removedAt.Add(r.drain)); wait > 0 {
 		t := time.NewTimer(wait)
@@ -235,30 +250,62 @@ func (r *Registration) Deregister(ctx context.Context) error {
 	return err
 }
 
-// remove deregisters the instance once, bounded by ctx and the timeout of
-// the options; concurrent callers wait for the first.
-func (r *Registration) remove(ctx context.Context) {
-	r.removeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(ctx, r.timeout)
-		defer cancel()
+// remove starts the removal unless it started, within ctx, and returns a
+// channel closed when it ended (removeErr and removedAt are then set); it
+// reports whether this call started it. The removal runs on its own
+// goroutine, so that every caller waits for it as long as its own ctx
+// allows; it ends when ctx does.
+func (r *Registration) remove(ctx context.Context) (done <-chan struct{}, started bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.removal != nil {
+		return r.removal, false
+	}
+	ch := make(chan struct{})
+	r.removal = ch
+	go func() {
+		defer close(ch)
 		if err := r.deregister(ctx); err != nil {
 			r.removeErr = fmt.Errorf("nacos: deregister %s: %w", r.Instance.Addr(), err)
 		}
 		r.removedAt = time.Now()
-	})
+	}()
+	return ch, true
 }
 
 // Close deregisters the instance unless Deregister did, without the drain
-// wait and within the timeout of the options (WithTimeout), and closes the
-// Client if Register built it. It returns the deregistration's error; it
-// is idempotent, and may follow or run beside Deregister (it then waits
-// for the removal, not for the drain wait).
+// wait, and closes the Client if Register built it. Having no ctx, it
+// bounds that removal, the wait for a lost connection included, by the
+// timeout of the options (WithTimeout, default 5 s). Beside a Deregister
+// still removing the instance, it waits for that removal as long, then
+// closes the Client Register built (which ends the removal with an error
+// wrapping graylb.ErrClosed); with a Client given by WithClient it returns
+// an error wrapping context.DeadlineExceeded while that removal goes on
+// within its Deregister's ctx. It returns the removal's error otherwise,
+// is idempotent, and never waits for the drain wait.
 func (r *Registration) Close() error {
-	r.remove(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	defer cancel()
+	done, started := r.remove(ctx)
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	if started {
+		<-done // Close's own removal ends with ctx
+	}
 	r.closeOnce.Do(func() {
 		if r.closeFn != nil {
 			r.closeFn()
 		}
 	})
+	if r.closeFn != nil {
+		// A Deregister's removal ends once the Client closed: its wait for
+		// the connection at once, a call in flight within the timeout.
+		<-done
+	}
+	if !isClosed(done) {
+		return fmt.Errorf("nacos: deregister %s: still under way after Close waited %v: %w", r.Instance.Addr(), r.timeout, context.DeadlineExceeded)
+	}
 	return r.removeErr
 }

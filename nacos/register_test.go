@@ -54,6 +54,17 @@ func within(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
 	}
 }
 
+// removalEnded waits until reg's removal ended and its result was
+// recorded: the fake's deregistered says only that it began.
+func removalEnded(t *testing.T, reg *Registration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		return reg.removal != nil && isClosed(reg.removal)
+	}, 10*time.Second, time.Millisecond, "the removal ended")
+}
+
 // returned reports whether ch is closed, without waiting.
 func returned(ch <-chan struct{}) bool {
 	select {
@@ -93,6 +104,7 @@ func TestRegistration_DeregisterWaitsWhileTheServerStillServes(t *testing.T) {
 		srv.Config.Shutdown(context.Background())
 	}()
 	within(t, f.deregistered, 10*time.Second, "the instance deregistered")
+	removalEnded(t, reg)
 	for i := 0; i < 5; i++ {
 		resp, err := srv.Client().Get(srv.URL)
 		require.NoError(t, err, "the server answers while Deregister waits")
@@ -190,6 +202,7 @@ func TestRegistration_RefusedRemovalStillWaits(t *testing.T) {
 	var err error
 	go func() { err = reg.Deregister(ctx); close(done) }()
 	within(t, f.deregistered, 10*time.Second, "deregistered")
+	removalEnded(t, reg)
 	assert.False(t, returned(done), "waits after a refused removal too")
 	cancel()
 	within(t, done, 10*time.Second, "returns when ctx ends")
@@ -327,4 +340,165 @@ func TestIntegration_DeregisterThroughARestart(t *testing.T) {
 	for _, h := range list {
 		assert.NotEqual(t, uint64(7512), h.Port, "the server lists the deregistered instance again")
 	}
+}
+
+// A concurrent Deregister honours its own ctx while another caller's
+// removal hangs: it returns ctx's error promptly, the removal goes on, and
+// once it ends the first caller and every later call see its result. (The
+// second caller used to wait inside the first's removal until it ended.)
+func TestRegistration_ConcurrentDeregisterLeavesAHangingRemoval(t *testing.T) {
+	f := newFakeRegistrar()
+	f.refuse = true
+	f.release = make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(f.release) }) }
+	t.Cleanup(release)
+	reg := registerFake(t, f, WithDrainWait(0), WithTimeout(time.Hour))
+
+	firstDone := make(chan struct{})
+	var firstErr error
+	go func() { firstErr = reg.Deregister(context.Background()); close(firstDone) }()
+	within(t, f.deregistered, 10*time.Second, "the first caller's removal started")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	secondDone := make(chan struct{})
+	var secondErr error
+	go func() { secondErr = reg.Deregister(ctx); close(secondDone) }()
+	within(t, secondDone, 10*time.Second, "the second caller returns when its ctx ends, the removal hanging")
+	require.ErrorIs(t, secondErr, context.DeadlineExceeded)
+	assert.Contains(t, secondErr.Error(), "127.0.0.1:8080")
+	assert.False(t, returned(firstDone), "the first caller still waits for the removal")
+
+	release()
+	within(t, firstDone, 10*time.Second, "the first caller returns once the removal ended")
+	require.Error(t, firstErr)
+	assert.Contains(t, firstErr.Error(), "refused by the server")
+	later := reg.Deregister(context.Background())
+	require.Error(t, later, "a later call sees the removal's result")
+	assert.Contains(t, later.Error(), "refused by the server")
+	cerr := reg.Close()
+	require.Error(t, cerr)
+	assert.Contains(t, cerr.Error(), "refused by the server")
+	assert.EqualValues(t, 1, f.deregistrations.Load())
+}
+
+// TestIntegration_DeregisterOutlastsItsTimeout: the wait for a lost
+// connection is bounded by Deregister's ctx, not by WithTimeout (which
+// bounds each call to the server): a server down for four times the
+// registration's timeout still hears of the removal within a ctx long
+// enough. (The whole removal used to be bounded by WithTimeout: it failed
+// with ErrUnavailable before the server was back.)
+func TestIntegration_DeregisterOutlastsItsTimeout(t *testing.T) {
+	ctl := script(t)
+	restartServer(t)
+	svc := uniqueService(t)
+	cl, err := NewClient(context.Background(), testOpts(t)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { cl.Close() })
+	const timeout = 500 * time.Millisecond
+	reg, err := Register(context.Background(), Service{Name: svc, Host: "127.0.0.1", Port: 7521}, WithClient(cl), WithDrainWait(0), WithTimeout(timeout))
+	require.NoError(t, err)
+	t.Cleanup(func() { reg.Close() })
+
+	ctl("stop")
+	require.Eventually(t, func() bool { return !cl.Healthy() }, 10*time.Second, 20*time.Millisecond, "the Client saw the server go")
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		time.Sleep(4 * timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+		defer cancel()
+		exec.CommandContext(ctx, os.Getenv("GRAYLB_NACOS_SCRIPT"), "start").Run()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	err = reg.Deregister(ctx)
+	took := time.Since(begin)
+	within(t, started, scriptTimeout, "the server restarted")
+	require.NoError(t, err, "deregistered once the server was back (after %v; WithTimeout %v)", took.Round(time.Millisecond), timeout)
+	t.Logf("Deregister, begun while the server was down (restarted after %v; WithTimeout %v), returned after %v", 4*timeout, timeout, took.Round(time.Millisecond))
+	assert.Greater(t, took, 4*timeout, "Deregister waited for the server")
+	list, err := cl.query(ctx, svc, "DEFAULT_GROUP", nil)
+	require.NoError(t, err)
+	assert.Empty(t, list, "the server lists the deregistered instance")
+}
+
+// Close bounds its wait for a Deregister's removal by WithTimeout. With no
+// Client of its own it returns then, saying the removal is under way, and
+// the removal goes on within Deregister's ctx; with the Client Register
+// built, it closes it, which ends the removal, and returns its error.
+func TestRegistration_CloseBesideAHangingRemoval(t *testing.T) {
+	for _, owned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "WithClient", true: "own Client"}[owned], func(t *testing.T) {
+			clientCtx, closeClient := context.WithCancel(context.Background())
+			defer closeClient()
+			started := make(chan struct{})
+			reg := &Registration{
+				Instance: graylb.NewInstance("svc", "127.0.0.1", 8080, nil),
+				timeout:  50 * time.Millisecond,
+				// A Client waiting for its lost connection until ctx ends or
+				// it closes.
+				deregister: func(ctx context.Context) error {
+					close(started)
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-clientCtx.Done():
+						return errClientClosed
+					}
+				},
+			}
+			if owned {
+				reg.closeFn = closeClient
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			deregDone := make(chan struct{})
+			var deregErr error
+			go func() { deregErr = reg.Deregister(ctx); close(deregDone) }()
+			within(t, started, 10*time.Second, "the removal started")
+
+			closed := make(chan struct{})
+			var closeErr error
+			go func() { closeErr = reg.Close(); close(closed) }()
+			within(t, closed, 10*time.Second, "Close returns")
+			if !owned {
+				require.ErrorIs(t, closeErr, context.DeadlineExceeded)
+				assert.Contains(t, closeErr.Error(), "still under way")
+				assert.False(t, returned(deregDone), "Deregister still waits within its ctx")
+				cancel()
+				within(t, deregDone, 10*time.Second, "Deregister returns when its ctx ends")
+				require.ErrorIs(t, deregErr, context.Canceled)
+				return
+			}
+			require.ErrorIs(t, closeErr, graylb.ErrClosed, "the removal ended by the closed Client")
+			within(t, deregDone, 10*time.Second, "Deregister returns with the removal")
+			require.ErrorIs(t, deregErr, graylb.ErrClosed)
+			assert.Contains(t, deregErr.Error(), "127.0.0.1:8080")
+		})
+	}
+}
+
+// Through an SDK naming client (WithNamingClient), WithTimeout bounds the
+// call: a removal whose call hangs ends after it, for Deregister with a
+// longer ctx and for Close beside it.
+func TestRegistration_SDKCallBoundedByTimeout(t *testing.T) {
+	f := newFakeRegistrar()
+	f.release = make(chan struct{})
+	defer close(f.release)
+	reg := registerFake(t, f, WithTimeout(50*time.Millisecond), WithDrainWait(0))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	done := make(chan struct{})
+	var err error
+	go func() { err = reg.Deregister(ctx); close(done) }()
+	within(t, f.deregistered, 10*time.Second, "the removal started")
+	cerr := reg.Close()
+	require.ErrorIs(t, cerr, context.DeadlineExceeded)
+	within(t, done, 10*time.Second, "Deregister returns once WithTimeout ended the call")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "deregister 127.0.0.1:8080")
+	assert.EqualValues(t, 1, f.deregistrations.Load())
 }

@@ -47,6 +47,12 @@ func main() {
 // wait is over.
 const shutdownTimeout = 10 * time.Second
 
+// deregisterTimeout bounds the deregistration (a restarting Nacos is
+// waited for until then) and the drain wait after it: a stop within the
+// grace period an orchestrator gives a process (30 s by default in
+// Kubernetes), with shutdownTimeout. A -drain longer than it is cut short.
+const deregisterTimeout = 15 * time.Second
+
 // run listens on host:port, registers the instance with opts, serves
 // until stop receives, then deregisters, waits for clients to see it, and
 // shuts the server down.
@@ -71,8 +77,9 @@ func run(service, host string, port int, stop <-chan os.Signal, out io.Writer, o
 	go srv.Serve(lis)
 	<-stop
 	fmt.Fprintln(out, "deregistering; serving on while clients see it")
-	// Bounded by the drain wait and the registration's timeout.
-	if err := reg.Deregister(context.Background()); err != nil {
+	dctx, dcancel := context.WithTimeout(context.Background(), deregisterTimeout)
+	defer dcancel()
+	if err := reg.Deregister(dctx); err != nil {
 		fmt.Fprintln(out, err) // stop all the same
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
