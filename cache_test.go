@@ -509,3 +509,43 @@ func TestCache_LastWatcherOfAnEmptyNameForgetsIt(t *testing.T) {
 	assert.Equal(t, 1, src.watchCount())
 	assert.Equal(t, 1, entries())
 }
+
+// A watcher may stop itself from its own callback, as one does that stops
+// once the service has no instance left: the stop returns, and when it was
+// the last watcher of a name now empty the name is forgotten as any other
+// (no entry, no subscription to the source) by the time the update that
+// emptied it has been delivered.
+func TestCache_WatcherStopsItselfFromItsCallback(t *testing.T) {
+	reg := NewRegistry()
+	require.NoError(t, reg.Register(inst("svc", 1)))
+	c, err := NewCache(reg, WithEmptyProtection(false))
+	require.NoError(t, err)
+	defer c.Close()
+	var stop func()
+	calls := 0
+	stop, err = c.Watch("svc", func(l []Instance) {
+		calls++
+		if len(l) == 0 {
+			stop()
+		}
+	})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- reg.Deregister("svc", inst("svc", 1).Addr()) }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Deregister did not return within 5s: the watcher's stop, called from its callback, deadlocked")
+	}
+	assert.Equal(t, 1, calls, "deliveries to the watcher")
+	c.mu.Lock()
+	entries := len(c.entries)
+	c.mu.Unlock()
+	assert.Zero(t, entries, "cache entries left")
+	reg.mu.Lock()
+	watchers := reg.services["svc"].watchers.Len()
+	reg.mu.Unlock()
+	assert.Zero(t, watchers, "subscriptions to the source left")
+	stop() // a second call is harmless
+}
