@@ -514,38 +514,74 @@ func TestCache_LastWatcherOfAnEmptyNameForgetsIt(t *testing.T) {
 // once the service has no instance left: the stop returns, and when it was
 // the last watcher of a name now empty the name is forgotten as any other
 // (no entry, no subscription to the source) by the time the update that
-// emptied it has been delivered.
+// emptied it has been delivered. With empty protection off the update is
+// the source's push; with it on, the re-query after the grace period.
 func TestCache_WatcherStopsItselfFromItsCallback(t *testing.T) {
-	reg := NewRegistry()
-	require.NoError(t, reg.Register(inst("svc", 1)))
-	c, err := NewCache(reg, WithEmptyProtection(false))
-	require.NoError(t, err)
-	defer c.Close()
-	var stop func()
-	calls := 0
-	stop, err = c.Watch("svc", func(l []Instance) {
-		calls++
-		if len(l) == 0 {
-			stop()
-		}
-	})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	go func() { done <- reg.Deregister("svc", inst("svc", 1).Addr()) }()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Deregister did not return within 5s: the watcher's stop, called from its callback, deadlocked")
+	for _, tc := range []struct {
+		name string
+		opts []CacheOption
+		// sync: the source's push delivers the empty list, and the name
+		// is let go of before the push returns; else a timer's goroutine
+		// delivers it, and the test polls.
+		sync bool
+	}{
+		{"protection off", []CacheOption{WithEmptyProtection(false)}, true},
+		{"protection on, after the grace", []CacheOption{WithEmptyGrace(time.Millisecond)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := NewRegistry()
+			require.NoError(t, reg.Register(inst("svc", 1)))
+			c, err := NewCache(reg, tc.opts...)
+			require.NoError(t, err)
+			defer c.Close()
+			var stop func()
+			emptied := make(chan struct{})
+			delivered := make(chan struct{}) // the delivery of the empty list ended
+			stop, err = c.Watch("svc", func(l []Instance) {
+				if len(l) == 0 {
+					close(emptied)
+					stop()
+					close(delivered)
+				}
+			})
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() { done <- reg.Deregister("svc", inst("svc", 1).Addr()) }()
+			for _, w := range []struct {
+				ch   <-chan struct{}
+				what string
+			}{{emptied, "the empty list is delivered"}, {delivered, "the watcher's stop, called from its callback, returns"}} {
+				select {
+				case <-w.ch:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s: not within 5s", w.what)
+				}
+			}
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("Deregister did not return within 5s")
+			}
+			left := func() (entries, watchers int) {
+				c.mu.Lock()
+				entries = len(c.entries)
+				c.mu.Unlock()
+				reg.mu.Lock()
+				watchers = reg.services["svc"].watchers.Len()
+				reg.mu.Unlock()
+				return entries, watchers
+			}
+			if !tc.sync {
+				deadline := time.Now().Add(5 * time.Second)
+				for e, w := left(); (e > 0 || w > 0) && time.Now().Before(deadline); e, w = left() {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			entries, watchers := left()
+			assert.Zero(t, entries, "cache entries left")
+			assert.Zero(t, watchers, "subscriptions to the source left")
+			stop() // a second call is harmless
+		})
 	}
-	assert.Equal(t, 1, calls, "deliveries to the watcher")
-	c.mu.Lock()
-	entries := len(c.entries)
-	c.mu.Unlock()
-	assert.Zero(t, entries, "cache entries left")
-	reg.mu.Lock()
-	watchers := reg.services["svc"].watchers.Len()
-	reg.mu.Unlock()
-	assert.Zero(t, watchers, "subscriptions to the source left")
-	stop() // a second call is harmless
 }
