@@ -585,3 +585,42 @@ func TestCache_WatcherStopsItselfFromItsCallback(t *testing.T) {
 		})
 	}
 }
+
+// A stop called on another goroutine while the Cache delivers an update
+// does not wait for the delivery; the delivery lets go of the forgotten
+// name before the source's push returns.
+func TestCache_StopDuringADeliveryLetsGoAsItEnds(t *testing.T) {
+	src := &fakeSource{list: []Instance{inst("svc", 1)}}
+	c, err := NewCache(src, WithEmptyProtection(false))
+	require.NoError(t, err)
+	defer c.Close()
+	entered, resume := make(chan struct{}), make(chan struct{})
+	stop, err := c.Watch("svc", func(l []Instance) {
+		if len(l) == 0 {
+			close(entered)
+			<-resume
+		}
+	})
+	require.NoError(t, err)
+	pushed := make(chan struct{})
+	go func() { src.push(nil); close(pushed) }()
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: not within 5s", what)
+		}
+	}
+	wait(entered, "the empty list is delivered")
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	wait(stopped, "the stop returns while the delivery runs")
+	assert.Equal(t, 1, src.watchCount(), "the subscription is let go of when the delivery ends, not before")
+	close(resume)
+	wait(pushed, "the push returns")
+	assert.Zero(t, src.watchCount(), "subscriptions to the source left")
+	c.mu.Lock()
+	assert.Zero(t, len(c.entries), "cache entries left")
+	c.mu.Unlock()
+}
