@@ -22,8 +22,8 @@ const DefaultEmptyGrace = 30 * time.Second
 // only usable instances (healthy, enabled, weight > 0) whose host and port
 // are valid (see Instance.Validate; the service name aside), whatever the
 // source: an invalid one (port 0, a host that is no IP address or host
-// name) is dropped with a log line, as the Registry and the nacos supplier
-// refuse them. It serves the last good list when the source fails, and
+// name, or one no gray rule can name, such as 010.0.0.7) is dropped with a
+// log line, as the Registry and the nacos supplier refuse them. It serves the last good list when the source fails, and
 // protects against empty updates:
 //
 // With protection on (the default), an update that would empty a non-empty
