@@ -31,6 +31,22 @@ func NewInstance(service, host string, port int, metadata map[string]string) Ins
 // Addr returns host:port.
 func (i Instance) Addr() string { return net.JoinHostPort(i.Host, strconv.Itoa(i.Port)) }
 
+// SameAddr reports whether i and o are at one host and port, their hosts
+// compared in canonical form as gray addresses, ejection and the Cache
+// compare instances: 10.0.0.7 and ::ffff:10.0.0.7 are one machine, and so
+// are Host-A and host-a, and 2001:DB8:0::7 and 2001:db8::7. For a retry's
+// tried set (see LoadBalancer.Reroute): one machine listed under two
+// spellings is tried once.
+func (i Instance) SameAddr(o Instance) bool {
+	if i.Port != o.Port {
+		return false
+	}
+	if i.Host == o.Host {
+		return true
+	}
+	return endpointOf(i).host == endpointOf(o).host
+}
+
 // Usable reports whether the instance may receive traffic: healthy,
 // enabled, and of a positive, finite weight.
 func (i Instance) Usable() bool {
