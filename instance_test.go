@@ -85,3 +85,28 @@ func TestRegistry_RefusesInjectedInput(t *testing.T) {
 	_, err = reg.Instances(context.Background(), "svc")
 	assert.ErrorIs(t, err, ErrUnknownService, "nothing was registered")
 }
+
+func TestInstance_SameAddr(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		pa   int
+		pb   int
+		same bool
+	}{
+		{"10.0.0.7", "10.0.0.7", 80, 80, true},
+		{"10.0.0.7", "::ffff:10.0.0.7", 80, 80, true},
+		{"2001:DB8:0:0:0:0:0:7", "2001:db8::7", 80, 80, true},
+		{"Host-A", "host-a", 80, 80, true},
+		{"fe80::1%eth0", "FE80::1%eth0", 80, 80, true},
+		{"10.0.0.7", "10.0.0.7", 80, 81, false},
+		{"10.0.0.7", "10.0.0.8", 80, 80, false},
+		{"fe80::1%eth0", "fe80::1%eth1", 80, 80, false},
+		{"fe80::1%eth0", "fe80::1%ETH0", 80, 80, false}, // zones are case-sensitive
+		{"010.0.0.7", "10.0.0.7", 80, 80, false},        // no rule could name the first: not one machine
+		{"host-a", "host-b", 80, 80, false},
+	} {
+		a, b := NewInstance("svc", tc.a, tc.pa, nil), NewInstance("svc", tc.b, tc.pb, nil)
+		assert.Equal(t, tc.same, a.SameAddr(b), "%s vs %s", a.Addr(), b.Addr())
+		assert.Equal(t, tc.same, b.SameAddr(a), "%s vs %s", b.Addr(), a.Addr())
+	}
+}
