@@ -23,8 +23,9 @@ const DefaultEmptyGrace = 30 * time.Second
 // are valid (see Instance.Validate; the service name aside), whatever the
 // source: an invalid one (port 0, a host that is no IP address or host
 // name, or one no gray rule can name, such as 010.0.0.7) is dropped with a
-// log line, as the Registry and the nacos supplier refuse them. It serves the last good list when the source fails, and
-// protects against empty updates:
+// log line, as the Registry and the nacos supplier refuse them. It serves
+// the last good list when the source fails, and protects against empty
+// updates:
 //
 // With protection on (the default), an update that would empty a non-empty
 // list is refused, logged and counted, and the last good list keeps
