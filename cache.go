@@ -22,9 +22,10 @@ const DefaultEmptyGrace = 30 * time.Second
 // only usable instances (healthy, enabled, weight > 0) whose host and port
 // are valid (see Instance.Validate; the service name aside), whatever the
 // source: an invalid one (port 0, a host that is no IP address or host
-// name) is dropped with a log line, as the Registry and the nacos supplier
-// refuse them. It serves the last good list when the source fails, and
-// protects against empty updates:
+// name, or one no gray rule can name, such as 010.0.0.7) is dropped with a
+// log line, as the Registry and the nacos supplier refuse them. It serves
+// the last good list when the source fails, and protects against empty
+// updates:
 //
 // With protection on (the default), an update that would empty a non-empty
 // list is refused, logged and counted, and the last good list keeps
@@ -191,6 +192,16 @@ type cacheEntry struct {
 	pending  *[]Instance // a held sudden shrink, newest first
 	settleT  *time.Timer
 	heldAt   time.Time // when the current hold began
+
+	// delivering is set while apply calls the watchers (e.mu held);
+	// forgotten once forgetEmpty dropped the entry. A watcher's stop
+	// called from a watcher's callback must not take e.mu (apply holds
+	// it): forgetEmpty then leaves the release of the entry (its
+	// subscription to the source, its timers) to apply, which does it once
+	// its delivery ends. Each side stores its flag before it reads the
+	// other's, so at least one of them releases (release is idempotent).
+	delivering atomic.Bool
+	forgotten  atomic.Bool
 }
 
 // CacheStats counts what the Cache did.
@@ -224,6 +235,13 @@ func (c *Cache) Instances(ctx context.Context, service string) ([]Instance, erro
 // forgets one it was merely asked about (see forgetEmpty): its entry and
 // its subscription to the source go, so memory stays bounded whatever
 // names callers watch.
+//
+// The stop may be called from fn itself (a watcher that stops once the
+// list is empty). A stop that runs while the Cache delivers an update of
+// the service, from fn or not, does not wait for the delivery: when it
+// made the name forgotten, the Cache lets go of the name's subscription as
+// that delivery ends, before the source's call that delivered the update
+// returns.
 func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 	if fn == nil {
 		return nil, errors.New("graylb: nil watch function")
@@ -281,9 +299,26 @@ func (c *Cache) forgetEmpty(service string) {
 	if c.seedRetry > 0 && c.failed != nil {
 		c.rememberFailure(service, fmt.Errorf("graylb: %q has no instances: %w", service, ErrNoInstance))
 	}
+	e.forgotten.Store(true)
 	c.mu.Unlock()
+	if e.delivering.Load() {
+		// apply is calling the watchers, maybe this very goroutine's
+		// caller: it releases the entry when its delivery ends.
+		return
+	}
 	e.mu.Lock()
-	stop := e.stop
+	stop := e.releaseLocked()
+	e.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// releaseLocked stops e's timers and returns its subscription's stop
+// (nil when released already), for the caller to call once e.mu is
+// released; e.mu is held.
+func (e *cacheEntry) releaseLocked() (stop func()) {
+	stop = e.stop
 	e.stop = nil
 	if e.recheck != nil {
 		e.recheck.Stop()
@@ -293,10 +328,7 @@ func (c *Cache) forgetEmpty(service string) {
 		e.settleT.Stop()
 		e.settleT, e.pending = nil, nil
 	}
-	e.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
+	return stop
 }
 
 // entry returns the entry of service, seeding it on first use. A name
@@ -412,8 +444,14 @@ func (c *Cache) rememberFailure(service string, err error) {
 // apply installs a list from the source. force skips the empty protection.
 func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool) {
 	u := c.keep(service, list)
+	var release func() // the subscription's stop, once the name is forgotten
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer func() {
+		e.mu.Unlock()
+		if release != nil {
+			release()
+		}
+	}()
 	old := e.snap.Load()
 	if len(u) == 0 && old != nil && len(*old) > 0 && c.protect && !force {
 		n := c.refused.Add(1)
@@ -447,8 +485,13 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 	}
 	e.snap.Store(&u)
 	c.applied.Add(1)
+	e.delivering.Store(true)
 	for _, fn := range e.watchers.Snapshot() {
 		fn(u)
+	}
+	e.delivering.Store(false)
+	if e.forgotten.Load() { // a watcher's stop forgot the name meanwhile
+		release = e.releaseLocked()
 	}
 }
 
@@ -610,16 +653,7 @@ func (c *Cache) Close() error {
 	for _, e := range entries {
 		<-e.ready
 		e.mu.Lock()
-		if e.recheck != nil {
-			e.recheck.Stop()
-			e.recheck = nil
-		}
-		if e.settleT != nil {
-			e.settleT.Stop()
-			e.settleT, e.pending = nil, nil
-		}
-		stop := e.stop
-		e.stop = nil
+		stop := e.releaseLocked()
 		e.watchers.Clear()
 		e.mu.Unlock()
 		if stop != nil {

@@ -509,3 +509,118 @@ func TestCache_LastWatcherOfAnEmptyNameForgetsIt(t *testing.T) {
 	assert.Equal(t, 1, src.watchCount())
 	assert.Equal(t, 1, entries())
 }
+
+// A watcher may stop itself from its own callback, as one does that stops
+// once the service has no instance left: the stop returns, and when it was
+// the last watcher of a name now empty the name is forgotten as any other
+// (no entry, no subscription to the source) by the time the update that
+// emptied it has been delivered. With empty protection off the update is
+// the source's push; with it on, the re-query after the grace period.
+func TestCache_WatcherStopsItselfFromItsCallback(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []CacheOption
+		// sync: the source's push delivers the empty list, and the name
+		// is let go of before the push returns; else a timer's goroutine
+		// delivers it, and the test polls.
+		sync bool
+	}{
+		{"protection off", []CacheOption{WithEmptyProtection(false)}, true},
+		{"protection on, after the grace", []CacheOption{WithEmptyGrace(time.Millisecond)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := NewRegistry()
+			require.NoError(t, reg.Register(inst("svc", 1)))
+			c, err := NewCache(reg, tc.opts...)
+			require.NoError(t, err)
+			defer c.Close()
+			var stop func()
+			emptied := make(chan struct{})
+			delivered := make(chan struct{}) // the delivery of the empty list ended
+			stop, err = c.Watch("svc", func(l []Instance) {
+				if len(l) == 0 {
+					close(emptied)
+					stop()
+					close(delivered)
+				}
+			})
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() { done <- reg.Deregister("svc", inst("svc", 1).Addr()) }()
+			for _, w := range []struct {
+				ch   <-chan struct{}
+				what string
+			}{{emptied, "the empty list is delivered"}, {delivered, "the watcher's stop, called from its callback, returns"}} {
+				select {
+				case <-w.ch:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("%s: not within 5s", w.what)
+				}
+			}
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("Deregister did not return within 5s")
+			}
+			left := func() (entries, watchers int) {
+				c.mu.Lock()
+				entries = len(c.entries)
+				c.mu.Unlock()
+				reg.mu.Lock()
+				watchers = reg.services["svc"].watchers.Len()
+				reg.mu.Unlock()
+				return entries, watchers
+			}
+			if !tc.sync {
+				deadline := time.Now().Add(5 * time.Second)
+				for e, w := left(); (e > 0 || w > 0) && time.Now().Before(deadline); e, w = left() {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			entries, watchers := left()
+			assert.Zero(t, entries, "cache entries left")
+			assert.Zero(t, watchers, "subscriptions to the source left")
+			stop() // a second call is harmless
+		})
+	}
+}
+
+// A stop called on another goroutine while the Cache delivers an update
+// does not wait for the delivery; the delivery lets go of the forgotten
+// name before the source's push returns.
+func TestCache_StopDuringADeliveryLetsGoAsItEnds(t *testing.T) {
+	src := &fakeSource{list: []Instance{inst("svc", 1)}}
+	c, err := NewCache(src, WithEmptyProtection(false))
+	require.NoError(t, err)
+	defer c.Close()
+	entered, resume := make(chan struct{}), make(chan struct{})
+	stop, err := c.Watch("svc", func(l []Instance) {
+		if len(l) == 0 {
+			close(entered)
+			<-resume
+		}
+	})
+	require.NoError(t, err)
+	pushed := make(chan struct{})
+	go func() { src.push(nil); close(pushed) }()
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: not within 5s", what)
+		}
+	}
+	wait(entered, "the empty list is delivered")
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	wait(stopped, "the stop returns while the delivery runs")
+	assert.Equal(t, 1, src.watchCount(), "the subscription is let go of when the delivery ends, not before")
+	close(resume)
+	wait(pushed, "the push returns")
+	assert.Zero(t, src.watchCount(), "subscriptions to the source left")
+	c.mu.Lock()
+	assert.Zero(t, len(c.entries), "cache entries left")
+	c.mu.Unlock()
+}

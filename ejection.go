@@ -102,6 +102,21 @@ func WithOutlierDetection(cfg OutlierConfig) Option {
 // either spelling.
 func keyOf(in Instance) addrKey { return endpointOf(in) }
 
+// rawKey names an instance as its list spells it: the key a lookup finds
+// its Stats by without parsing the host (parsing a host name allocates).
+type rawKey struct {
+	host string
+	port int
+}
+
+// healthTable is the Stats of one service's instances: one Stats a
+// machine, by canonical address, reached also by each spelling of the
+// address the list holds.
+type healthTable struct {
+	byAddr map[addrKey]*Stats
+	byRaw  map[rawKey]*Stats
+}
+
 // health keeps the Stats of one service's instances, and its ejections.
 type health struct {
 	service string
@@ -109,7 +124,17 @@ type health struct {
 	changed func()         // schedules one rebuild of the service's routing
 
 	mu    sync.Mutex // guards ejection decisions and replacing the table
-	table atomic.Pointer[map[addrKey]*Stats]
+	table atomic.Pointer[healthTable]
+}
+
+// stats returns in's Stats (nil when it is not in the table): by the
+// spelling of its address when the list holds that spelling (Report's
+// path: no allocation), else by its canonical address.
+func (t *healthTable) stats(in Instance) *Stats {
+	if s, ok := t.byRaw[rawKey{in.Host, in.Port}]; ok {
+		return s
+	}
+	return t.byAddr[keyOf(in)]
 }
 
 // close stops every ejection timer: no readmission runs after the
@@ -117,7 +142,7 @@ type health struct {
 func (h *health) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, s := range *h.table.Load() {
+	for _, s := range h.table.Load().byAddr {
 		s.removed = true
 		if s.stopTimer != nil {
 			s.stopTimer()
@@ -128,7 +153,7 @@ func (h *health) close() {
 
 func newHealth(service string, cfg *OutlierConfig, changed func()) *health {
 	h := &health{service: service, cfg: cfg, changed: changed}
-	h.table.Store(&map[addrKey]*Stats{})
+	h.table.Store(&healthTable{byAddr: map[addrKey]*Stats{}, byRaw: map[rawKey]*Stats{}})
 	return h
 }
 
@@ -138,11 +163,15 @@ func newHealth(service string, cfg *OutlierConfig, changed func()) *health {
 func (h *health) sync(list []Instance, kindOf func(Instance) Kind) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	old := *h.table.Load()
+	old := h.table.Load().byAddr
 	m := make(map[addrKey]*Stats, len(list))
+	raw := make(map[rawKey]*Stats, len(list))
 	for _, in := range list {
 		k := keyOf(in)
-		s := old[k]
+		s := m[k] // listed already under another spelling
+		if s == nil {
+			s = old[k]
+		}
 		if s == nil {
 			s = &Stats{addr: in.Addr()}
 			if h.cfg != nil {
@@ -151,6 +180,7 @@ func (h *health) sync(list []Instance, kindOf func(Instance) Kind) {
 		}
 		s.gray = kindOf(in) == Gray
 		m[k] = s
+		raw[rawKey{in.Host, in.Port}] = s
 	}
 	for k, s := range old {
 		if m[k] == nil {
@@ -161,11 +191,11 @@ func (h *health) sync(list []Instance, kindOf func(Instance) Kind) {
 			}
 		}
 	}
-	h.table.Store(&m)
+	h.table.Store(&healthTable{byAddr: m, byRaw: raw})
 }
 
 // statsOf returns inst's Stats (nil when it is not in the table).
-func (h *health) statsOf(in Instance) *Stats { return (*h.table.Load())[keyOf(in)] }
+func (h *health) statsOf(in Instance) *Stats { return h.table.Load().stats(in) }
 
 // live returns list without its ejected instances (list itself when none
 // is ejected) and how many were ejected, by kind.
@@ -174,10 +204,10 @@ func (h *health) live(list []Instance) ([]Instance, [2]int) {
 	if h.cfg == nil {
 		return list, ejected
 	}
-	t := *h.table.Load()
+	t := h.table.Load()
 	n := 0
 	for _, in := range list {
-		if s := t[keyOf(in)]; s != nil && s.ejected.Load() {
+		if s := t.stats(in); s != nil && s.ejected.Load() {
 			n++
 		}
 	}
@@ -186,7 +216,7 @@ func (h *health) live(list []Instance) ([]Instance, [2]int) {
 	}
 	out := make([]Instance, 0, len(list)-n)
 	for _, in := range list {
-		if s := t[keyOf(in)]; s != nil && s.ejected.Load() {
+		if s := t.stats(in); s != nil && s.ejected.Load() {
 			if s.gray {
 				ejected[Gray]++
 			} else {
@@ -209,7 +239,7 @@ func (h *health) eject(s *Stats) {
 		return
 	}
 	total, out := 0, 0
-	for _, o := range *h.table.Load() {
+	for _, o := range h.table.Load().byAddr {
 		if o.gray == s.gray {
 			total++
 			if o.ejected.Load() {

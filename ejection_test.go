@@ -459,3 +459,57 @@ func TestEjection_OneMachineUnderEverySpelling(t *testing.T) {
 		require.NotEqual(t, 2, in.Port, "the ejected machine reached as %s", in.Addr())
 	}
 }
+
+// LoadBalancer.Report, on the path of every call an adapter reports by
+// hand, allocates nothing, whatever the instance's host: an IP address, a
+// host name (with digits, in either case), IPv6, IPv4-mapped, zoned.
+func TestEjection_ReportDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	hosts := []string{"10.0.0.7", "user-svc-0.user-svc.prod.svc.cluster.local", "User-Svc-1.Prod.Example", "host-1",
+		"2001:db8::7", "::ffff:10.0.0.8", "fe80::1%eth0"}
+	list := make([]Instance, len(hosts))
+	for i, h := range hosts {
+		list[i] = NewInstance("svc", h, 8080, nil)
+	}
+	lb, _ := newTestLB(t, list, WithOutlierDetection(OutlierConfig{}))
+	_, err := lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	for _, in := range list {
+		allocs := testing.AllocsPerRun(500, func() { lb.Report("svc", in, true, time.Millisecond) })
+		assert.Zero(t, allocs, "allocations per Report for %s", in.Host)
+		st := lb.services.Load().get("svc").health.statsOf(in)
+		require.NotNil(t, st, "the Stats of %s", in.Host)
+		assert.Positive(t, st.Latency(), "the reports reached the Stats of %s", in.Host)
+	}
+}
+
+// Report finds an instance under any spelling of its address, as the
+// ejection compares them: failures reported for ::ffff:127.0.0.1 eject
+// the instance listed as 127.0.0.1, and those for HOST-A. the one listed
+// as Host-A.
+func TestEjection_ReportUnderAnotherSpelling(t *testing.T) {
+	for _, tc := range []struct{ listed, reported string }{
+		{"127.0.0.1", "::ffff:127.0.0.1"},
+		{"Host-A", "HOST-A."},
+		{"2001:db8::7", "2001:DB8:0:0:0:0:0:7"},
+	} {
+		t.Run(tc.listed, func(t *testing.T) {
+			list := []Instance{NewInstance("svc", tc.listed, 1, nil), NewInstance("svc", tc.listed, 2, nil)}
+			lb, _, _, events := ejectionLB(t, list, OutlierConfig{ConsecutiveFailures: 3, MaxEjectionPercent: 100})
+			ctx := context.Background()
+			_, err := lb.Pick(ctx, "svc")
+			require.NoError(t, err)
+			for i := 0; i < 3; i++ {
+				lb.Report("svc", NewInstance("svc", tc.reported, 2, nil), false, 0)
+			}
+			waitRebuild(t, events)
+			for i := 0; i < 20; i++ {
+				in, err := lb.Pick(ctx, "svc")
+				require.NoError(t, err)
+				require.Equal(t, 1, in.Port, "the instance ejected under %s reached as %s", tc.reported, in.Addr())
+			}
+		})
+	}
+}

@@ -31,6 +31,22 @@ func NewInstance(service, host string, port int, metadata map[string]string) Ins
 // Addr returns host:port.
 func (i Instance) Addr() string { return net.JoinHostPort(i.Host, strconv.Itoa(i.Port)) }
 
+// SameAddr reports whether i and o are at one host and port, their hosts
+// compared in canonical form as gray addresses, ejection and the Cache
+// compare instances: 10.0.0.7 and ::ffff:10.0.0.7 are one machine, and so
+// are Host-A and host-a, and 2001:DB8:0::7 and 2001:db8::7. For a retry's
+// tried set (see LoadBalancer.Reroute): one machine listed under two
+// spellings is tried once.
+func (i Instance) SameAddr(o Instance) bool {
+	if i.Port != o.Port {
+		return false
+	}
+	if i.Host == o.Host {
+		return true
+	}
+	return endpointOf(i).host == endpointOf(o).host
+}
+
 // Usable reports whether the instance may receive traffic: healthy,
 // enabled, and of a positive, finite weight.
 func (i Instance) Usable() bool {
@@ -42,7 +58,12 @@ func (i Instance) Usable() bool {
 // the host must be an IP address (an IPv6 zone of letters, digits, '-', '_'
 // and '.' allowed) or a host name of dot-separated labels of letters,
 // digits, '-' and '_', at most 253 bytes, so that no pick can build a URL,
-// a header or a log line out of it that says more than host:port.
+// a header or a log line out of it that says more than host:port. A host
+// that a gray rule could not name is refused too, so that no instance
+// escapes a rule naming its machine (Rules.GrayAddresses): an IPv4 address
+// with a leading zero (010.0.0.7: octal to some resolvers, decimal to
+// others), an IPv4 shorthand (10.7, 167772167), a dotted name whose last
+// label is all digits (host.123). The error says what to write instead.
 func (i Instance) Validate() error {
 	if err := ValidateServiceName(i.Service); err != nil {
 		return err
@@ -62,6 +83,11 @@ func (i Instance) validateEndpoint() error {
 		return fmt.Errorf("%w: %s: port %d is not within 1-65535", ErrInvalidInstance, i.Service, i.Port)
 	case math.IsNaN(i.Weight) || math.IsInf(i.Weight, 0) || i.Weight < 0:
 		return fmt.Errorf("%w: %s %s: weight %v", ErrInvalidInstance, i.Service, i.Addr(), i.Weight)
+	}
+	// What a rule entry may not be, an instance may not be: one a gray
+	// rule cannot name would stay prod under the rule naming its machine.
+	if _, err := parseHost(i.Host); err != nil {
+		return fmt.Errorf("%w: %s: host %q: %v", ErrInvalidInstance, i.Service, i.Host, err)
 	}
 	return nil
 }

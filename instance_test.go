@@ -1,6 +1,7 @@
 package graylb
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -26,6 +27,36 @@ func TestInstance_ValidateRefusesInjection(t *testing.T) {
 	}
 }
 
+// A host a gray rule could not name is refused: an IPv4 address with a
+// leading zero (octal to some resolvers, decimal to others), an IPv4
+// shorthand (10.7, one number), a dotted name whose last label is all
+// digits. The rule that names the machine (10.0.0.7) would be accepted and
+// never match it, so prod traffic would reach an instance marked gray.
+// Every host a rule can name stays valid: host names with digits, IPv4,
+// IPv6 in any spelling, IPv4-mapped, zones.
+func TestInstance_ValidateRefusesHostsNoRuleCanName(t *testing.T) {
+	for _, host := range ambiguousHosts {
+		err := NewInstance("svc", host, 8080, nil).Validate()
+		assert.ErrorIs(t, err, ErrInvalidInstance, "host %q", host)
+	}
+	for _, host := range []string{
+		"10.0.0.7", "0.0.0.0", "255.255.255.255", "user-svc-0.user-svc.prod.svc.cluster.local", "host-1", "1host", "1-2-3",
+		"0x0a", "a.0x1", "10.0.0.7-a", "pod-10-0-0-7.ns", "_srv._tcp.host", "UPPER.Case", "x",
+		"2001:db8::7", "2001:DB8:0:0:0:0:0:7", "::1", "::ffff:10.0.0.7", "::FFFF:10.0.0.7", "fe80::1%eth0", "fe80::1%eth0.100",
+	} {
+		assert.NoError(t, NewInstance("svc", host, 8080, nil).Validate(), "host %q", host)
+		_, err := parseAddress(NewInstance("svc", host, 8080, nil).Addr())
+		assert.NoError(t, err, "a rule can name %q", host)
+	}
+}
+
+// ambiguousHosts are hosts of the host-name alphabet that no rule entry can
+// name (see parseHost).
+var ambiguousHosts = []string{
+	"010.0.0.7", "10.0.0.07", "00.0.0.0", "10.7", "10.0.7", "167772167", "0", "1.2.3.4.5", "256.0.0.1", "10.0.0.300",
+	"host.123", "a.b.0", "0x0a.0.0.7",
+}
+
 func TestValidateServiceName_RefusesInjection(t *testing.T) {
 	for _, name := range []string{"", "a/b", "a\x00", "a\r\nb", "a\nb", "..", "a..b", "a b", "a\tb", "a\x7f", "a?b", "a#b", `a\b`, strings.Repeat("a", MaxServiceNameLen+1),
 		"a%2Fb", "a[b]", "a<b>", `a"b`, "a`b", "svc-\u00e9", "a\u202eb", "\xff"} {
@@ -48,4 +79,34 @@ func TestRegistry_RefusesInjectedInput(t *testing.T) {
 	//lint:ignore SA1012 a nil context is accepted
 	_, err := reg.Instances(nil, "svc")
 	assert.ErrorIs(t, err, ErrUnknownService, "nothing was registered")
+	for _, host := range ambiguousHosts {
+		assert.ErrorIs(t, reg.Register(NewInstance("svc", host, 8080, nil)), ErrInvalidInstance, "host %q", host)
+	}
+	_, err = reg.Instances(context.Background(), "svc")
+	assert.ErrorIs(t, err, ErrUnknownService, "nothing was registered")
+}
+
+func TestInstance_SameAddr(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		pa   int
+		pb   int
+		same bool
+	}{
+		{"10.0.0.7", "10.0.0.7", 80, 80, true},
+		{"10.0.0.7", "::ffff:10.0.0.7", 80, 80, true},
+		{"2001:DB8:0:0:0:0:0:7", "2001:db8::7", 80, 80, true},
+		{"Host-A", "host-a", 80, 80, true},
+		{"fe80::1%eth0", "FE80::1%eth0", 80, 80, true},
+		{"10.0.0.7", "10.0.0.7", 80, 81, false},
+		{"10.0.0.7", "10.0.0.8", 80, 80, false},
+		{"fe80::1%eth0", "fe80::1%eth1", 80, 80, false},
+		{"fe80::1%eth0", "fe80::1%ETH0", 80, 80, false}, // zones are case-sensitive
+		{"010.0.0.7", "10.0.0.7", 80, 80, false},        // no rule could name the first: not one machine
+		{"host-a", "host-b", 80, 80, false},
+	} {
+		a, b := NewInstance("svc", tc.a, tc.pa, nil), NewInstance("svc", tc.b, tc.pb, nil)
+		assert.Equal(t, tc.same, a.SameAddr(b), "%s vs %s", a.Addr(), b.Addr())
+		assert.Equal(t, tc.same, b.SameAddr(a), "%s vs %s", b.Addr(), a.Addr())
+	}
 }

@@ -189,17 +189,17 @@ func (lb *LoadBalancer) snapshot(service string, gs *grayStage, rules *compiledR
 // lists the ejected instances of list after the routable ones of their
 // kind.
 func (lb *LoadBalancer) addStats(st *ServiceState, h *health, list []Instance, rules *compiledRules) {
-	table := *h.table.Load()
+	table := h.table.Load()
 	byAddr := make(map[string]*Stats, len(list))
 	for _, in := range list {
-		byAddr[in.Addr()] = table[keyOf(in)]
+		byAddr[in.Addr()] = table.stats(in)
 	}
 	for i := range st.Instances {
 		st.Instances[i].Stats = readStats(byAddr[st.Instances[i].Addr])
 	}
 	var ejected [2][]InstanceState
 	for _, in := range list {
-		s := table[keyOf(in)]
+		s := table.stats(in)
 		if s == nil || !s.Ejected() {
 			continue
 		}

@@ -19,10 +19,14 @@ import "context"
 //
 // The returned candidates may include tried instances: pick with
 // Route.NextUntried. They are first's while first's still hold an untried
-// instance; a gray request whose every gray instance, and no prod one, was
-// tried gets the prod side of the routing as built; any other request gets
-// routing built for the call over the untried instances (O(n) in the
-// instances, with allocations: the path of a retry, not of every request).
+// instance and the service's routing is the one first was built from (no
+// list, rule or ejection change since); a gray request whose every gray
+// instance, and no prod one, was tried gets the prod side of the routing
+// in force; any other request gets routing built for the call over the
+// untried instances (O(n) in the instances, with allocations: the path of
+// a retry, not of every request). So a retry never reaches an instance
+// that became gray after the first try (a rule naming its address, its
+// metadata), nor one ejected since.
 func (lb *LoadBalancer) Reroute(ctx context.Context, service string, first Route, tried func(Instance) bool) (Route, error) {
 	return lb.RerouteWith(ctx, service, first, tried, nil)
 }
@@ -38,11 +42,13 @@ func (lb *LoadBalancer) RerouteWith(ctx context.Context, service string, first R
 		tried = func(Instance) bool { return false }
 	}
 	d := decision{kind: first.Kind, source: first.Source, outcome: first.Outcome, lane: first.Lane}
-	if first.hasUntried(tried) {
+	s := lb.services.Load().get(service)
+	if s != nil && first.leaf != nil && first.leaf.tree == s.tree.Load() && first.hasUntried(tried) {
+		// The routing first was built from is still in force: its
+		// candidates are the retry's.
 		lb.observe(service, d)
 		return first, nil
 	}
-	s := lb.services.Load().get(service)
 	if s == nil || s.unlisted {
 		d.outcome = Failed
 		lb.observe(service, d)

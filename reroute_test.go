@@ -257,3 +257,45 @@ func ports(list []Instance) []int {
 	}
 	return out
 }
+
+// A retry never reaches an instance that is gray by the time it is
+// routed: when the routing changed since the first route (rules naming a
+// new gray address, an instance's metadata turned gray), first's
+// candidates are not reused as they are; the retry is routed anew over the
+// untried instances, keeping first's decision. While the routing is the
+// one first was built from, first's candidates serve the retry.
+func TestReroute_RoutingChangedSinceTheFirstRoute(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, lb *LoadBalancer, reg *Registry)
+	}{
+		{"rules name a new gray address", func(t *testing.T, lb *LoadBalancer, _ *Registry) {
+			require.NoError(t, lb.SetRules(Rules{GrayAddresses: []string{"127.0.0.1:2"}}))
+		}},
+		{"an instance turned gray", func(t *testing.T, _ *LoadBalancer, reg *Registry) {
+			require.NoError(t, reg.SetMetadata("svc", "127.0.0.1:2", "gray", "true"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lb, reg := newTestLB(t, []Instance{inst("svc", 1), inst("svc", 2), inst("svc", 3, "gray", "true")})
+			ctx := context.Background()
+			first, err := lb.Route(ctx, "svc")
+			require.NoError(t, err)
+			require.Equal(t, Prod, first.Kind)
+			require.ElementsMatch(t, []int{1, 2}, ports(first.Instances()))
+
+			same, err := lb.Reroute(ctx, "svc", first, triedSet(1))
+			require.NoError(t, err)
+			assert.Equal(t, first, same, "the routing did not change: first's candidates serve the retry")
+
+			tc.change(t, lb, reg)
+			rt, err := lb.Reroute(ctx, "svc", first, triedSet(1))
+			if i, ok := rt.NextUntried(triedSet(1)); ok {
+				t.Fatalf("the prod retry reached %s, gray since the first route (err %v)", rt.Instances()[i].Addr(), err)
+			}
+			require.ErrorIs(t, err, ErrNoInstance, "no prod instance is left untried")
+			assert.Contains(t, err.Error(), "prod request")
+			assert.Equal(t, Prod, rt.Kind, "first's decision is kept")
+		})
+	}
+}

@@ -15,7 +15,10 @@ type node struct {
 	instances []Instance
 	stats     []*Stats // beside instances, when the LoadBalancer keeps Stats
 	picker    Picker
-	_         [24]byte // whole cache lines (see cacheLine)
+	// tree is the tree the node belongs to (a Route's leaf tells which
+	// routing the Route was built from: see LoadBalancer.Reroute).
+	tree *tree
+	_    [16]byte // whole cache lines (see cacheLine)
 }
 
 // tree is the immutable routing snapshot of one service: the gray decision
@@ -51,7 +54,7 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 	gs := gray.build(instances, rules)
 	t = &tree{service: service, gray: gs, rules: rules, grayKey: gray.header, anyGray: len(gs.gray) > 0}
 	for i, sub := range gs.subsets() {
-		t.children[i] = buildNode(BuildInfo{Service: service, Instances: sub}, filters, policy, stats)
+		t.children[i] = buildNode(t, BuildInfo{Service: service, Instances: sub}, filters, policy, stats)
 	}
 	if gs.plain && (len(filters) == 0 || len(filters) == 1 && isVersionFilter(filters[0])) {
 		t.plain = true
@@ -62,17 +65,19 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 	return t, nil
 }
 
-func buildNode(in BuildInfo, filters []ServerFilter, policy Policy, stats statsFunc) *node {
+func buildNode(t *tree, in BuildInfo, filters []ServerFilter, policy Policy, stats statsFunc) *node {
 	if len(filters) == 0 {
-		return newLeaf(in.Instances, policy, stats)
+		n := newLeaf(in.Instances, policy, stats)
+		n.tree = t
+		return n
 	}
 	st := filters[0].Build(in)
 	subs := st.Subsets()
-	n := &node{stage: st, children: make([]*node, len(subs))}
+	n := &node{stage: st, children: make([]*node, len(subs)), tree: t}
 	for i, sub := range subs {
 		child := in
 		child.Instances = sub
-		n.children[i] = buildNode(child, filters[1:], policy, stats)
+		n.children[i] = buildNode(t, child, filters[1:], policy, stats)
 	}
 	return n
 }

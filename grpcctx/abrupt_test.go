@@ -88,7 +88,8 @@ type rpcResult struct {
 // abruptRun is the outcome of a load run through an abrupt stop.
 type abruptRun struct {
 	results []rpcResult
-	killed  time.Time
+	killing time.Time // when the kill began
+	killed  time.Time // when it was over
 }
 
 // runAbruptStop serves svc with two prod instances and one gray one, sends
@@ -173,6 +174,7 @@ func runAbruptStop(t *testing.T, extra ...grpc.DialOption) abruptRun {
 		}
 	}
 	waitFor("100 gray RPCs served by the gray instance", 10*time.Second, func() bool { return grayServed.Load() >= 100 })
+	run.killing = time.Now()
 	gray.kill()
 	run.killed = time.Now()
 	killedAt.Store(run.killed.UnixNano())
@@ -184,10 +186,14 @@ func runAbruptStop(t *testing.T, extra ...grpc.DialOption) abruptRun {
 
 // abruptTally sums up the RPCs of one kind and form.
 type abruptTally struct {
-	sent, afterKill, failed, onGray, onProd, afterKillOnGray int
-	failedAfterFirstFailure                                  int   // failed RPCs started after the first failure returned
-	firstErr                                                 error // the first failure
-	fallback, slowest                                        time.Duration
+	sent, afterKill, failed, onGray, onProd int
+	failedAfterFirstFailure                 int // failed RPCs started after the first failure returned
+	// beforeKillAstray: RPCs answered before the kill began, by another
+	// instance than their kind's or not at all (a gray RPC answered by
+	// prod while the gray instance was alive, say).
+	beforeKillAstray  int
+	firstErr          error // the first failure
+	fallback, slowest time.Duration
 }
 
 func (r abruptRun) tally(gray, stream bool) abruptTally {
@@ -203,6 +209,9 @@ func (r abruptRun) tally(gray, stream bool) abruptTally {
 	for _, x := range list {
 		tl.sent++
 		after := !x.start.Before(r.killed)
+		if x.end.Before(r.killing) && (x.err != nil || strings.HasPrefix(x.id, "gray") != gray) {
+			tl.beforeKillAstray++
+		}
 		if after {
 			tl.afterKill++
 			tl.slowest = max(tl.slowest, x.end.Sub(x.start))
@@ -217,9 +226,6 @@ func (r abruptRun) tally(gray, stream bool) abruptTally {
 			}
 		case strings.HasPrefix(x.id, "gray"):
 			tl.onGray++
-			if after {
-				tl.afterKillOnGray++
-			}
 		default:
 			tl.onProd++
 			if gray && after && tl.fallback == 0 {
@@ -231,8 +237,8 @@ func (r abruptRun) tally(gray, stream bool) abruptTally {
 }
 
 func (tl abruptTally) String() string {
-	return fmt.Sprintf("%d sent (%d after the kill), %d failed (%d started after the first failure), %d on gray (%d after the kill), %d on prod; first error: %v",
-		tl.sent, tl.afterKill, tl.failed, tl.failedAfterFirstFailure, tl.onGray, tl.afterKillOnGray, tl.onProd, tl.firstErr)
+	return fmt.Sprintf("%d sent (%d after the kill), %d failed (%d started after the first failure), %d on gray, %d on prod, %d answered astray before the kill; first error: %v",
+		tl.sent, tl.afterKill, tl.failed, tl.failedAfterFirstFailure, tl.onGray, tl.onProd, tl.beforeKillAstray, tl.firstErr)
 }
 
 // TestBalancer_AbruptStopOfOnlyGray: the only gray instance stops
@@ -253,7 +259,10 @@ func TestBalancer_AbruptStopOfOnlyGray(t *testing.T) {
 	t.Logf("first gray unary RPC on prod %v after the kill; slowest gray unary RPC after it %v", grayU.fallback, grayU.slowest)
 	for _, tl := range []abruptTally{grayU, prodU, grayS, prodS} {
 		assert.Zero(t, tl.failedAfterFirstFailure, "an RPC that started after the first failure failed: %v", tl)
-		assert.Zero(t, tl.afterKillOnGray, "an RPC started after the kill was answered by the dead instance")
+		// While the gray instance was alive, RPCs went to their kind's
+		// instances and none failed: the fall-back after the kill is not
+		// one that was there all along.
+		assert.Zero(t, tl.beforeKillAstray, "RPCs answered before the kill by another kind or not at all: %v", tl)
 		assert.LessOrEqual(t, tl.failed, 3, "more RPCs failed than were in flight: %v", tl)
 	}
 	assert.Zero(t, prodU.onGray+prodS.onGray, "prod RPCs reached the gray instance")
@@ -284,6 +293,9 @@ func TestBalancer_AbruptStopWithRetryPolicy(t *testing.T) {
 	t.Logf("gray stream: %v", grayS)
 	t.Logf("prod stream: %v", prodS)
 	assert.Zero(t, grayU.failed, "gray unary RPCs failed: %v", grayU)
+	for _, tl := range []abruptTally{grayU, prodU, grayS, prodS} {
+		assert.Zero(t, tl.beforeKillAstray, "RPCs answered before the kill by another kind or not at all: %v", tl)
+	}
 	assert.Zero(t, prodU.failed+prodS.failed)
 	assert.Zero(t, prodU.onGray+prodS.onGray)
 	// A stream whose response had begun is not retried by grpc-go; this

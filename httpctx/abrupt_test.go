@@ -100,13 +100,17 @@ func call(client *http.Client, method, service, gray string, body string) (strin
 // loadTally counts one side's requests.
 type loadTally struct {
 	sent, failed, onGray, onProd atomic.Int64
-	afterKill, afterKillOnGray   atomic.Int64
-	firstErr                     atomic.Value
+	afterKill                    atomic.Int64
+	// beforeKillAstray: requests answered before the kill began, by
+	// another instance than their kind's or not at all (a gray request
+	// answered by prod while the gray instance was alive, say).
+	beforeKillAstray atomic.Int64
+	firstErr         atomic.Value
 }
 
 func (tl *loadTally) String() string {
-	return fmt.Sprintf("%d sent, %d failed, %d on gray, %d on prod; after the kill %d (%d on gray)",
-		tl.sent.Load(), tl.failed.Load(), tl.onGray.Load(), tl.onProd.Load(), tl.afterKill.Load(), tl.afterKillOnGray.Load())
+	return fmt.Sprintf("%d sent, %d failed, %d on gray, %d on prod; %d answered astray before the kill; after the kill %d",
+		tl.sent.Load(), tl.failed.Load(), tl.onGray.Load(), tl.onProd.Load(), tl.beforeKillAstray.Load(), tl.afterKill.Load())
 }
 
 // TestTransport_AbruptStopOfOnlyGray: the only gray instance of a service
@@ -134,6 +138,7 @@ func TestTransport_AbruptStopOfOnlyGray(t *testing.T) {
 	defer client.CloseIdleConnections()
 
 	var killedAt atomic.Int64 // unix nanoseconds; 0 before the kill
+	var killing atomic.Bool   // set before the kill begins
 	var grayT, prodT loadTally
 	var firstFallback, slowest atomic.Int64 // after the kill, nanoseconds
 	stop := make(chan struct{})
@@ -150,6 +155,11 @@ func TestTransport_AbruptStopOfOnlyGray(t *testing.T) {
 			start := time.Now()
 			got, err := call(client, http.MethodGet, "svc", header, "")
 			took := time.Since(start)
+			if !killing.Load() && (err != nil || (got == "gray") != (header == "true")) {
+				// Answered before the kill began, while every instance
+				// was alive: by its own kind's instances only.
+				tl.beforeKillAstray.Add(1)
+			}
 			tl.sent.Add(1)
 			if k != 0 {
 				tl.afterKill.Add(1)
@@ -164,9 +174,6 @@ func TestTransport_AbruptStopOfOnlyGray(t *testing.T) {
 				tl.firstErr.CompareAndSwap(nil, err.Error())
 			case got == "gray":
 				tl.onGray.Add(1)
-				if k != 0 {
-					tl.afterKillOnGray.Add(1)
-				}
 			default:
 				tl.onProd.Add(1)
 				if k != 0 && header == "true" {
@@ -194,6 +201,7 @@ func TestTransport_AbruptStopOfOnlyGray(t *testing.T) {
 		}
 	}
 	waitFor("100 gray GETs served by the gray instance", 10*time.Second, func() bool { return grayT.onGray.Load() >= 100 })
+	killing.Store(true)
 	gray.kill()
 	killedAt.Store(time.Now().UnixNano())
 	waitFor("400 gray GETs after the kill", 30*time.Second, func() bool { return grayT.afterKill.Load() >= 400 })
@@ -205,7 +213,12 @@ func TestTransport_AbruptStopOfOnlyGray(t *testing.T) {
 	assert.Zero(t, grayT.failed.Load(), "gray GETs failed; first: %v", grayT.firstErr.Load())
 	assert.Zero(t, prodT.failed.Load(), "prod GETs failed; first: %v", prodT.firstErr.Load())
 	assert.Zero(t, prodT.onGray.Load(), "prod GETs reached the gray instance")
-	assert.Zero(t, grayT.afterKillOnGray.Load(), "a gray GET sent after the kill was answered by the dead instance")
+	// While the gray instance was alive, gray GETs went to it and prod
+	// GETs to prod, none failed: the fall-back after the kill is not one
+	// that was there all along.
+	assert.Zero(t, grayT.beforeKillAstray.Load(), "gray GETs answered before the kill by prod or not at all")
+	assert.Zero(t, prodT.beforeKillAstray.Load(), "prod GETs answered before the kill by gray or not at all")
+	assert.Positive(t, grayT.afterKill.Load()-grayT.failed.Load(), "gray GETs after the kill were served")
 
 	// Not idempotent: a POST fails at once, with an error that names the
 	// instance and says why it was not retried.

@@ -97,22 +97,16 @@ func connectFailure(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || certificateRejected(err)
 }
 
-// endpoint is an instance tried by a request.
-type endpoint struct {
-	host string
-	port int
-}
-
 // retry follows a first try, to call, that failed with err: it reports the
 // failure, then sends the request again to another instance while the
 // policy allows (see Transport) and returns the first response, or the
 // error saying why it stopped.
 func (t *Transport) retry(req *http.Request, routeCtx context.Context, rt http.RoundTripper, clone *tlsClone, host string, route graylb.Route, untrusted bool, call graylb.Call, err error) (*http.Response, error) {
-	var tried []endpoint
+	var tried []graylb.Instance
 	var addrs []string
-	isTried := func(in graylb.Instance) bool {
+	isTried := func(in graylb.Instance) bool { // every spelling of an address tried (see Instance.SameAddr)
 		for _, e := range tried {
-			if e.port == in.Port && e.host == in.Host {
+			if e.SameAddr(in) {
 				return true
 			}
 		}
@@ -129,7 +123,7 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, rt http.R
 			return nil, err
 		}
 		addr := call.Instance.Addr()
-		tried = append(tried, endpoint{call.Instance.Host, call.Instance.Port})
+		tried = append(tried, call.Instance)
 		addrs = append(addrs, addr)
 		cerr := &ConnectionError{Method: methodOf(req), Service: host, Kind: route.Kind, Addr: addr, Tried: addrs, Sent: f == lost, Err: err}
 		if cerr.Reason = t.notRetried(req, f, len(tried)); cerr.Reason != "" {

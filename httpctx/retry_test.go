@@ -130,3 +130,42 @@ func TestRetry_StopsWhenTheContextIsDone(t *testing.T) {
 	assert.Equal(t, 1, calls)
 	assert.Same(t, refused, err)
 }
+
+// One machine listed under two spellings of its address (127.0.0.1 and
+// ::ffff:127.0.0.1) is tried once: a retry skips every spelling of an
+// address tried, as ejection compares them.
+func TestRetry_OneMachineUnderTwoSpellingsIsTriedOnce(t *testing.T) {
+	reg := graylb.NewRegistry()
+	for _, in := range []graylb.Instance{
+		graylb.NewInstance("svc", "127.0.0.1", 1, nil),
+		graylb.NewInstance("svc", "::ffff:127.0.0.1", 1, nil),
+		graylb.NewInstance("svc", "127.0.0.1", 2, nil),
+		graylb.NewInstance("svc", "::FFFF:127.0.0.1", 2, nil),
+	} {
+		require.NoError(t, reg.Register(in))
+	}
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()))
+	require.NoError(t, err)
+	defer lb.Close()
+	var hosts []string
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		hosts = append(hosts, r.URL.Host)
+		return nil, refused
+	})
+	tr := NewTransport(lb, WithBase(base), WithMaxRetries(5))
+	for i := 0; i < 4; i++ {
+		hosts = nil
+		req, _ := http.NewRequest(http.MethodGet, "http://svc/", nil)
+		_, err := tr.RoundTrip(req)
+		var ce *ConnectionError
+		require.ErrorAs(t, err, &ce)
+		ports := map[string]int{}
+		for _, h := range hosts {
+			_, p, _ := net.SplitHostPort(h)
+			ports[p]++
+		}
+		assert.Equal(t, map[string]int{"1": 1, "2": 1}, ports, "request %d tried %v", i, hosts)
+		assert.Len(t, ce.Tried, 2, "request %d", i)
+	}
+}
