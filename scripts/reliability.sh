@@ -22,8 +22,8 @@ echo "== hostile input and trust: rules race, rule documents, trust boundaries, 
 go test -count=1 -run '^(TestSetRules_ReachesServiceBeingAdded|TestSetRules_RaceWithFirstUse|TestParseRules_RefusesDocumentsThatSilentlySwitchOff|TestLoadBalancer_UnknownNamesKeepMemoryBounded|TestInstance_ValidateRefusesInjection)$' .
 go test -count=1 -run '^TestMiddleware_TrustBoundaryDropsEveryRoutingKey$' ./httpctx
 (scripts/inmodule.sh grpcctx go test -count=1 -run '^(TestFullLink_TrustBoundaryDropsForgedDecision|TestFullLink_CanaryDecisionTravels)$' .)
-echo "== chaos, cluster, refill versus deregistration, forged pushes, leaks against Nacos"
-(scripts/inmodule.sh nacos go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|CloseLeaks|UnreachableFailsFast)$' .)
+echo "== chaos, cluster, refill versus deregistration, forged pushes (live and on disk), leaks against Nacos"
+(scripts/inmodule.sh nacos go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|DiskCacheIsItsOwn|CloseLeaks|UnreachableFailsFast)$' .)
 
 echo "== deployment flows under load against Nacos: graceful, abrupt, rolling, restart, promotion, rollback"
 (scripts/inmodule.sh deploytest go test -count=1 -timeout 10m -run '^TestDeploy_' .)
