@@ -27,10 +27,11 @@ import (
 // process: its listener closes and every connection is reset (RST), with
 // no GOAWAY and nothing drained; the registry still lists it.
 type killableServer struct {
-	l     net.Listener
-	s     *grpc.Server
-	mu    sync.Mutex
-	conns []net.Conn
+	l      net.Listener
+	s      *grpc.Server
+	mu     sync.Mutex
+	conns  []net.Conn
+	killed bool // a connection accepted as kill ran is reset at once
 }
 
 // trackingListener hands every accepted connection to onAccept.
@@ -55,8 +56,12 @@ func serveKillable(t testing.TB, reg *graylb.Registry, service string, srv testg
 	testgrpc.RegisterTestServiceServer(k.s, srv)
 	go k.s.Serve(trackingListener{l, func(c net.Conn) {
 		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.killed { // accepted just before the listener closed
+			resetConn(c)
+			return
+		}
 		k.conns = append(k.conns, c)
-		k.mu.Unlock()
 	}})
 	t.Cleanup(k.s.Stop)
 	a := l.Addr().(*net.TCPAddr)
@@ -68,12 +73,18 @@ func (k *killableServer) kill() {
 	k.l.Close()
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.killed = true
 	for _, c := range k.conns {
-		if tc, ok := c.(*net.TCPConn); ok {
-			tc.SetLinger(0)
-		}
-		c.Close()
+		resetConn(c)
 	}
+}
+
+// resetConn closes c with RST, as the kernel does for a killed process.
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
 }
 
 // rpcResult is one RPC of a load run.
