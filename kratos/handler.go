@@ -42,7 +42,9 @@ func keptFrom(ctx context.Context) kept {
 // The Selector reads these itself; register Handler
 // (graylb.WithContextHandler) for picks the program makes by hand with a
 // Kratos context (lb.Pick(ctx, ...)).
-func Handler() graylb.ContextHandler { return handler{} }
+func Handler() graylb.ContextHandler { return defaultHandler }
+
+var defaultHandler = newHandler(graylb.DefaultKeys())
 
 // handler reads the call's keys without allocating for the LoadBalancer's
 // own key names.
@@ -50,15 +52,15 @@ type handler struct {
 	canon [][2]string // name, canonical header form
 }
 
-func newHandler(keys graylb.Keys) handler {
-	var h handler
+func newHandler(keys graylb.Keys) *handler {
+	h := &handler{}
 	for _, n := range keys.Names() {
 		h.canon = append(h.canon, [2]string{n, textproto.CanonicalMIMEHeaderKey(n)})
 	}
 	return h
 }
 
-func (h handler) canonical(name string) string {
+func (h *handler) canonical(name string) string {
 	for _, c := range h.canon {
 		if c[0] == name {
 			return c[1]
@@ -67,7 +69,7 @@ func (h handler) canonical(name string) string {
 	return textproto.CanonicalMIMEHeaderKey(name)
 }
 
-func (h handler) Value(ctx context.Context, name string) string {
+func (h *handler) Value(ctx context.Context, name string) string {
 	if tr, ok := transport.FromClientContext(ctx); ok {
 		if ht, ok := tr.(*khttp.Transport); ok {
 			if r := ht.Request(); r != nil {

@@ -70,7 +70,7 @@ func (b *Builder) Close() { b.stop() }
 // ejection or readmission, rebuilds the snapshot at the next Select.
 type Selector struct {
 	b    *Builder
-	h    handler
+	h    *handler
 	snap atomic.Pointer[snapshot]
 	mu   sync.Mutex // Apply and rebuilds
 	rr   atomic.Uint32
@@ -177,14 +177,23 @@ func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (s
 	if np == nil || np.inner == nil {
 		return nil, nil, fmt.Errorf("%w: %w", selector.ErrNoAvailable, graylb.ErrNoInstance)
 	}
-	var o selector.SelectOptions
-	for _, opt := range opts {
-		opt(&o)
+	var filters []selector.NodeFilter
+	if len(opts) > 0 {
+		// Kratos' clients pass their NodeFilters (often none) as an
+		// option; a pooled SelectOptions keeps reading them allocation-free.
+		o := optionsPool.Get().(*selector.SelectOptions)
+		*o = selector.SelectOptions{}
+		for _, opt := range opts {
+			opt(o)
+		}
+		filters = o.NodeFilters
+		*o = selector.SelectOptions{}
+		optionsPool.Put(o)
 	}
 	var j int
-	if len(o.NodeFilters) > 0 {
+	if len(filters) > 0 {
 		var ok bool
-		if j, ok = s.filtered(ctx, np, o.NodeFilters); !ok {
+		if j, ok = s.filtered(ctx, np, filters); !ok {
 			return nil, nil, selector.ErrNoAvailable
 		}
 	} else {
@@ -223,6 +232,8 @@ func (s *Selector) filtered(ctx context.Context, np *nodePicker, filters []selec
 	}
 	return 0, false // a filter returned a node of its own
 }
+
+var optionsPool = sync.Pool{New: func() any { return new(selector.SelectOptions) }}
 
 // noDone is the done of a call whose result nobody keeps.
 func noDone(context.Context, selector.DoneInfo) {}
