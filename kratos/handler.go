@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/go-kratos/kratos/v2/transport"
-	khttp "github.com/go-kratos/kratos/v2/transport/http"
 	"github.com/graylb/graylb"
 )
 
@@ -71,11 +70,9 @@ func (h *handler) canonical(name string) string {
 
 func (h *handler) Value(ctx context.Context, name string) string {
 	if tr, ok := transport.FromClientContext(ctx); ok {
-		if ht, ok := tr.(*khttp.Transport); ok {
-			if r := ht.Request(); r != nil {
-				if v := r.Header[h.canonical(name)]; len(v) > 0 && v[0] != "" {
-					return v[0]
-				}
+		if r := httpRequest(tr); r != nil {
+			if v := r.Header[h.canonical(name)]; len(v) > 0 && v[0] != "" {
+				return v[0]
 			}
 		} else if v := tr.RequestHeader().Get(name); v != "" {
 			return v

@@ -134,7 +134,7 @@ func newCaller(t testing.TB, scheme, service string, d registry.Discovery, ms ..
 	switch scheme {
 	case "http":
 		c, err := khttp.NewClient(ctx, khttp.WithEndpoint("discovery:///"+service), khttp.WithDiscovery(d),
-			khttp.WithMiddleware(ms...), khttp.WithTimeout(10*time.Second))
+			khttp.WithMiddleware(ms...), khttp.WithTimeout(10*time.Second), khttp.WithBlock())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,11 +2,14 @@ package graylbkratos
 
 import (
 	"context"
+	"net/http"
+	"net/textproto"
 	"reflect"
 	"strings"
 
 	"github.com/go-kratos/kratos/v2/middleware"
 	"github.com/go-kratos/kratos/v2/transport"
+	khttp "github.com/go-kratos/kratos/v2/transport/http"
 	"github.com/graylb/graylb"
 	grpcmd "google.golang.org/grpc/metadata"
 )
@@ -180,6 +183,7 @@ func (o *options) remove(ctx context.Context, hdr transport.Header, drop func(st
 func Client(lb *graylb.LoadBalancer) middleware.Middleware {
 	keys := lb.Keys()
 	grayKey, versionKey := keys.Gray, keys.Version
+	grayCanon := textproto.CanonicalMIMEHeaderKey(grayKey)
 	h := newHandler(keys)
 	return func(next middleware.Handler) middleware.Handler {
 		return func(ctx context.Context, req interface{}) (interface{}, error) {
@@ -196,7 +200,11 @@ func Client(lb *graylb.LoadBalancer) middleware.Middleware {
 					if kind == graylb.Gray {
 						v = "true"
 					}
-					hdr.Set(grayKey, v)
+					if r := httpRequest(tr); r != nil {
+						r.Header[grayCanon] = []string{v} // Set without canonicalising per call
+					} else {
+						hdr.Set(grayKey, v)
+					}
 				}
 				if lane != "" {
 					hdr.Set(versionKey, lane)
@@ -205,6 +213,15 @@ func Client(lb *graylb.LoadBalancer) middleware.Middleware {
 			return next(ctx, req)
 		}
 	}
+}
+
+// httpRequest is the request of a Kratos HTTP client call (nil for
+// another transport).
+func httpRequest(tr transport.Transporter) *http.Request {
+	if ht, ok := tr.(*khttp.Transport); ok {
+		return ht.Request()
+	}
+	return nil
 }
 
 func containsFold(list []string, s string) bool {
