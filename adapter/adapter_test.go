@@ -106,8 +106,31 @@ func TestPass(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, b.Pass(tc.d, tc.untrusted), "%+v untrusted=%v", tc.d, tc.untrusted)
 	}
-	d := b.Decide(graylb.WithValue(context.Background(), "x-gray", "true"), nil)
+	ctx := graylb.WithValue(context.Background(), "x-gray", "true")
+	d := b.Decide(ctx, nil)
 	assert.Equal(t, adapter.Decision{Kind: graylb.Gray, Source: graylb.FromContext}, d)
+	assert.Equal(t, b.Pass(d, false), b.PassFor(ctx, nil), "PassFor is Pass of Decide")
+
+	// A key the call carries travels: nothing to write, unless untrusted.
+	assert.Equal(t, adapter.Pass{}, b.PassFor(context.Background(), gray("true")))
+	untrusted := graylb.WithUntrustedCaller(context.Background())
+	assert.Equal(t, adapter.Pass{GrayKey: "x-gray", Gray: "false"}, b.PassFor(untrusted, nil))
+}
+
+// PassFor writes the lane a match rule chose, under the version key.
+func TestPassForLane(t *testing.T) {
+	lb := newLB(t, graylb.WithRules(graylb.Rules{Matches: []graylb.Match{{Key: "uid", Exact: "carol", Version: "v2"}}}))
+	b := adapter.For(lb)
+	uid := graylb.ContextHandlerFunc(func(_ context.Context, name string) string {
+		if name == "uid" {
+			return "carol"
+		}
+		return ""
+	})
+	p := b.PassFor(context.Background(), uid)
+	assert.Equal(t, "version", p.VersionKey)
+	assert.Equal(t, "v2", p.Version)
+	assert.Equal(t, []string{"uid"}, b.MatchKeys())
 }
 
 // The surface adds no allocation: routing, starting and reporting a call

@@ -33,7 +33,9 @@
 //  4. Report the outcome: [Call.Done] (or [Call.Discard] for a cancelled
 //     call); [Balancer.Report] for a result obtained without a Call.
 //  5. Write the decision for the next hop: [Balancer.Pass] gives the
-//     key-value pairs to write on the outgoing call.
+//     key-value pairs to write on the outgoing call for a Route's
+//     Decision; [Balancer.PassFor] for a call that has no Route of its own
+//     (a client interceptor ahead of a balancer).
 //
 // Lifecycle: [Balancer.OnRulesChange] and [Balancer.OnEjectionChange] say
 // when routing an adapter keeps of its own must be rebuilt;

@@ -66,13 +66,13 @@ func Example() {
 		// ... send out to call.Instance over the transport ...
 		// 4. Report the outcome.
 		call.Done(true)
-		fmt.Printf("%s %s/%s from %v: gray=%q\n", call.Instance.Addr(), call.Service, call.Kind, route.Source, out["gray"])
+		fmt.Printf("%s %s/%s: wrote gray=%q\n", call.Instance.Addr(), call.Service, call.Kind, out["gray"])
 	}
 	send(headers{"uid": "alice"}) // a gray user: rules decide, so the kind is written
 	send(headers{"uid": "bob"})   // nothing decides: prod, nothing written
 	send(headers{"gray": "true"}) // the key travels as it is
 	// Output:
-	// 10.0.0.2:80 orders/gray from 4: gray="true"
-	// 10.0.0.1:80 orders/prod from 0: gray=""
-	// 10.0.0.2:80 orders/gray from 1: gray="true"
+	// 10.0.0.2:80 orders/gray: wrote gray="true"
+	// 10.0.0.1:80 orders/prod: wrote gray=""
+	// 10.0.0.2:80 orders/gray: wrote gray="true"
 }

@@ -184,16 +184,13 @@ func outgoing(ctx context.Context, lb *adapter.Balancer, grayKey, versionKey str
 	if lb == nil {
 		return ctx
 	}
-	lane := lb.LaneToPass(ctx, handler{})
-	if kind, write := lb.KindToPass(ctx, handler{}); write {
-		v := "false"
-		if kind == graylb.Gray {
-			v = "true"
-		}
-		ctx = metadata.AppendToOutgoingContext(ctx, grayKey, v)
+	// The decision for the next hop, under the lower-case metadata keys.
+	p := lb.PassFor(ctx, handler{})
+	if p.GrayKey != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, grayKey, p.Gray)
 	}
-	if lane != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, lane)
+	if p.VersionKey != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, p.Version)
 	}
 	return ctx
 }

@@ -125,8 +125,6 @@ type Transport struct {
 	base         http.RoundTripper
 	maxRetries   int
 	retryUnsent  bool
-	grayHeader   string
-	versionHdr   string
 	passthrough  bool
 	instanceHost bool
 	serverName   func(service string) string
@@ -182,8 +180,6 @@ func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.pa
 // served, whether or not lb has a ContextHandler (see Handler).
 func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
 	t := &Transport{lb: adapter.For(lb), base: http.DefaultTransport, maxRetries: 2, failure: serverError}
-	keys := lb.Keys()
-	t.grayHeader, t.versionHdr = keys.Gray, keys.Version
 	for _, o := range opts {
 		if o != nil {
 			o(t)
@@ -289,19 +285,16 @@ func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untr
 			out.Header[k] = v
 		}
 	}
-	if route.Lane != "" && out.Header.Get(t.versionHdr) == "" {
-		out.Header.Set(t.versionHdr, route.Lane)
-	}
 	// A kind the call carries travels as it is (above); one that rules, a
 	// context value or the caller's own flag decided is written, so every
 	// later hop routes the same way. Nothing is written for a request
 	// nobody classified: later hops' canary and match rules still apply.
-	if !route.Source.Travels() || untrusted {
-		if route.Kind == graylb.Gray {
-			out.Header.Set(t.grayHeader, "true")
-		} else {
-			out.Header.Set(t.grayHeader, "false")
-		}
+	p := t.lb.Pass(route.Decision, untrusted)
+	if p.VersionKey != "" && out.Header.Get(p.VersionKey) == "" {
+		out.Header.Set(p.VersionKey, p.Version)
+	}
+	if p.GrayKey != "" {
+		out.Header.Set(p.GrayKey, p.Gray)
 	}
 }
 
