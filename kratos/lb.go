@@ -4,58 +4,59 @@ import (
 	"context"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 )
 
-// This file is the package's one door into the LoadBalancer beyond the
-// user's API (graylb.New, Pick, Keys, the options): every routing call the
-// selector and the middleware make goes through the names below, so that
-// the package follows the integration surface adapters are written
-// against in one place.
+// This file is the package's one door into graylb's adapter surface
+// (package adapter): every routing call the selector and the middleware
+// make goes through the names below.
 
 type (
-	router      = graylb.Router
-	route       = graylb.Route
-	call        = graylb.Call
+	balancer    = adapter.Balancer
+	router      = adapter.Router
+	route       = adapter.Route
+	call        = adapter.Call
+	pass        = adapter.Pass
 	lbPolicy    = graylb.Policy
 	statsPolicy = graylb.StatsPolicy
 	lbPicker    = graylb.Picker
 	lbStats     = graylb.Stats
 )
 
+// balancerOf is lb's adapter surface; obtained once per Builder or
+// middleware and kept.
+func balancerOf(lb *graylb.LoadBalancer) *balancer { return adapter.For(lb) }
+
 // newRouter builds a routing snapshot of service over list with policy,
 // under the rules in force.
-func newRouter(lb *graylb.LoadBalancer, service string, list []graylb.Instance, p lbPolicy) (*router, error) {
-	return lb.NewRouter(service, list, p)
+func newRouter(b *balancer, service string, list []graylb.Instance, p lbPolicy) (*router, error) {
+	return b.NewRouter(service, list, p)
 }
 
 // routeCall runs r's routing for the call in ctx, whose own keys h reads.
 func routeCall(ctx context.Context, r *router, h graylb.ContextHandler) (route, error) {
-	return r.RouteWith(ctx, h)
+	return r.Route(ctx, h)
 }
 
-// policyOf is lb's load-balancing policy.
-func policyOf(lb *graylb.LoadBalancer) lbPolicy { return lb.Policy() }
+// policyOf is the LoadBalancer's load-balancing policy.
+func policyOf(b *balancer) lbPolicy { return b.Policy() }
 
-// kindToPass is the kind of the call in ctx and whether it must be written
-// on the outgoing call for the next hop to route the same way.
-func kindToPass(ctx context.Context, lb *graylb.LoadBalancer, h graylb.ContextHandler) (graylb.Kind, bool) {
-	return lb.KindToPassWith(ctx, h)
-}
-
-// laneToPass is the lane a match rule gives the call in ctx, to be written
-// under the version key ("" when none).
-func laneToPass(ctx context.Context, lb *graylb.LoadBalancer, h graylb.ContextHandler) string {
-	return lb.LaneToPassWith(ctx, h)
+// passFor is what to write on the outgoing call in ctx, whose own keys h
+// reads, for the next hop to route the same way: the kind when rules, a
+// context value or the caller's own flag decided it (or the caller is
+// untrusted), and a lane a match rule gave the call.
+func passFor(ctx context.Context, b *balancer, h graylb.ContextHandler) pass {
+	return b.PassFor(ctx, h)
 }
 
 // matchKeys are the request keys the match rules in force name.
-func matchKeys(lb *graylb.LoadBalancer) []string { return lb.MatchKeys() }
+func matchKeys(b *balancer) []string { return b.MatchKeys() }
 
 // onRoutingChange calls fn after every change that a routing snapshot
 // does not follow by itself: rules, ejections and readmissions.
-func onRoutingChange(lb *graylb.LoadBalancer, fn func()) (stop func()) {
-	stopRules := lb.OnRulesChange(fn)
-	stopEject := lb.OnEjectionChange(func(string) { fn() })
+func onRoutingChange(b *balancer, fn func()) (stop func()) {
+	stopRules := b.OnRulesChange(fn)
+	stopEject := b.OnEjectionChange(func(string) { fn() })
 	return func() { stopRules(); stopEject() }
 }
 

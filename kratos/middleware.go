@@ -18,7 +18,7 @@ import (
 type Option func(*options)
 
 type options struct {
-	lb      *graylb.LoadBalancer
+	ab      *balancer
 	names   []string // propagated: lb's keys, then the extra ones (match keys aside)
 	userKey string
 	trusted func(context.Context) bool
@@ -68,7 +68,7 @@ func WithUser(fn func(ctx context.Context) string) Option {
 func newOptions(lb *graylb.LoadBalancer, opts []Option) *options {
 	keys := lb.Keys()
 	keys.Match = nil // read per request: rules change at run time
-	o := &options{lb: lb, userKey: keys.User}
+	o := &options{ab: balancerOf(lb), userKey: keys.User}
 	WithPropagated(keys.Names()...)(o)
 	for _, f := range opts {
 		if f != nil {
@@ -108,7 +108,7 @@ func (o *options) keep(ctx context.Context) context.Context {
 		return ctx
 	}
 	hdr := tr.RequestHeader()
-	match := matchKeys(o.lb)
+	match := matchKeys(o.ab)
 	if o.trusted != nil && !o.trusted(ctx) {
 		ctx = o.remove(ctx, hdr, func(k string) bool { return containsFold(o.names, k) || containsFold(match, k) })
 		ctx = untrusted(ctx)
@@ -179,12 +179,12 @@ func (o *options) remove(ctx context.Context, hdr transport.Header, drop func(st
 // own flag decided the call's kind, the kind under the gray key ("true" or
 // "false") and a lane a match rule gave it under the version key. The
 // Selector then reads that key, so the decision is made once per call and
-// every later hop — Kratos, httpctx or grpcctx — routes the same way.
+// every later hop — Kratos, httpctx or grpcctx — routes the same way. A
+// nil lb only passes the kept values on.
 func Client(lb *graylb.LoadBalancer) middleware.Middleware {
-	keys := lb.Keys()
-	grayKey, versionKey := keys.Gray, keys.Version
-	grayCanon := textproto.CanonicalMIMEHeaderKey(grayKey)
-	h := newHandler(keys)
+	b := balancerOf(lb)
+	grayCanon := textproto.CanonicalMIMEHeaderKey(lb.Keys().Gray)
+	h := newHandler(lb.Keys())
 	return func(next middleware.Handler) middleware.Handler {
 		return func(ctx context.Context, req interface{}) (interface{}, error) {
 			if tr, ok := transport.FromClientContext(ctx); ok {
@@ -194,20 +194,19 @@ func Client(lb *graylb.LoadBalancer) middleware.Middleware {
 						hdr.Set(k[i], k[i+1])
 					}
 				}
-				lane := laneToPass(ctx, lb, h)
-				if kind, write := kindToPass(ctx, lb, h); write {
-					v := "false"
-					if kind == graylb.Gray {
-						v = "true"
-					}
+				var p pass
+				if b != nil {
+					p = passFor(ctx, b, h)
+				}
+				if p.GrayKey != "" {
 					if r := httpRequest(tr); r != nil {
-						r.Header[grayCanon] = []string{v} // Set without canonicalising per call
+						r.Header[grayCanon] = []string{p.Gray} // Set without canonicalising per call
 					} else {
-						hdr.Set(grayKey, v)
+						hdr.Set(p.GrayKey, p.Gray)
 					}
 				}
-				if lane != "" {
-					hdr.Set(versionKey, lane)
+				if p.VersionKey != "" {
+					hdr.Set(p.VersionKey, p.Version)
 				}
 			}
 			return next(ctx, req)

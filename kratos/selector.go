@@ -28,6 +28,7 @@ import (
 // safe for concurrent use.
 type Builder struct {
 	lb   *graylb.LoadBalancer
+	ab   *balancer
 	gen  atomic.Uint64 // bumped by every change a routing snapshot does not follow
 	stop func()
 }
@@ -47,8 +48,8 @@ type Builder struct {
 // address through lb: build lb over the Supplier the Discovery reads
 // (NewDiscovery), so that lb knows the services the clients call.
 func NewBuilder(lb *graylb.LoadBalancer) *Builder {
-	b := &Builder{lb: lb}
-	b.stop = onRoutingChange(lb, func() { b.gen.Add(1) })
+	b := &Builder{lb: lb, ab: balancerOf(lb)}
+	b.stop = onRoutingChange(b.ab, func() { b.gen.Add(1) })
 	return b
 }
 
@@ -124,7 +125,7 @@ func (s *Selector) build(nodes []selector.Node) *snapshot {
 		byAddr[in.Addr()] = i
 		list = append(list, in)
 	}
-	sn.router, sn.err = newRouter(s.b.lb, service, list, nodePolicy{nodes: nodes, byAddr: byAddr, inner: policyOf(s.b.lb)})
+	sn.router, sn.err = newRouter(s.b.ab, service, list, nodePolicy{nodes: nodes, byAddr: byAddr, inner: policyOf(s.b.ab)})
 	return sn
 }
 
