@@ -225,9 +225,11 @@ func (s *Selector) filtered(ctx context.Context, np *nodePicker, filters []selec
 	if len(cand) == 0 {
 		return 0, false
 	}
-	pick := cand[int(s.rr.Add(1)-1)%len(cand)]
+	// By address (unique in a leaf): a Node's dynamic type need not be
+	// comparable.
+	pick := cand[int(s.rr.Add(1)-1)%len(cand)].Address()
 	for j, n := range np.nodes {
-		if n == pick {
+		if n.Address() == pick {
 			return j, true
 		}
 	}

@@ -224,7 +224,9 @@ func TestSelectorNodeFilter(t *testing.T) {
 	if n, _, err := s.Select(callCtx(header{}), selector.WithNodeFilter(only("127.0.0.1:9002"))); err == nil {
 		t.Fatalf("a filter widened a prod call to %v", n)
 	}
-	foreign := func(context.Context, []selector.Node) []selector.Node { return nodes("other", true) }
+	foreign := func(context.Context, []selector.Node) []selector.Node {
+		return []selector.Node{selector.NewNode("grpc", "127.0.0.1:9999", &registry.ServiceInstance{Name: "svc"})}
+	}
 	if n, _, err := s.Select(callCtx(header{}), selector.WithNodeFilter(foreign)); err == nil {
 		t.Fatalf("a filter's own node was picked: %v", n)
 	}
