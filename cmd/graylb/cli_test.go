@@ -396,3 +396,40 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("closed rules: %s", out)
 	}
 }
+
+func TestNacosLogin(t *testing.T) {
+	f := newFakeNacos(t)
+	logins := 0
+	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		if r.URL.Path == "/nacos/v1/auth/login" {
+			if r.Form.Get("username") != "ops" || r.Form.Get("password") != "s3cret" {
+				http.Error(w, "unknown user", http.StatusForbidden)
+				return
+			}
+			logins++
+			w.Write([]byte(`{"accessToken":"tok-1","tokenTtl":18000}`))
+			return
+		}
+		if r.Form.Get("accessToken") != "tok-1" {
+			http.Error(w, "no token", http.StatusForbidden)
+			return
+		}
+		f.serve(w, r)
+	})
+	srv := httptest.NewServer(auth)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	vars := map[string]string{envNacos: addr, envUsername: "ops", envPassword: "s3cret"}
+	if code, out, errOut := runCLI(t, vars, "canary", "5"); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if logins != 1 {
+		t.Fatalf("%d logins for one command, want 1", logins)
+	}
+	vars[envPassword] = "wrong"
+	code, out, errOut := runCLI(t, vars, "rules", "get")
+	if code != exitFailed || !strings.Contains(errOut, `login as "ops"`) || strings.Contains(out+errOut, "wrong") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+}

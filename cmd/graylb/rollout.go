@@ -213,7 +213,7 @@ func (r *rollout) run(ctx context.Context) int {
 		res, err := modify(ctx, r.st, false, setCanary(p))
 		if err != nil {
 			if ctx.Err() != nil {
-				return r.interrupted()
+				return r.interrupted(ctx)
 			}
 			r.res.Outcome = "failed"
 			r.res.Message = fmt.Sprintf("could not set canary %v%%: %v; the rules are as %s holds them (canary %v%%)", p, err, r.st.describe(), r.res.Canary)
@@ -232,7 +232,7 @@ func (r *rollout) run(ctx context.Context) int {
 			select {
 			case <-ctx.Done():
 				r.res.Steps = append(r.res.Steps, step)
-				return r.interrupted()
+				return r.interrupted(ctx)
 			case <-time.After(r.f.poll):
 			}
 			elapsed := time.Since(start)
@@ -302,8 +302,18 @@ func (r *rollout) rollback(ctx context.Context, why string) int {
 	return exitRollback
 }
 
-func (r *rollout) interrupted() int {
+func (r *rollout) interrupted(ctx context.Context) int {
 	r.res.Outcome = "interrupted"
-	r.res.Message = fmt.Sprintf("interrupted: the rules stay where they were, canary %v%% (closed: %t) in %s", r.res.Canary, r.res.Closed, r.st.describe())
+	// Read back what is stored: a step's write may have been in flight.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.g.timeout)
+	defer cancel()
+	where := fmt.Sprintf("canary %v%% (closed: %t)", r.res.Canary, r.res.Closed)
+	if d, err := r.st.get(rctx); err != nil {
+		where += fmt.Sprintf(" as last written; reading them back failed: %v", err)
+	} else if rules, err := parseStored(d); err == nil {
+		r.res.Canary, r.res.Closed = rules.CanaryPercent, rules.Closed
+		where = fmt.Sprintf("canary %v%% (closed: %t)", rules.CanaryPercent, rules.Closed)
+	}
+	r.res.Message = fmt.Sprintf("interrupted: the rules stay where they were, %s in %s", where, r.st.describe())
 	return exitSignal
 }
