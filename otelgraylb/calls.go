@@ -30,16 +30,13 @@ const AttrCallOutcome = attribute.Key("graylb.call.outcome")
 // OpenTelemetry's semantic conventions advise for HTTP and RPC durations.
 var CallBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// CallFunc records one call: the service, the kind the call was routed as
-// (a gray request falls back to prod instances only when the service has
-// no gray instance), whether it succeeded, and its duration.
-type CallFunc func(service string, kind graylb.Kind, ok bool, d time.Duration)
-
-// CallObserver returns a CallFunc that records each call in the
-// MetricCallDuration histogram of meter. Like Observer it allocates
-// nothing per call once a service has been seen: the attribute sets of
-// each (kind, outcome) are built once per service.
-func CallObserver(meter metric.Meter) (CallFunc, error) {
+// CallObserver returns a graylb.CallObserver that records each call in
+// the MetricCallDuration histogram of meter, with the service, the kind of
+// the instances that served it and the outcome as attributes. Pass it to
+// graylb.WithCallObserver. Like Observer it allocates nothing per call
+// once a service has been seen: the attribute sets of each (kind, outcome)
+// are built once per service.
+func CallObserver(meter metric.Meter) (graylb.CallObserver, error) {
 	if meter == nil {
 		return nil, fmt.Errorf("otelgraylb: nil meter")
 	}
@@ -65,7 +62,7 @@ type calls struct {
 	services atomic.Pointer[map[string]*callOptions]
 }
 
-func (c *calls) record(service string, kind graylb.Kind, ok bool, d time.Duration) {
+func (c *calls) record(service string, _ graylb.Instance, kind graylb.Kind, ok bool, d time.Duration) {
 	out := 0
 	if !ok {
 		out = 1

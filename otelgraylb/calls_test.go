@@ -31,15 +31,17 @@ func histograms(t *testing.T, rm metricdata.ResourceMetrics) map[string]metricda
 	return out
 }
 
+var inst = graylb.NewInstance("svc", "10.0.0.1", 80, nil)
+
 func TestCallObserver(t *testing.T) {
 	reader, mp := newMeter(t)
 	rec, err := otelgraylb.CallObserver(mp.Meter(otelgraylb.ScopeName))
 	require.NoError(t, err)
-	rec("svc", graylb.Gray, true, 20*time.Millisecond)
-	rec("svc", graylb.Gray, false, 2*time.Second)
-	rec("svc", graylb.Prod, true, time.Millisecond)
-	rec("svc", graylb.Prod, true, 3*time.Millisecond)
-	rec("other", graylb.Kind(7), false, 0) // a kind out of range is recorded under its String
+	rec("svc", inst, graylb.Gray, true, 20*time.Millisecond)
+	rec("svc", inst, graylb.Gray, false, 2*time.Second)
+	rec("svc", inst, graylb.Prod, true, time.Millisecond)
+	rec("svc", inst, graylb.Prod, true, 3*time.Millisecond)
+	rec("other", inst, graylb.Kind(7), false, 0) // a kind out of range is recorded under its String
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
 	got := histograms(t, rm)
@@ -62,7 +64,7 @@ func TestCallObserverAllocations(t *testing.T) {
 	_, mp := newMeter(t)
 	rec, err := otelgraylb.CallObserver(mp.Meter(otelgraylb.ScopeName))
 	require.NoError(t, err)
-	rec("svc", graylb.Gray, true, time.Millisecond) // the service's sets are built once
-	allocs := testing.AllocsPerRun(100, func() { rec("svc", graylb.Gray, true, time.Millisecond) })
+	rec("svc", inst, graylb.Gray, true, time.Millisecond) // the service's sets are built once
+	allocs := testing.AllocsPerRun(100, func() { rec("svc", inst, graylb.Gray, true, time.Millisecond) })
 	require.Zero(t, allocs, "allocations per recorded call")
 }

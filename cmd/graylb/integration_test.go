@@ -159,12 +159,12 @@ func startCaller(t *testing.T, sup graylb.Supplier, rules graylb.RuleSource) *ca
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := graylb.New(sup, graylb.WithRuleSource(rules))
+	lb, err := graylb.New(sup, graylb.WithRuleSource(rules), graylb.WithCallObserver(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lb.Close() })
-	client := &http.Client{Transport: instrumentedTransport(lb, rec), Timeout: 5 * time.Second}
+	client := &http.Client{Transport: httpctx.NewTransport(lb), Timeout: 5 * time.Second}
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -404,29 +404,4 @@ func TestIntegration_RolloutNacos(t *testing.T) {
 			t.Logf("caller: %d ok, %d failed requests", c.ok.Load(), c.bad.Load())
 		})
 	}
-}
-
-// instrumentedTransport is the caller's HTTP client transport: graylb's
-// Transport with the call metrics recorded.
-func instrumentedTransport(lb *graylb.LoadBalancer, rec otelgraylb.CallFunc) http.RoundTripper {
-	return httpctx.NewTransport(lb, httpctx.WithBase(&recordingBase{rec: rec, base: http.DefaultTransport, grayKey: lb.Keys().Gray}))
-}
-
-// recordingBase is a stand-in until the adapters report calls: it
-// records each request by its Host (the service) and its gray header.
-type recordingBase struct {
-	rec     otelgraylb.CallFunc
-	base    http.RoundTripper
-	grayKey string
-}
-
-func (r *recordingBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	start := time.Now()
-	kind := graylb.Prod
-	if graylb.IsGray(req.Header.Get(r.grayKey)) {
-		kind = graylb.Gray
-	}
-	resp, err := r.base.RoundTrip(req)
-	r.rec(req.Host, kind, err == nil && resp.StatusCode < 500, time.Since(start))
-	return resp, err
 }
