@@ -28,7 +28,8 @@ const (
 	exitSignal   = 130
 )
 
-// env is the command's world: its streams and environment.
+// env is the command's world: its streams, its environment and its HTTP
+// client.
 type env struct {
 	stdin  io.Reader
 	stdout io.Writer

@@ -147,7 +147,7 @@ func (a *nacosAPI) doOn(ctx context.Context, base, method, path string, params u
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, errors.Unwrap(err))
+		return nil, fmt.Errorf("%s %s: %w", method, path, cause(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
@@ -186,7 +186,7 @@ func (a *nacosAPI) login(ctx context.Context, base string) (string, error) {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("nacos login: %w", errors.Unwrap(err))
+		return "", fmt.Errorf("nacos login: %w", cause(err))
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
@@ -340,5 +340,15 @@ func firstLine(s string, n int) string {
 	if len(s) > n {
 		s = s[:n] + "…"
 	}
-	return strconv.Quote(s)[1 : len(strconv.Quote(s))-1]
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// cause is the error under an *url.Error, whose text would show the URL
+// (and an access token in its query).
+func cause(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
 }

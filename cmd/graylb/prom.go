@@ -49,7 +49,7 @@ func (p *prometheus) query(ctx context.Context, q, byLabel string) (map[string]f
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errPromUnreachable, errors.Unwrap(err))
+		return nil, fmt.Errorf("%w: %v", errPromUnreachable, cause(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPromAnswer+1))

@@ -236,6 +236,12 @@ func (r *rollout) run(ctx context.Context) int {
 			case <-time.After(r.f.poll):
 			}
 			elapsed := time.Since(start)
+			if closed, err := r.closedByOthers(ctx); err == nil && closed {
+				r.res.Steps = append(r.res.Steps, step)
+				r.res.Outcome, r.res.Closed = "failed", true
+				r.res.Message = fmt.Sprintf("someone closed the rules during step %d (canary %v%%); stopping, they stay closed in %s", i+1, p, r.st.describe())
+				return exitFailed
+			}
 			gray, prod, err := r.prom.compare(ctx, q)
 			var v verdict
 			var why string
@@ -282,6 +288,17 @@ func (r *rollout) run(ctx context.Context) int {
 		r.res.Next = "continue: graylb rollout --steps " + strconv.FormatFloat(last, 'f', -1, 64) + ",...,100, or promote"
 	}
 	return exitOK
+}
+
+// closedByOthers reads the rules: closed by someone else (graylb rollback
+// by hand, a console) stops the rollout.
+func (r *rollout) closedByOthers(ctx context.Context) (bool, error) {
+	d, err := r.st.get(ctx)
+	if err != nil {
+		return false, err
+	}
+	rules, err := parseStored(d)
+	return err == nil && rules.Closed, err
 }
 
 // rollback closes the rules, on a context a signal does not cancel: a

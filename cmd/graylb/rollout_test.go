@@ -324,3 +324,21 @@ func TestRolloutRefusesClosedRules(t *testing.T) {
 		t.Fatalf("exit %d, %d writes:\n%s", code, f.publishes, out)
 	}
 }
+
+func TestRolloutStopsWhenClosedByOthers(t *testing.T) {
+	f := newFakeNacos(t)
+	var queries atomic.Int64
+	prom := fakeProm(t, func(q string) string {
+		if queries.Add(1) == 6 { // someone runs graylb rollback by hand
+			f.set("DEFAULT_GROUP", "graylb-rules.json", `{"closed": true, "canaryPercent": 1}`)
+		}
+		return vector("gray", "1000", "prod", "1000")
+	})
+	code, out, errOut := runCLI(t, nil, rolloutArgs(f, prom.URL, "--interval", "1h")...)
+	if code != exitFailed || !strings.Contains(out, "someone closed the rules during step 1") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); !r.Closed {
+		t.Fatalf("stored %+v: the rollout reopened closed rules", r)
+	}
+}
