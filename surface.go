@@ -108,10 +108,12 @@ func (a *adapterLB) Report(service string, inst Instance, ok bool, latency time.
 	a.lb().report(service, inst, ok, latency)
 }
 
-// Done reports a call done: to the instance's Stats when s is not nil,
-// and to the CallObserver, when there is one, with the call's duration
-// from start (on monoNow's clock).
-func (a *adapterLB) Done(service string, inst Instance, kind Kind, s *Stats, start int64, ok bool) {
+func (a *adapterLB) Done(s *Stats, start int64, ok bool) { started{stats: s, start: start}.Done(ok) }
+
+// DoneObserved reports a call done when a CallObserver is set: to the
+// instance's Stats when s is not nil, and to the CallObserver with the
+// call's duration from start (on monoNow's clock).
+func (a *adapterLB) DoneObserved(service string, inst Instance, kind Kind, s *Stats, start int64, ok bool) {
 	if s != nil {
 		started{stats: s, start: start}.Done(ok)
 	}

@@ -39,7 +39,8 @@ type impl interface {
 	KindToPass(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool)
 	LaneToPass(ctx context.Context, call graylb.ContextHandler) string
 	Report(service string, inst graylb.Instance, ok bool, latency time.Duration)
-	Done(service string, inst graylb.Instance, kind graylb.Kind, s *graylb.Stats, start int64, ok bool)
+	Done(s *graylb.Stats, start int64, ok bool)
+	DoneObserved(service string, inst graylb.Instance, kind graylb.Kind, s *graylb.Stats, start int64, ok bool)
 	CallObserved() bool
 	Now() int64
 	Discard(s *graylb.Stats)

@@ -139,10 +139,12 @@ type Call struct {
 // the LoadBalancer's graylb.CallObserver (WithCallObserver). Call Done or
 // Discard exactly once per call.
 func (c Call) Done(ok bool) {
-	if c.stats == nil && (c.b == nil || !c.b.observed) {
-		return
+	switch {
+	case c.b != nil && c.b.observed:
+		c.b.impl.DoneObserved(c.Service, c.Instance, c.served, c.stats, c.start, ok)
+	case c.stats != nil:
+		c.b.impl.Done(c.stats, c.start, ok)
 	}
-	c.b.impl.Done(c.Service, c.Instance, c.served, c.stats, c.start, ok)
 }
 
 // Discard ends the call without an outcome, for a call that says nothing
