@@ -28,6 +28,7 @@ type LoadBalancer struct {
 	handler  ContextHandler
 	handlers *handlerSet // for an adapter's reader of the call's keys (callkeys.go)
 	observer Observer
+	calls    CallObserver // told of each call done (package adapter's Call.Done)
 	gray     grayFilter
 	_        [2*cacheLine - 104]byte
 
@@ -98,6 +99,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		handler:  chainHandlers(cfg.handlers),
 		handlers: newHandlerSet(cfg.handlers),
 		observer: cfg.observer,
+		calls:    cfg.calls,
 		logger:   cfg.logger,
 		outlier:  cfg.outlier,
 	}

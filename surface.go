@@ -110,6 +110,25 @@ func (a *adapterLB) Report(service string, inst Instance, ok bool, latency time.
 
 func (a *adapterLB) Done(s *Stats, start int64, ok bool) { started{stats: s, start: start}.Done(ok) }
 
+// DoneObserved reports a call done when a CallObserver is set: to the
+// instance's Stats when s is not nil, and to the CallObserver with the
+// call's duration from start (on monoNow's clock).
+func (a *adapterLB) DoneObserved(service string, inst Instance, kind Kind, s *Stats, start int64, ok bool) {
+	if s != nil {
+		started{stats: s, start: start}.Done(ok)
+	}
+	if o := a.calls; o != nil {
+		o(service, inst, kind, ok, time.Duration(monoNow()-start))
+	}
+}
+
+// CallObserved reports whether a CallObserver is set: calls then need a
+// start time even without Stats.
+func (a *adapterLB) CallObserved() bool { return a.calls != nil }
+
+// Now is a call's start time on monoNow's clock.
+func (a *adapterLB) Now() int64 { return monoNow() }
+
 func (a *adapterLB) Discard(s *Stats) { started{stats: s}.Discard() }
 
 func (a *adapterLB) OnRulesChange(fn func()) (stop func()) { return a.lb().onRulesChange(fn) }

@@ -40,6 +40,9 @@ type impl interface {
 	LaneToPass(ctx context.Context, call graylb.ContextHandler) string
 	Report(service string, inst graylb.Instance, ok bool, latency time.Duration)
 	Done(s *graylb.Stats, start int64, ok bool)
+	DoneObserved(service string, inst graylb.Instance, kind graylb.Kind, s *graylb.Stats, start int64, ok bool)
+	CallObserved() bool
+	Now() int64
 	Discard(s *graylb.Stats)
 	OnRulesChange(fn func()) (stop func())
 	OnEjectionChange(fn func(service string)) (stop func())
@@ -54,6 +57,9 @@ type Balancer struct {
 	impl impl
 	// The gray and version keys, fixed when the LoadBalancer was made.
 	grayKey, versionKey string
+	// observed: the LoadBalancer has a graylb.CallObserver, so every call
+	// is timed and reported, with Stats or without.
+	observed bool
 }
 
 // For returns the adapter surface of lb, nil when lb is nil.
@@ -68,8 +74,14 @@ func For(lb *graylb.LoadBalancer) *Balancer {
 		panic("adapter: graylb's adapter surface does not match package adapter")
 	}
 	k := lb.Keys()
-	return &Balancer{lb: lb, impl: i, grayKey: k.Gray, versionKey: k.Version}
+	return &Balancer{lb: lb, impl: i, grayKey: k.Gray, versionKey: k.Version, observed: i.CallObserved()}
 }
+
+// CallObserved reports whether the LoadBalancer has a graylb.CallObserver
+// (graylb.WithCallObserver): an adapter that reports calls only when
+// something reads their results must then report every call, through
+// Route.Call and Call.Done.
+func (b *Balancer) CallObserved() bool { return b != nil && b.observed }
 
 // LoadBalancer returns the LoadBalancer b is the surface of.
 func (b *Balancer) LoadBalancer() *graylb.LoadBalancer { return b.lb }

@@ -543,6 +543,11 @@ func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*graylb.Stat
 	case stats != nil && timed:
 		rp.inner = sp.NewStatsPicker(readyList, readyStats)
 		rp.timed = true
+	case p.b.src.ab.CallObserved():
+		// The LoadBalancer's CallObserver is told of every RPC, timed
+		// (one closure per RPC, as with a latency-aware policy).
+		rp.inner = p.inner.NewPicker(readyList)
+		rp.timed = true
 	default:
 		rp.inner = p.inner.NewPicker(readyList)
 		if stats != nil {
@@ -570,7 +575,7 @@ type readyPicker struct {
 	inner      graylb.Picker             // over the READY instances
 	connecting bool                      // a candidate without a READY connection is still connecting
 	lastErr    error                     // else the last connection error among them
-	timed      bool                      // results carry the call's start (a latency-aware policy)
+	timed      bool                      // results carry the call's start (a latency-aware policy, a CallObserver)
 	dones      []func(balancer.DoneInfo) // per READY connection, when results are reported untimed
 }
 
