@@ -2,9 +2,12 @@ package graylbkratos_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/go-kratos/kratos/v2/middleware"
+	kmetadata "github.com/go-kratos/kratos/v2/middleware/metadata"
 	"github.com/go-kratos/kratos/v2/transport"
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
 	"github.com/graylb/graylb"
@@ -78,6 +81,43 @@ func TestBoundaryStrips(t *testing.T) {
 			}
 			if got := <-seen; got != "header x-other=kept" {
 				t.Fatalf("the handler saw %q, want only x-other", got)
+			}
+		})
+	}
+}
+
+// TestBoundaryStripsKratosMetadata: Kratos' metadata middleware copies the
+// request's x-md- headers into the server's metadata and its client side
+// writes the x-md-global- ones on every outgoing call. Whatever the order
+// of the middleware, a routing key an untrusted caller sent under such a
+// name (here a match rule's key) neither decides the kind of the calls
+// the handler makes nor reaches the next hop.
+func TestBoundaryStripsKratosMetadata(t *testing.T) {
+	for _, mdFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("metadata first %v", mdFirst), func(t *testing.T) {
+			lb := newLB(t, graylb.NewRegistry(), graylb.Rules{Matches: []graylb.Match{{Key: "x-md-global-tenant", Exact: "t1", Gray: true}}})
+			deny := graylbkratos.WithTrusted(func(context.Context) bool { return false })
+			server := []middleware.Middleware{kmetadata.Server(), graylbkratos.Server(lb, deny)}
+			client := []middleware.Middleware{kmetadata.Client(), graylbkratos.Client(lb)}
+			if !mdFirst {
+				server[0], server[1] = server[1], server[0]
+				client[0], client[1] = client[1], client[0]
+			}
+			sent := make(chan header, 1)
+			s := startServer(t, "http", func(ctx context.Context) (string, error) {
+				h := header{}
+				call := middleware.Chain(client...)(func(context.Context, interface{}) (interface{}, error) { return nil, nil })
+				_, err := call(transport.NewClientContext(ctx, fakeTransport{h}), nil)
+				sent <- h
+				return "ok", err
+			}, server...)
+			c := &chain{scheme: "http", edge: s.endpoint}
+			if _, err := c.call(map[string]string{"x-md-global-tenant": "t1"}); err != nil {
+				t.Fatal(err)
+			}
+			h := <-sent
+			if h["gray"] != "false" || h["x-md-global-tenant"] != "" {
+				t.Fatalf("the next hop gets gray=%q x-md-global-tenant=%q, want gray=false and no tenant", h["gray"], h["x-md-global-tenant"])
 			}
 		})
 	}
