@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	kmetadata "github.com/go-kratos/kratos/v2/metadata"
 	"github.com/go-kratos/kratos/v2/middleware"
 	"github.com/go-kratos/kratos/v2/transport"
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
@@ -43,7 +44,8 @@ func WithPropagated(names ...string) Option {
 // sent (the LoadBalancer's gray, user and version keys, the keys its match
 // rules in force name, and WithPropagated keys, in any letter case) is
 // kept or propagated, and they are removed from the request's header (and,
-// over gRPC, its incoming metadata) before the handler sees it. The
+// over gRPC, its incoming metadata; and from the server metadata of Kratos'
+// metadata middleware when it ran first) before the handler sees it. The
 // request then counts as a caller outside the boundary: every call made
 // with its context settles its kind (it writes prod as "false" too), so
 // no later hop's rules can be steered by what the caller sent. pred sees
@@ -142,7 +144,10 @@ func (o *options) keep(ctx context.Context) context.Context {
 }
 
 // remove deletes the keys drop names from the request's header, in every
-// letter case, and from a gRPC request's incoming metadata.
+// letter case, from a gRPC request's incoming metadata, and from the
+// server metadata Kratos' metadata middleware copied from the header when
+// it ran first (its client side writes x-md-global- keys on every
+// outgoing call).
 func (o *options) remove(ctx context.Context, hdr transport.Header, drop func(string) bool) context.Context {
 	// Kratos' header carriers are maps (http.Header, metadata.MD) and the
 	// transport.Header interface has no Del: delete through the map.
@@ -167,6 +172,15 @@ func (o *options) remove(ctx context.Context, hdr transport.Header, drop func(st
 			}
 		}
 		ctx = grpcmd.NewIncomingContext(ctx, clean)
+	}
+	if md, ok := kmetadata.FromServerContext(ctx); ok {
+		clean := kmetadata.New()
+		for k, v := range md {
+			if !drop(k) {
+				clean[k] = v
+			}
+		}
+		ctx = kmetadata.NewServerContext(ctx, clean)
 	}
 	return ctx
 }
