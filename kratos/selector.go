@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -110,7 +111,7 @@ func (s *Selector) build(nodes []selector.Node) *snapshot {
 	if service == "" {
 		// A client dialled an address, not discovery:///<name>: route over
 		// it as a service named by the address.
-		service = nodes[0].Address()
+		service = directService(nodes[0].Address())
 	}
 	list := make([]graylb.Instance, 0, len(nodes))
 	byAddr := make(map[string]int, len(nodes))
@@ -127,6 +128,29 @@ func (s *Selector) build(nodes []selector.Node) *snapshot {
 	}
 	sn.router, sn.err = newRouter(s.b.ab, service, list, nodePolicy{nodes: nodes, byAddr: byAddr, inner: policyOf(s.b.ab)})
 	return sn
+}
+
+// directService names the service of a client that dialled addr: addr,
+// with each byte a service name may not hold ('[', ']' and '%' of an IPv6
+// address and its zone, say) replaced by '_', at most
+// graylb.MaxServiceNameLen bytes.
+func directService(addr string) string {
+	if graylb.ValidateServiceName(addr) == nil {
+		return addr
+	}
+	b := []byte(addr)
+	if len(b) > graylb.MaxServiceNameLen {
+		b = b[:graylb.MaxServiceNameLen]
+	}
+	for i, c := range b {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`/\?#%[]<>"`+"`", c) >= 0 || c == '.' && i > 0 && b[i-1] == '.' {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "_"
+	}
+	return string(b)
 }
 
 // current returns the snapshot to route with, rebuilt when lb changed
