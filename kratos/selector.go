@@ -251,7 +251,7 @@ func (s *Selector) filtered(ctx context.Context, np *nodePicker, filters []selec
 	}
 	// By address (unique in a leaf): a Node's dynamic type need not be
 	// comparable.
-	pick := cand[int(s.rr.Add(1)-1)%len(cand)].Address()
+	pick := cand[int((s.rr.Add(1)-1)%uint32(len(cand)))].Address()
 	for j, n := range np.nodes {
 		if n.Address() == pick {
 			return j, true
