@@ -41,8 +41,15 @@ func TestAdapterSurface(t *testing.T) {
 		t.Fatal(err) // a real adapter fails the call with err
 	}
 	call := route.Start() // pick
-	if p := b.Pass(route.Decision, graylb.UntrustedCaller(ctx)); p.GrayKey != "" {
-		out[p.GrayKey] = p.Gray // write the decision for the next hop
+
+	// write the decision for the next hop: the kind, and a match rule's lane
+	// unless the call carries a version
+	p := b.Pass(route.Decision, graylb.UntrustedCaller(ctx))
+	if p.GrayKey != "" {
+		out[p.GrayKey] = p.Gray
+	}
+	if p.VersionKey != "" && out[p.VersionKey] == "" {
+		out[p.VersionKey] = p.Version
 	}
 	err = send(call.Instance, out)
 	call.Done(err == nil) // report the outcome
