@@ -37,7 +37,9 @@ type Builder struct {
 // NewBuilder returns a Builder of Selectors that route with lb: the gray
 // rule first, then lb's rules, filters (version routing), outlier
 // ejection and policy (round robin, weighted, random, P2C), over the nodes
-// Kratos' discovery hands each Selector. lb must not be nil.
+// Kratos' discovery hands each Selector. With a nil lb (graylb.New
+// failed) every Select fails with an error wrapping selector.ErrNoAvailable
+// that says so.
 //
 // The request's keys are read from the call's Kratos transport header
 // (the client middleware, Client, writes the kind decided for the call
@@ -49,10 +51,15 @@ type Builder struct {
 // address through lb: build lb over the Supplier the Discovery reads
 // (NewDiscovery), so that lb knows the services the clients call.
 func NewBuilder(lb *graylb.LoadBalancer) *Builder {
-	b := &Builder{lb: lb, ab: balancerOf(lb)}
-	b.stop = onRoutingChange(b.ab, func() { b.gen.Add(1) })
+	b := &Builder{lb: lb, ab: balancerOf(lb), stop: func() {}}
+	if b.ab != nil {
+		b.stop = onRoutingChange(b.ab, func() { b.gen.Add(1) })
+	}
 	return b
 }
+
+// errNoLoadBalancer is the error of a Builder made without a LoadBalancer.
+var errNoLoadBalancer = errors.New("graylbkratos: the Builder has no LoadBalancer")
 
 // Build returns a new Selector.
 func (b *Builder) Build() selector.Selector {
@@ -103,6 +110,10 @@ func (s *Selector) Apply(nodes []selector.Node) {
 // held.
 func (s *Selector) build(nodes []selector.Node) *snapshot {
 	sn := &snapshot{gen: s.b.gen.Load(), nodes: nodes}
+	if s.b.ab == nil {
+		sn.err = errNoLoadBalancer
+		return sn
+	}
 	if len(nodes) == 0 {
 		sn.err = errors.New("no node")
 		return sn
