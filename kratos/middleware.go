@@ -62,7 +62,8 @@ func WithTrusted(pred func(ctx context.Context) bool) Option {
 // for routing (gray users, the sticky canary) and is propagated under the
 // LoadBalancer's user key; the caller's own value under that key, trusted
 // or not, is replaced by it in the request's header too (removed when fn
-// returns "").
+// returns ""). fn runs when Server does: list Server after the middleware
+// that authenticates the request.
 func WithUser(fn func(ctx context.Context) string) Option {
 	return func(o *options) { o.user = fn }
 }
