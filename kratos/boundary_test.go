@@ -122,3 +122,57 @@ func TestBoundaryStripsKratosMetadata(t *testing.T) {
 		})
 	}
 }
+
+// TestBoundaryStripsBaggage: OpenTelemetry's baggage propagation (Kratos'
+// tracing middleware takes a request's W3C baggage onto its context and
+// writes it on every outgoing call) carries graylb's keys to services that
+// read them from baggage (otelgraylb). At an untrusted edge, the members
+// named by routing keys are removed from the request's baggage (header,
+// HTTP request and gRPC metadata) before the middleware after Server and
+// the handler see it; other members are left alone.
+func TestBoundaryStripsBaggage(t *testing.T) {
+	for _, scheme := range []string{"http", "grpc"} {
+		t.Run(scheme, func(t *testing.T) {
+			lb := newLB(t, graylb.NewRegistry(), graylb.Rules{Matches: []graylb.Match{{Key: "x-tenant", Exact: "t1", Gray: true}}})
+			seen := make(chan string, 1)
+			look := func(ctx context.Context) (string, error) {
+				var got []string
+				tr, _ := transport.FromServerContext(ctx)
+				got = append(got, "header "+strings.Join(tr.RequestHeader().Values("baggage"), ","))
+				if r, ok := khttp.RequestFromServerContext(ctx); ok {
+					got = append(got, "request "+strings.Join(r.Header.Values("baggage"), ","))
+				}
+				if md, ok := metadata.FromIncomingContext(ctx); ok {
+					got = append(got, "metadata "+strings.Join(md.Get("baggage"), ","))
+				}
+				seen <- strings.Join(got, "; ")
+				return "ok", nil
+			}
+			s := startServer(t, scheme, look, graylbkratos.Server(lb, graylbkratos.WithTrusted(func(context.Context) bool { return false })))
+			bag := "gray=true,other=1;p=q, UID = mallory ,version=v9;x,x-tenant=t1"
+			if scheme == "http" {
+				c := &chain{scheme: "http", edge: s.endpoint}
+				if _, err := c.call(map[string]string{"baggage": bag}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				conn, err := grpc.Dial(strings.TrimPrefix(s.endpoint, "grpc://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				ctx := metadata.AppendToOutgoingContext(context.Background(), "baggage", bag)
+				if err := conn.Invoke(ctx, echoMethod, wrapperspb.String(""), new(wrapperspb.StringValue)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := "header other=1;p=q; request other=1;p=q"
+			if scheme == "grpc" {
+				want = "header other=1;p=q; metadata other=1;p=q"
+			}
+			if got := <-seen; got != want {
+				t.Fatalf("the handler saw %q, want %q", got, want)
+			}
+		})
+	}
+}
