@@ -45,7 +45,11 @@ func WithPropagated(names ...string) Option {
 // rules in force name, and WithPropagated keys, in any letter case) is
 // kept or propagated, and they are removed from the request's header (and,
 // over gRPC, its incoming metadata; and from the server metadata of Kratos'
-// metadata middleware when it ran first) before the handler sees it. The
+// metadata middleware when it ran first) before the handler sees it, and
+// the members of the request's W3C baggage they name are removed from its
+// baggage header. OpenTelemetry's baggage propagation (Kratos' tracing
+// middleware) takes that header onto the context as it runs, which Server
+// cannot undo: at an edge, list Server before the tracing middleware. The
 // request then counts as a caller outside the boundary: every call made
 // with its context settles its kind (it writes prod as "false" too), so
 // no later hop's rules can be steered by what the caller sent. pred sees
@@ -113,7 +117,9 @@ func (o *options) keep(ctx context.Context) context.Context {
 	hdr := tr.RequestHeader()
 	match := matchKeys(o.ab)
 	if o.trusted != nil && !o.trusted(ctx) {
-		ctx = o.remove(ctx, hdr, func(k string) bool { return containsFold(o.names, k) || containsFold(match, k) })
+		drop := func(k string) bool { return containsFold(o.names, k) || containsFold(match, k) }
+		ctx = o.remove(ctx, hdr, drop)
+		ctx = o.stripBaggage(ctx, hdr, drop)
 		ctx = untrusted(ctx)
 	}
 	if o.user != nil {
@@ -182,6 +188,44 @@ func (o *options) remove(ctx context.Context, hdr transport.Header, drop func(st
 			}
 		}
 		ctx = kmetadata.NewServerContext(ctx, clean)
+	}
+	return ctx
+}
+
+// baggageKey is the W3C baggage header, which OpenTelemetry's propagation
+// (Kratos' tracing middleware) takes onto the context and writes on every
+// outgoing call.
+const baggageKey = "baggage"
+
+// stripBaggage removes from the request's baggage (header and gRPC
+// incoming metadata) the list members whose key drop names, in any letter
+// case; other members, their properties included, stay as they were.
+func (o *options) stripBaggage(ctx context.Context, hdr transport.Header, drop func(string) bool) context.Context {
+	vals := hdr.Values(baggageKey)
+	if len(vals) == 0 {
+		return ctx
+	}
+	var keep []string
+	for _, v := range vals {
+		for _, m := range strings.Split(v, ",") {
+			key := m
+			if i := strings.IndexAny(m, "=;"); i >= 0 {
+				key = m[:i]
+			}
+			if m = strings.TrimSpace(m); m != "" && !drop(strings.TrimSpace(key)) {
+				keep = append(keep, m)
+			}
+		}
+	}
+	ctx = o.remove(ctx, hdr, func(k string) bool { return strings.EqualFold(k, baggageKey) })
+	if len(keep) == 0 {
+		return ctx
+	}
+	clean := strings.Join(keep, ",")
+	hdr.Set(baggageKey, clean)
+	if md, ok := grpcmd.FromIncomingContext(ctx); ok {
+		md.Set(baggageKey, clean)
+		ctx = grpcmd.NewIncomingContext(ctx, md)
 	}
 	return ctx
 }
