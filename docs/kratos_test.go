@@ -40,14 +40,14 @@ func kratosWire(ctx context.Context, supplier graylb.Supplier,
 	httpSrv := khttp.NewServer(khttp.Address(":8000"), khttp.Middleware(graylbkratos.Server(lb)))
 	grpcSrv := kgrpc.NewServer(kgrpc.Address(":9000"), kgrpc.Middleware(graylbkratos.Server(lb)))
 
-	// clients pass it on to the next hop
+	// clients pass it on to the next hop; WithSubset(0): graylb sees every instance
 	users, err := khttp.NewClient(ctx, khttp.WithEndpoint("discovery:///user.http"),
-		khttp.WithDiscovery(discovery), khttp.WithMiddleware(graylbkratos.Client(lb)))
+		khttp.WithDiscovery(discovery), khttp.WithSubset(0), khttp.WithMiddleware(graylbkratos.Client(lb)))
 	if err != nil {
 		return err
 	}
 	conn, err := kgrpc.DialInsecure(ctx, kgrpc.WithEndpoint("discovery:///user.grpc"),
-		kgrpc.WithDiscovery(discovery), kgrpc.WithMiddleware(graylbkratos.Client(lb)))
+		kgrpc.WithDiscovery(discovery), kgrpc.WithSubset(0), kgrpc.WithMiddleware(graylbkratos.Client(lb)))
 	if err != nil {
 		return err
 	}

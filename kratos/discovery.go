@@ -95,20 +95,21 @@ type watcher struct {
 	cancel context.CancelFunc
 	ch     chan struct{} // a new list is waiting (capacity 1)
 
-	mu     sync.Mutex
-	list   []graylb.Instance
-	fresh  bool // list not returned yet
-	seen   bool // a list (not the seed) or a Next's answer happened
-	stop   func()
-	closed sync.Once
+	mu      sync.Mutex
+	list    []graylb.Instance
+	fresh   bool // list not returned yet
+	seen    bool // a list (not the seed) or a Next's answer happened
+	updated bool // the Supplier reported a list, empty ones included
+	stop    func()
+	closed  sync.Once
 }
 
 // seed sets the list found at the start, unless an update came first.
 func (w *watcher) seed(list []graylb.Instance) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.seen || len(list) == 0 {
-		return
+	if w.seen || w.updated || len(list) == 0 {
+		return // an update is newer than the list found at the start
 	}
 	w.list, w.fresh = list, true
 	w.signal()
@@ -117,8 +118,12 @@ func (w *watcher) seed(list []graylb.Instance) {
 func (w *watcher) update(list []graylb.Instance) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.updated = true
 	if !w.seen && len(list) == 0 {
-		return // nothing to report yet: the first Next waits for instances
+		// Nothing to report yet: the first Next waits for instances, and
+		// does not return a seed they left.
+		w.list, w.fresh = nil, false
+		return
 	}
 	w.seen = true
 	w.list, w.fresh = list, true

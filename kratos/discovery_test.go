@@ -242,3 +242,43 @@ func TestRegistrar(t *testing.T) {
 		t.Fatal("an instance without endpoints registered")
 	}
 }
+
+// TestDiscoveryWatchEmptiedBeforeFirstNext: the service's last instance
+// leaves after Watch found it but before the first Next: that Next does
+// not return the instance that left; it waits for one.
+func TestDiscoveryWatchEmptiedBeforeFirstNext(t *testing.T) {
+	reg := graylb.NewRegistry()
+	if err := reg.Register(graylb.NewInstance("svc", "127.0.0.1", 9000, nil)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := graylbkratos.NewDiscovery(reg).Watch(context.Background(), "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := reg.Deregister("svc", "127.0.0.1:9000"); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan []*registry.ServiceInstance, 1)
+	go func() {
+		list, _ := w.Next()
+		ch <- list
+	}()
+	select {
+	case list := <-ch:
+		t.Fatalf("the first Next returned %v, an instance that left", endpoints(list))
+	case <-time.After(100 * time.Millisecond):
+	}
+	// The next instance is what the first Next returns.
+	if err := reg.Register(graylb.NewInstance("svc", "127.0.0.1", 9001, nil)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case list := <-ch:
+		if got := endpoints(list); len(got) != 2 || got[0] != "grpc://127.0.0.1:9001" {
+			t.Fatalf("the first Next returned %v, want the instance at 9001", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Next did not return within 10s of a new instance")
+	}
+}

@@ -12,7 +12,7 @@
 //	discovery := graylbkratos.NewDiscovery(supplier)
 //	// servers: http.Middleware(graylbkratos.Server(lb)), grpc.Middleware(graylbkratos.Server(lb))
 //	// clients: http.WithMiddleware(graylbkratos.Client(lb)), grpc.WithMiddleware(graylbkratos.Client(lb)),
-//	//          WithDiscovery(discovery), WithEndpoint("discovery:///user.grpc")
+//	//          WithDiscovery(discovery), WithSubset(0), WithEndpoint("discovery:///user.grpc")
 //
 // graylb reads and writes the LoadBalancer's own keys (lb.Keys(): the
 // header gray by default), not Kratos' metadata keys (x-md-global-...):

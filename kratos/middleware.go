@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	kmetadata "github.com/go-kratos/kratos/v2/metadata"
 	"github.com/go-kratos/kratos/v2/middleware"
 	"github.com/go-kratos/kratos/v2/transport"
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
@@ -43,7 +44,12 @@ func WithPropagated(names ...string) Option {
 // sent (the LoadBalancer's gray, user and version keys, the keys its match
 // rules in force name, and WithPropagated keys, in any letter case) is
 // kept or propagated, and they are removed from the request's header (and,
-// over gRPC, its incoming metadata) before the handler sees it. The
+// over gRPC, its incoming metadata; and from the server metadata of Kratos'
+// metadata middleware when it ran first) before the handler sees it, and
+// the members of the request's W3C baggage they name are removed from its
+// baggage header. OpenTelemetry's baggage propagation (Kratos' tracing
+// middleware) takes that header onto the context as it runs, which Server
+// cannot undo: at an edge, list Server before the tracing middleware. The
 // request then counts as a caller outside the boundary: every call made
 // with its context settles its kind (it writes prod as "false" too), so
 // no later hop's rules can be steered by what the caller sent. pred sees
@@ -60,7 +66,8 @@ func WithTrusted(pred func(ctx context.Context) bool) Option {
 // for routing (gray users, the sticky canary) and is propagated under the
 // LoadBalancer's user key; the caller's own value under that key, trusted
 // or not, is replaced by it in the request's header too (removed when fn
-// returns "").
+// returns ""). fn runs when Server does: list Server after the middleware
+// that authenticates the request.
 func WithUser(fn func(ctx context.Context) string) Option {
 	return func(o *options) { o.user = fn }
 }
@@ -110,7 +117,9 @@ func (o *options) keep(ctx context.Context) context.Context {
 	hdr := tr.RequestHeader()
 	match := matchKeys(o.ab)
 	if o.trusted != nil && !o.trusted(ctx) {
-		ctx = o.remove(ctx, hdr, func(k string) bool { return containsFold(o.names, k) || containsFold(match, k) })
+		drop := func(k string) bool { return containsFold(o.names, k) || containsFold(match, k) }
+		ctx = o.remove(ctx, hdr, drop)
+		ctx = o.stripBaggage(ctx, hdr, drop)
 		ctx = untrusted(ctx)
 	}
 	if o.user != nil {
@@ -142,7 +151,10 @@ func (o *options) keep(ctx context.Context) context.Context {
 }
 
 // remove deletes the keys drop names from the request's header, in every
-// letter case, and from a gRPC request's incoming metadata.
+// letter case, from a gRPC request's incoming metadata, and from the
+// server metadata Kratos' metadata middleware copied from the header when
+// it ran first (its client side writes x-md-global- keys on every
+// outgoing call).
 func (o *options) remove(ctx context.Context, hdr transport.Header, drop func(string) bool) context.Context {
 	// Kratos' header carriers are maps (http.Header, metadata.MD) and the
 	// transport.Header interface has no Del: delete through the map.
@@ -167,6 +179,53 @@ func (o *options) remove(ctx context.Context, hdr transport.Header, drop func(st
 			}
 		}
 		ctx = grpcmd.NewIncomingContext(ctx, clean)
+	}
+	if md, ok := kmetadata.FromServerContext(ctx); ok {
+		clean := kmetadata.New()
+		for k, v := range md {
+			if !drop(k) {
+				clean[k] = v
+			}
+		}
+		ctx = kmetadata.NewServerContext(ctx, clean)
+	}
+	return ctx
+}
+
+// baggageKey is the W3C baggage header, which OpenTelemetry's propagation
+// (Kratos' tracing middleware) takes onto the context and writes on every
+// outgoing call.
+const baggageKey = "baggage"
+
+// stripBaggage removes from the request's baggage (header and gRPC
+// incoming metadata) the list members whose key drop names, in any letter
+// case; other members, their properties included, stay as they were.
+func (o *options) stripBaggage(ctx context.Context, hdr transport.Header, drop func(string) bool) context.Context {
+	vals := hdr.Values(baggageKey)
+	if len(vals) == 0 {
+		return ctx
+	}
+	var keep []string
+	for _, v := range vals {
+		for _, m := range strings.Split(v, ",") {
+			key := m
+			if i := strings.IndexAny(m, "=;"); i >= 0 {
+				key = m[:i]
+			}
+			if m = strings.TrimSpace(m); m != "" && !drop(strings.TrimSpace(key)) {
+				keep = append(keep, m)
+			}
+		}
+	}
+	ctx = o.remove(ctx, hdr, func(k string) bool { return strings.EqualFold(k, baggageKey) })
+	if len(keep) == 0 {
+		return ctx
+	}
+	clean := strings.Join(keep, ",")
+	hdr.Set(baggageKey, clean)
+	if md, ok := grpcmd.FromIncomingContext(ctx); ok {
+		md.Set(baggageKey, clean)
+		ctx = grpcmd.NewIncomingContext(ctx, md)
 	}
 	return ctx
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -36,7 +37,9 @@ type Builder struct {
 // NewBuilder returns a Builder of Selectors that route with lb: the gray
 // rule first, then lb's rules, filters (version routing), outlier
 // ejection and policy (round robin, weighted, random, P2C), over the nodes
-// Kratos' discovery hands each Selector. lb must not be nil.
+// Kratos' discovery hands each Selector. With a nil lb (graylb.New
+// failed) every Select fails with an error wrapping selector.ErrNoAvailable
+// that says so.
 //
 // The request's keys are read from the call's Kratos transport header
 // (the client middleware, Client, writes the kind decided for the call
@@ -48,10 +51,15 @@ type Builder struct {
 // address through lb: build lb over the Supplier the Discovery reads
 // (NewDiscovery), so that lb knows the services the clients call.
 func NewBuilder(lb *graylb.LoadBalancer) *Builder {
-	b := &Builder{lb: lb, ab: balancerOf(lb)}
-	b.stop = onRoutingChange(b.ab, func() { b.gen.Add(1) })
+	b := &Builder{lb: lb, ab: balancerOf(lb), stop: func() {}}
+	if b.ab != nil {
+		b.stop = onRoutingChange(b.ab, func() { b.gen.Add(1) })
+	}
 	return b
 }
+
+// errNoLoadBalancer is the error of a Builder made without a LoadBalancer.
+var errNoLoadBalancer = errors.New("graylbkratos: the Builder has no LoadBalancer")
 
 // Build returns a new Selector.
 func (b *Builder) Build() selector.Selector {
@@ -102,6 +110,10 @@ func (s *Selector) Apply(nodes []selector.Node) {
 // held.
 func (s *Selector) build(nodes []selector.Node) *snapshot {
 	sn := &snapshot{gen: s.b.gen.Load(), nodes: nodes}
+	if s.b.ab == nil {
+		sn.err = errNoLoadBalancer
+		return sn
+	}
 	if len(nodes) == 0 {
 		sn.err = errors.New("no node")
 		return sn
@@ -110,7 +122,7 @@ func (s *Selector) build(nodes []selector.Node) *snapshot {
 	if service == "" {
 		// A client dialled an address, not discovery:///<name>: route over
 		// it as a service named by the address.
-		service = nodes[0].Address()
+		service = directService(nodes[0].Address())
 	}
 	list := make([]graylb.Instance, 0, len(nodes))
 	byAddr := make(map[string]int, len(nodes))
@@ -127,6 +139,29 @@ func (s *Selector) build(nodes []selector.Node) *snapshot {
 	}
 	sn.router, sn.err = newRouter(s.b.ab, service, list, nodePolicy{nodes: nodes, byAddr: byAddr, inner: policyOf(s.b.ab)})
 	return sn
+}
+
+// directService names the service of a client that dialled addr: addr,
+// with each byte a service name may not hold ('[', ']' and '%' of an IPv6
+// address and its zone, say) replaced by '_', at most
+// graylb.MaxServiceNameLen bytes.
+func directService(addr string) string {
+	if graylb.ValidateServiceName(addr) == nil {
+		return addr
+	}
+	b := []byte(addr)
+	if len(b) > graylb.MaxServiceNameLen {
+		b = b[:graylb.MaxServiceNameLen]
+	}
+	for i, c := range b {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`/\?#%[]<>"`+"`", c) >= 0 || c == '.' && i > 0 && b[i-1] == '.' {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "_"
+	}
+	return string(b)
 }
 
 // current returns the snapshot to route with, rebuilt when lb changed
@@ -227,7 +262,7 @@ func (s *Selector) filtered(ctx context.Context, np *nodePicker, filters []selec
 	}
 	// By address (unique in a leaf): a Node's dynamic type need not be
 	// comparable.
-	pick := cand[int(s.rr.Add(1)-1)%len(cand)].Address()
+	pick := cand[int((s.rr.Add(1)-1)%uint32(len(cand)))].Address()
 	for j, n := range np.nodes {
 		if n.Address() == pick {
 			return j, true

@@ -104,6 +104,14 @@ func TestSelectorGrayRule(t *testing.T) {
 	if n, _, err := s.Select(context.Background()); err != nil || n.Address() != "127.0.0.1:8000" {
 		t.Fatalf("a direct node: %v, %v", n, err)
 	}
+	// Direct nodes at addresses that are no valid service name (a gRPC
+	// client dialled an IPv6 address): Kratos' own selectors route there.
+	for _, addr := range []string{"[::1]:8000", "[fe80::1%eth0]:8000"} {
+		s.Apply([]selector.Node{selector.NewNode("grpc", addr, nil)})
+		if n, _, err := s.Select(context.Background()); err != nil || n.Address() != addr {
+			t.Fatalf("a direct node at %s: %v, %v", addr, n, err)
+		}
+	}
 	// An empty list.
 	s.Apply(nil)
 	if _, _, err := s.Select(context.Background()); !errors.Is(err, selector.ErrNoAvailable) {

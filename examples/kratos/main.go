@@ -158,7 +158,7 @@ func start(c config) (*demo, error) {
 			return fail(err)
 		}
 	}
-	conn, err := kgrpc.DialInsecure(ctx, kgrpc.WithEndpoint("discovery:///user.grpc"), kgrpc.WithDiscovery(discovery),
+	conn, err := kgrpc.DialInsecure(ctx, kgrpc.WithEndpoint("discovery:///user.grpc"), kgrpc.WithDiscovery(discovery), kgrpc.WithSubset(0),
 		kgrpc.WithMiddleware(graylbkratos.Client(lb)))
 	if err != nil {
 		return fail(err)
@@ -182,7 +182,7 @@ func start(c config) (*demo, error) {
 			return fail(err)
 		}
 	}
-	orders, err := khttp.NewClient(ctx, khttp.WithEndpoint("discovery:///order.http"), khttp.WithDiscovery(discovery),
+	orders, err := khttp.NewClient(ctx, khttp.WithEndpoint("discovery:///order.http"), khttp.WithDiscovery(discovery), khttp.WithSubset(0),
 		khttp.WithMiddleware(graylbkratos.Client(lb)), khttp.WithBlock())
 	if err != nil {
 		return fail(err)
