@@ -38,8 +38,11 @@ type LoadBalancer struct {
 	policy    Policy
 	logger    *slog.Logger
 
-	mu       sync.Mutex // guards adding services, Close
-	closed   atomic.Bool
+	mu     sync.Mutex // guards adding services, Close
+	closed atomic.Bool
+	// adapter is package adapter's Balancer of this LoadBalancer, made on
+	// its first use (see internal/adapterhook).
+	adapter  atomic.Pointer[any]
 	ruleStop func()
 
 	ruleWatchers fanout.Set[func()]

@@ -47,11 +47,17 @@ type adapterRouter = interface {
 type adapterLB LoadBalancer
 
 func init() {
-	adapterhook.Of = func(v any) any {
-		if lb, ok := v.(*LoadBalancer); ok && lb != nil {
-			return (*adapterLB)(lb)
+	adapterhook.Of = func(v any, build func(lb, surface any) any) any {
+		lb, ok := v.(*LoadBalancer)
+		if !ok || lb == nil {
+			return nil
 		}
-		return nil
+		if p := lb.adapter.Load(); p != nil {
+			return *p
+		}
+		made := build(lb, (*adapterLB)(lb))
+		lb.adapter.CompareAndSwap(nil, &made)
+		return *lb.adapter.Load()
 	}
 }
 
