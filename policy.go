@@ -104,6 +104,10 @@ const (
 // different counters, so concurrent picks do not slow each other down (a
 // single shared counter costs 2-6x per pick when two cores pick at once).
 // The choice only spreads contention: any counter gives a correct turn.
+//
+// A rotor is 2 KiB; a picker takes one only once its picks contend (see
+// turns), so a leaf picked by one goroutine at a time, or never, does not
+// pay for it.
 type rotor struct {
 	shards [rotorShards]counter
 }
@@ -140,21 +144,81 @@ func shardOfCaller() uint64 {
 	return (x ^ x>>4 ^ x>>8 ^ x>>12) & (rotorShards - 1)
 }
 
+// clashesToShard is how many lost compare-and-swaps on a turns' single
+// counter make it take a rotor: a lost one means another goroutine took a
+// turn between this one's read and its write, which happens when picks
+// run at once on several cores (a goroutine preempted in that window on
+// one core loses one now and then, far fewer).
+const clashesToShard = 16
+
+// turns hands out the turns of a round-robin walk: from one counter word
+// while picks do not contend, from a rotor once they do. The single
+// counter is read and advanced by compare-and-swap, so contention shows as
+// lost swaps; after clashesToShard of them the turns take a rotor (2 KiB,
+// allocated once, by the pick that saw the last clash) and keep it, and
+// the counter word is marked (turnsSharded) so that no pick writes it
+// again. A small or rarely picked leaf thus costs one counter word, and a
+// leaf picked on several cores at once gets the sharded counters it needs
+// after a few contended picks. Every turn is correct from either source;
+// the switch only changes which counter the next turns come from.
+//
+// A turns lives in its picker's object, which fills a cache line of its
+// own (see cacheLine): the counter's writes slow down nothing but the
+// picks of its own leaf, and once sharded the line is only read.
+type turns struct {
+	one   atomic.Uint64 // the turn counter, or turnsSharded and up
+	hot   atomic.Pointer[rotor]
+	span  uint64 // the rotor's counters start at random offsets below span
+	clash atomic.Uint32
+}
+
+// turnsSharded marks a turns' counter word once its rotor is in use: a
+// counter, started below 2^37, never reaches it by counting.
+const turnsSharded = 1 << 63
+
+func (t *turns) init(span uint64) {
+	t.span = span
+	t.one.Store(rand.Uint64N(max(span, 1)))
+}
+
+// next returns the next turn. (tree.pick has its single-counter path
+// written out: a call does not fit the compiler's inlining budget.)
+func (t *turns) next() uint64 {
+	if old := t.one.Load(); old < turnsSharded && t.one.CompareAndSwap(old, old+1) {
+		return old
+	}
+	return t.contended()
+}
+
+// contended is next once a swap was lost or the rotor is in use.
+func (t *turns) contended() uint64 {
+	if r := t.hot.Load(); r != nil {
+		return r.next()
+	}
+	if t.clash.Add(1) < clashesToShard {
+		return t.one.Add(1) - 1
+	}
+	t.hot.CompareAndSwap(nil, newRotor(t.span))
+	t.one.Store(turnsSharded)
+	return t.hot.Load().next()
+}
+
 type roundRobin struct {
+	t turns
 	n uint32
 	m modulus
-	r rotor // in place: one pointer less to follow per pick
+	_ [cacheLine - 48]byte // whole cache lines (see cacheLine)
 }
 
 type strictRoundRobin struct {
+	c atomic.Uint64
 	n uint64
-	c counter
-	_ [cacheLine - 8]byte // whole cache lines (see cacheLine)
+	_ [cacheLine - 16]byte // a cache line of its own (see cacheLine)
 }
 
 func newStrictRoundRobin(list []Instance) Picker {
 	p := &strictRoundRobin{n: uint64(len(list))}
-	p.c.n.Store(rand.Uint64N(max(p.n, 1)))
+	p.c.Store(rand.Uint64N(max(p.n, 1)))
 	return p
 }
 
@@ -162,7 +226,7 @@ func (p *strictRoundRobin) Next() int {
 	if p.n == 0 {
 		return 0
 	}
-	return int((p.c.n.Add(1) - 1) % p.n)
+	return int((p.c.Add(1) - 1) % p.n)
 }
 
 func newRoundRobin(list []Instance) Picker {
@@ -171,16 +235,15 @@ func newRoundRobin(list []Instance) Picker {
 	}
 	n := uint32(len(list))
 	p := &roundRobin{n: n, m: newModulus(n)}
-	p.r.start(uint64(n))
+	p.t.init(uint64(n))
 	return p
 }
 
-// Next is small enough to be inlined where the routing tree calls it
-// directly.
+// Next returns the next candidate (tree.pick has it written out).
 func (p *roundRobin) Next() int {
 	// A list is far shorter than 2^32; the counter's wrap every 2^32 turns
 	// only shifts the rotation once.
-	return int(p.m.of(uint32(p.r.next()), p.n))
+	return int(p.m.of(uint32(p.t.next()), p.n))
 }
 
 // onlyPicker is round robin's picker over an empty list (never asked:

@@ -178,7 +178,14 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 		case len(leaf.instances) == 0:
 			d.outcome = Failed
 		case leaf.rr != nil:
-			in = &leaf.instances[leaf.rr.Next()]
+			// roundRobin.Next written out (it does not fit the inlining
+			// budget): the single counter's turn, else the slow path.
+			rr := leaf.rr
+			turn := rr.t.one.Load()
+			if turn >= turnsSharded || !rr.t.one.CompareAndSwap(turn, turn+1) {
+				turn = rr.t.contended()
+			}
+			in = &leaf.instances[rr.m.of(uint32(turn), rr.n)]
 		default:
 			in = &leaf.instances[leaf.picker.Next()]
 		}

@@ -1,0 +1,90 @@
+package graylb
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// footprintSource is a static Supplier of many services.
+type footprintSource map[string][]Instance
+
+func (s footprintSource) Instances(_ context.Context, service string) ([]Instance, error) {
+	if l, ok := s[service]; ok {
+		return l, nil
+	}
+	return nil, ErrUnknownService
+}
+func (s footprintSource) Watch(string, func([]Instance)) (func(), error) { return func() {}, nil }
+
+// footprintFixture is services × instances: half the instances gray, and
+// with versions each tagged one of three versions.
+func footprintFixture(services, instances int, versions bool) (footprintSource, []string) {
+	src := footprintSource{}
+	names := make([]string, services)
+	for s := range names {
+		names[s] = "svc-" + strconv.Itoa(s)
+		list := make([]Instance, instances)
+		for i := range list {
+			md := map[string]string{"gray": strconv.FormatBool(i%2 == 1)}
+			if versions {
+				md["version"] = "v" + strconv.Itoa(1+i/2%3)
+			}
+			list[i] = NewInstance(names[s], fmt.Sprintf("10.%d.%d.%d", s/256%256, s%256, i%256), 8000+i/256, md)
+		}
+		src[names[s]] = list
+	}
+	return src, names
+}
+
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// footprint returns the heap a LoadBalancer over services × instances
+// holds once every service was picked once gray and once prod.
+func footprint(t testing.TB, services, instances int, versions bool) uint64 {
+	src, names := footprintFixture(services, instances, versions)
+	var opts []Option
+	if versions {
+		opts = append(opts, WithFilters(NewVersionFilter()))
+	}
+	gray := WithValue(WithValue(context.Background(), "gray", "true"), "version", "v1")
+	prod := WithValue(WithValue(context.Background(), "gray", "false"), "version", "v1")
+	before := liveHeap()
+	lb, err := New(src, opts...)
+	require.NoError(t, err)
+	for _, name := range names {
+		for _, ctx := range []context.Context{gray, prod} {
+			_, err := lb.Pick(ctx, name)
+			require.NoError(t, err)
+		}
+	}
+	after := liveHeap()
+	runtime.KeepAlive(lb)
+	runtime.KeepAlive(src)
+	lb.Close()
+	return after - before
+}
+
+func TestFootprintPrint(t *testing.T) {
+	if os.Getenv("FOOTPRINT") == "" {
+		t.Skip()
+	}
+	for _, c := range []struct {
+		s, n int
+		v    bool
+	}{{1000, 10, false}, {1000, 10, true}, {1000, 100, true}, {10000, 10, true}} {
+		h := footprint(t, c.s, c.n, c.v)
+		t.Logf("%d×%d versions=%v: %.1f KB/service, %d B/instance, %.1f MB", c.s, c.n, c.v, float64(h)/float64(c.s)/1000, h/uint64(c.s*c.n), float64(h)/1e6)
+	}
+}
