@@ -496,8 +496,21 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 }
 
 // keep returns the usable instances of list with a valid host and port,
-// in order; it drops each usable one that is invalid with a log line.
+// in order; it drops each usable one that is invalid with a log line. When
+// it keeps every instance it returns list itself (a Supplier's lists are
+// read-only once handed over), capped at its length: the Cache holds no
+// second copy of a list.
 func (c *Cache) keep(service string, list []Instance) []Instance {
+	all := true
+	for i := range list {
+		if !list[i].Usable() || list[i].validateEndpoint() != nil {
+			all = false
+			break
+		}
+	}
+	if all {
+		return list[:len(list):len(list)]
+	}
 	out := make([]Instance, 0, len(list))
 	for _, in := range list {
 		if !in.Usable() {

@@ -57,7 +57,6 @@ func TestLineSlice(t *testing.T) {
 			len       int
 		}{
 			{unsafe.Sizeof(Instance{}), uintptr(cap(lineSlice[Instance](n))), len(lineSlice[Instance](n))},
-			{unsafe.Sizeof(flatLeaf{}), uintptr(cap(lineSlice[flatLeaf](n))), len(lineSlice[flatLeaf](n))},
 			{unsafe.Sizeof(versionIndex{}), uintptr(cap(lineSlice[versionIndex](n))), len(lineSlice[versionIndex](n))},
 			{8, uintptr(cap(lineSlice[*service](n))), len(lineSlice[*service](n))},
 		} {

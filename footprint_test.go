@@ -88,3 +88,25 @@ func TestFootprintPrint(t *testing.T) {
 		t.Logf("%d×%d versions=%v: %.1f KB/service, %d B/instance, %.1f MB", c.s, c.n, c.v, float64(h)/float64(c.s)/1000, h/uint64(c.s*c.n), float64(h)/1e6)
 	}
 }
+
+// The Cache keeps a Supplier's list itself when it keeps every instance
+// of it (no second copy), capped so that no append can write into it, and
+// a copy when it drops one.
+func TestCache_KeepsTheSuppliersListOnce(t *testing.T) {
+	src, names := footprintFixture(2, 4, false)
+	bad := src[names[1]]
+	bad[2].Healthy = false
+	c, err := NewCache(src)
+	require.NoError(t, err)
+	defer c.Close()
+	got, err := c.Instances(context.Background(), names[0])
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	require.Same(t, &src[names[0]][0], &got[0], "a list kept whole is the supplier's own")
+	require.Equal(t, 4, cap(got))
+	got, err = c.Instances(context.Background(), names[1])
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.NotSame(t, &bad[0], &got[0])
+	require.Equal(t, []Instance{bad[0], bad[1], bad[3]}, got)
+}

@@ -4,22 +4,30 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"unsafe"
 )
 
 // node is one node of the precomputed routing tree: an inner node holds a
 // stage and one child per subset; a leaf holds the final candidates and
-// their picker.
+// their picker. The children of a stage are one array of nodes (the flat
+// walk indexes it directly: see flatten).
 type node struct {
 	stage     Stage
 	children  []*node
 	instances []Instance
 	stats     []*Stats // beside instances, when the LoadBalancer keeps Stats
 	picker    Picker
+	rr        *roundRobin // picker, when it is round robin (tree.pick runs it inline)
 	// tree is the tree the node belongs to (a Route's leaf tells which
 	// routing the Route was built from: see LoadBalancer.Reroute).
 	tree *tree
-	_    [16]byte // whole cache lines (see cacheLine)
+	_    [8]byte // whole cache lines (see cacheLine)
 }
+
+// emptyLeaf is the leaf of every empty subset of the gray decision: no
+// candidate, so no route ever returns it (nor reads its tree), and no
+// filter is built over nothing.
+var emptyLeaf = node{picker: onlyPicker{}}
 
 // tree is the immutable routing snapshot of one service: the gray decision
 // at the root, one subtree of the user's filters per subset it yields.
@@ -45,6 +53,10 @@ type statsFunc func(Instance) *Stats
 // buildTree builds the routing of service over the usable instances: the
 // gray decision, then filters (sorted), then policy at each leaf. A filter
 // that panics fails the build.
+//
+// An empty subset of the gray decision gets emptyLeaf, and a subset equal
+// to one already built (every instance, when none is gray) shares its
+// subtree.
 func buildTree(service string, instances []Instance, gray *grayFilter, filters []ServerFilter, rules *compiledRules, policy Policy, stats statsFunc) (t *tree, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -53,8 +65,21 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 	}()
 	gs := gray.build(instances, rules)
 	t = &tree{service: service, gray: gs, rules: rules, grayKey: gray.header, anyGray: len(gs.gray) > 0}
-	for i, sub := range gs.subsets() {
-		t.children[i] = buildNode(t, BuildInfo{Service: service, Instances: sub}, filters, policy, stats)
+	subs := gs.subsets()
+	for i, sub := range subs {
+		switch {
+		case len(sub) == 0:
+			t.children[i] = &emptyLeaf
+			continue
+		case i == grayIdxAll && sameList(sub, subs[grayIdxProd]):
+			t.children[i] = t.children[grayIdxProd]
+			continue
+		}
+		n := &node{}
+		// The gray decision's lists are the tree's own: a VersionFilter
+		// right after it groups them in place.
+		buildNode(n, t, BuildInfo{Service: service, Instances: sub}, true, filters, policy, stats)
+		t.children[i] = n
 	}
 	if gs.plain && (len(filters) == 0 || len(filters) == 1 && isVersionFilter(filters[0])) {
 		t.plain = true
@@ -65,27 +90,45 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 	return t, nil
 }
 
-func buildNode(t *tree, in BuildInfo, filters []ServerFilter, policy Policy, stats statsFunc) *node {
+// sameList reports whether a and b are one list (the same elements of the
+// same array).
+func sameList(a, b []Instance) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// buildNode builds n over in: a leaf when no filter is left, else the
+// first filter's stage with its children, one array of nodes. owned: the
+// list is the tree's own, which a VersionFilter may reorder.
+func buildNode(n *node, t *tree, in BuildInfo, owned bool, filters []ServerFilter, policy Policy, stats statsFunc) {
+	n.tree = t
 	if len(filters) == 0 {
-		n := newLeaf(in.Instances, policy, stats)
-		n.tree = t
-		return n
+		newLeaf(n, in.Instances, policy, stats)
+		return
 	}
-	st := filters[0].Build(in)
+	var st Stage
+	if vf, ok := filters[0].(*VersionFilter); ok && owned {
+		st = vf.build(in, true)
+	} else {
+		st = filters[0].Build(in)
+	}
 	subs := st.Subsets()
-	n := &node{stage: st, children: make([]*node, len(subs)), tree: t}
+	n.stage = st
+	n.children = make([]*node, len(subs))
+	kids := make([]node, len(subs))
 	for i, sub := range subs {
 		child := in
 		child.Instances = sub
-		n.children[i] = buildNode(t, child, filters[1:], policy, stats)
+		n.children[i] = &kids[i]
+		// A subset of an owned list that the stage grouped in place is a
+		// run of the tree's list, which its other subsets share: not owned.
+		buildNode(&kids[i], t, child, false, filters[1:], policy, stats)
 	}
-	return n
 }
 
-// newLeaf builds a leaf over list: its Stats, when kept, and its picker
+// newLeaf makes n a leaf over list: its Stats, when kept, and its picker
 // (a StatsPolicy's picker reads the Stats).
-func newLeaf(list []Instance, policy Policy, stats statsFunc) *node {
-	n := &node{instances: list}
+func newLeaf(n *node, list []Instance, policy Policy, stats statsFunc) {
+	n.instances = list
 	if stats != nil && len(list) > 0 {
 		n.stats = make([]*Stats, len(list))
 		for i, in := range list {
@@ -95,11 +138,11 @@ func newLeaf(list []Instance, policy Policy, stats statsFunc) *node {
 		}
 		if sp, ok := policy.(StatsPolicy); ok {
 			n.picker = sp.NewStatsPicker(list, n.stats)
-			return n
+			return
 		}
 	}
 	n.picker = policy.NewPicker(list)
-	return n
+	n.rr, _ = n.picker.(*roundRobin)
 }
 
 // route walks the tree for one request. It returns the leaf (nil when a
@@ -215,14 +258,7 @@ type flatRoute struct {
 	versioned  bool // a VersionFilter follows the gray decision
 	versionKey string
 	choice     versionChoice
-	leaves     []flatLeaf // by the version filter's subset; one when !versioned
-}
-
-// flatLeaf is a leaf's candidates and picker (rr when it is round robin).
-type flatLeaf struct {
-	instances []Instance
-	picker    Picker
-	rr        *roundRobin
+	leaves     []node // by the version filter's subset; one when !versioned
 }
 
 func isVersionFilter(f ServerFilter) bool {
@@ -230,23 +266,14 @@ func isVersionFilter(f ServerFilter) bool {
 	return ok
 }
 
+// flatten returns the flat form of n: n itself when it is a leaf, else
+// its version stage and the array of its leaves (see buildNode).
 func flatten(n *node) flatRoute {
 	if n.stage == nil {
-		fr := flatRoute{leaves: lineSlice[flatLeaf](1)}
-		fr.leaves[0] = flatLeafOf(n)
-		return fr
+		return flatRoute{leaves: unsafe.Slice(n, 1)}
 	}
 	vs := n.stage.(*versionStage)
-	fr := flatRoute{versioned: true, versionKey: vs.header, choice: vs.choice, leaves: lineSlice[flatLeaf](len(n.children))}
-	for i, c := range n.children {
-		fr.leaves[i] = flatLeafOf(c)
-	}
-	return fr
-}
-
-func flatLeafOf(n *node) flatLeaf {
-	rr, _ := n.picker.(*roundRobin)
-	return flatLeaf{instances: n.instances, picker: n.picker, rr: rr}
+	return flatRoute{versioned: true, versionKey: vs.header, choice: vs.choice, leaves: unsafe.Slice(n.children[0], len(n.children))}
 }
 
 // sortFilters returns the user's filters by Order (stable, so equal orders

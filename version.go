@@ -58,7 +58,13 @@ func NewVersionFilter(opts ...VersionOption) *VersionFilter {
 func (f *VersionFilter) Order() int { return f.order }
 
 // Build groups the candidates by version.
-func (f *VersionFilter) Build(in BuildInfo) Stage {
+func (f *VersionFilter) Build(in BuildInfo) Stage { return f.build(in, false) }
+
+// build is Build. inPlace: in.Instances is the routing tree's own list,
+// which build reorders so that each version's candidates are a run of it
+// (the unversioned first, then the versions in the order they first
+// appear, each in list order), instead of copying them into a new one.
+func (f *VersionFilter) build(in BuildInfo, inPlace bool) *versionStage {
 	// Two passes: count each group, then lay the groups out in one array.
 	st := &versionStage{header: f.header}
 	st.choice.self = f.self
@@ -78,7 +84,12 @@ func (f *VersionFilter) Build(in BuildInfo) Stage {
 		group[k] = int32(i)
 		sizes[i]++
 	}
-	buf := lineSlice[Instance](len(in.Instances))
+	src, buf := in.Instances, in.Instances
+	if inPlace {
+		src = append([]Instance(nil), in.Instances...) // scratch, dropped after the build
+	} else {
+		buf = lineSlice[Instance](len(in.Instances))
+	}
 	st.subsets = make([][]Instance, len(sizes))
 	st.subsets[0] = in.Instances
 	off := 0
@@ -86,7 +97,7 @@ func (f *VersionFilter) Build(in BuildInfo) Stage {
 		st.subsets[i] = buf[off : off : off+sizes[i]]
 		off += sizes[i]
 	}
-	for k, inst := range in.Instances {
+	for k, inst := range src {
 		st.subsets[group[k]] = append(st.subsets[group[k]], inst)
 	}
 	if sizes[1] > 0 {
