@@ -123,12 +123,7 @@ func (c *Cache) services() []string {
 
 // ready reports whether e was seeded without error.
 func (c *Cache) ready(e *cacheEntry) bool {
-	select {
-	case <-e.ready:
-		return e.err == nil && e.snap.Load() != nil
-	default:
-		return false
-	}
+	return e.seededOK() && e.err == nil && e.snap.Load() != nil
 }
 
 // Snapshot returns the routing state of service, and false when the
