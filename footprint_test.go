@@ -6,7 +6,10 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -109,4 +112,62 @@ func TestCache_KeepsTheSuppliersListOnce(t *testing.T) {
 	require.Len(t, got, 3)
 	require.NotSame(t, &bad[0], &got[0])
 	require.Equal(t, []Instance{bad[0], bad[1], bad[3]}, got)
+}
+
+// Every round-robin leaf that keeps its turns in place is on a cache line
+// of its own, so the picks of one leaf write no line another leaf's picks
+// read; a leaf picked on two cores at once takes its sharded counters.
+func TestLeavesOwnTheirLines(t *testing.T) {
+	src, names := footprintFixture(1, 40, true)
+	lb, err := New(src, WithFilters(NewVersionFilter()))
+	require.NoError(t, err)
+	defer lb.Close()
+	gray := WithValue(WithValue(context.Background(), "gray", "true"), "version", "v1")
+	_, err = lb.Pick(gray, names[0])
+	require.NoError(t, err)
+	tr := lb.services.Load().get(names[0]).tree.Load()
+	inPlace := 0
+	var visit func(n *node)
+	visit = func(n *node) {
+		if !n.isLeaf() {
+			for i := range n.ext.children {
+				visit(&n.ext.children[i])
+			}
+			return
+		}
+		if len(n.instances) > 0 && n.pickerOf() == Picker(n) {
+			inPlace++
+			require.Zero(t, uintptr(unsafe.Pointer(n))%cacheLine, "a leaf with its turns in place is not at a cache line's start")
+		}
+	}
+	for _, n := range tr.children {
+		visit(n)
+	}
+	require.Equal(t, 8, inPlace, "prod and gray: every instance, v1, v2, v3")
+
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the contention half needs two Ps")
+	}
+	leaf := &tr.flat[grayIdxGray].leaves[tr.flat[grayIdxGray].choice.choose("v1", "")]
+	require.Nil(t, leaf.t.hot.Load(), "one pick took a rotor")
+	deadline := time.Now().Add(30 * time.Second)
+	var wg sync.WaitGroup
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for leaf.t.hot.Load() == nil && time.Now().Before(deadline) {
+				for i := 0; i < 1000; i++ {
+					in, err := lb.Pick(gray, names[0])
+					if err != nil || in.Metadata["version"] != "v1" || in.Metadata["gray"] != "true" {
+						t.Errorf("picked %v, %v", in, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NotNil(t, leaf.t.hot.Load(), "two goroutines picking one leaf for 30 s never made it shard")
+	require.Equal(t, uint64(turnsSharded), leaf.t.one.Load())
 }

@@ -159,13 +159,25 @@ type grayStage struct {
 
 func (s *grayStage) subsets() [][]Instance { return [][]Instance{s.prod, s.gray, s.all} }
 
+// grayDecision is what a routing tree keeps of its gray stage: what a
+// request's decision reads (the lists are the tree's subtrees').
+type grayDecision struct {
+	f       *grayFilter
+	rules   *compiledRules
+	hasGray bool // some instance is gray
+}
+
+func (s *grayStage) decision() grayDecision {
+	return grayDecision{f: s.f, rules: s.rules, hasGray: len(s.gray) > 0}
+}
+
 // decide applies the precedence of the rules: closed (no request reaches
 // a gray instance), then enabled=false (every instance for every request),
 // then the request's kind, gray falling back to every instance when there
 // is no gray one.
 //
 // It also returns the lane a match rule gave the request ("" when none).
-func (s *grayStage) decide(r *Request) (int, decision) {
+func (s *grayDecision) decide(r *Request) (int, decision) {
 	rl := s.rules
 	k, src, lane := s.f.decideRequest(r, rl)
 	d := decision{kind: k, source: src, lane: lane, outcome: Selected}
@@ -180,7 +192,7 @@ func (s *grayStage) decide(r *Request) (int, decision) {
 		return grayIdxAll, d
 	case k == Prod:
 		return grayIdxProd, d
-	case len(s.gray) > 0:
+	case s.hasGray:
 		return grayIdxGray, d
 	}
 	d.outcome = FellBack

@@ -138,7 +138,7 @@ func (lb *LoadBalancer) Snapshot(service string) (ServiceState, bool) {
 		t, list := s.tree.Load(), s.list
 		s.mu.Unlock()
 		if t != nil {
-			st := lb.snapshot(service, t.gray, t.rules)
+			st := lb.snapshot(service, t.grayLists(), t.rules)
 			if h := s.health; h != nil {
 				lb.addStats(&st, h, list, t.rules)
 			}

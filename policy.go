@@ -168,46 +168,46 @@ const clashesToShard = 16
 type turns struct {
 	one   atomic.Uint64 // the turn counter, or turnsSharded and up
 	hot   atomic.Pointer[rotor]
-	span  uint64 // the rotor's counters start at random offsets below span
 	clash atomic.Uint32
+	n     uint32 // a round robin's list length (its owner's to use)
 }
 
 // turnsSharded marks a turns' counter word once its rotor is in use: a
 // counter, started below 2^37, never reaches it by counting.
 const turnsSharded = 1 << 63
 
+// init starts the counter at a random offset below span.
 func (t *turns) init(span uint64) {
-	t.span = span
 	t.one.Store(rand.Uint64N(max(span, 1)))
 }
 
-// next returns the next turn. (tree.pick has its single-counter path
-// written out: a call does not fit the compiler's inlining budget.)
-func (t *turns) next() uint64 {
+// next returns the next turn; a rotor it takes starts its counters below
+// span. (tree.pick has the single-counter path written out: a call does
+// not fit the compiler's inlining budget.)
+func (t *turns) next(span uint64) uint64 {
 	if old := t.one.Load(); old < turnsSharded && t.one.CompareAndSwap(old, old+1) {
 		return old
 	}
-	return t.contended()
+	return t.contended(span)
 }
 
 // contended is next once a swap was lost or the rotor is in use.
-func (t *turns) contended() uint64 {
+func (t *turns) contended(span uint64) uint64 {
 	if r := t.hot.Load(); r != nil {
 		return r.next()
 	}
 	if t.clash.Add(1) < clashesToShard {
 		return t.one.Add(1) - 1
 	}
-	t.hot.CompareAndSwap(nil, newRotor(t.span))
+	t.hot.CompareAndSwap(nil, newRotor(span))
 	t.one.Store(turnsSharded)
 	return t.hot.Load().next()
 }
 
 type roundRobin struct {
-	t turns
-	n uint32
+	t turns // t.n: the list's length
 	m modulus
-	_ [cacheLine - 48]byte // whole cache lines (see cacheLine)
+	_ [cacheLine - 32]byte // whole cache lines (see cacheLine)
 }
 
 type strictRoundRobin struct {
@@ -234,7 +234,8 @@ func newRoundRobin(list []Instance) Picker {
 		return onlyPicker{}
 	}
 	n := uint32(len(list))
-	p := &roundRobin{n: n, m: newModulus(n)}
+	p := &roundRobin{m: newModulus(n)}
+	p.t.n = n
 	p.t.init(uint64(n))
 	return p
 }
@@ -243,7 +244,7 @@ func newRoundRobin(list []Instance) Picker {
 func (p *roundRobin) Next() int {
 	// A list is far shorter than 2^32; the counter's wrap every 2^32 turns
 	// only shifts the rotation once.
-	return int(p.m.of(uint32(p.t.next()), p.n))
+	return int(p.m.of(uint32(p.t.next(uint64(p.t.n))), p.t.n))
 }
 
 // onlyPicker is round robin's picker over an empty list (never asked:

@@ -25,7 +25,7 @@ func (r Route) Picker() Picker {
 	if r.leaf == nil {
 		return nil
 	}
-	return r.leaf.picker
+	return r.leaf.pickerOf()
 }
 
 // Instances returns the candidates. The slice is shared: do not modify it.
@@ -50,7 +50,7 @@ func (r Route) Next() Instance {
 	if r.Len() == 0 {
 		return Instance{}
 	}
-	return r.leaf.instances[r.leaf.picker.Next()]
+	return r.leaf.instances[r.leaf.next()]
 }
 
 // NextIndex picks one candidate with the policy and returns its index in
@@ -59,7 +59,7 @@ func (r Route) NextIndex() int {
 	if r.Len() == 0 {
 		return 0
 	}
-	return r.leaf.picker.Next()
+	return r.leaf.next()
 }
 
 // Start picks one candidate with the policy and starts a call to it:
@@ -76,8 +76,8 @@ func (r Route) Call(i int) Call {
 		return Call{}
 	}
 	c := Call{Instance: r.leaf.instances[i]}
-	if r.leaf.stats != nil {
-		c.stats = r.leaf.stats[i]
+	if st := r.leaf.statsOf(); st != nil {
+		c.stats = st[i]
 		c.stats.inflight.Add(1)
 		c.start = monoNow()
 	}

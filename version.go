@@ -66,8 +66,7 @@ func (f *VersionFilter) Build(in BuildInfo) Stage { return f.build(in, false) }
 // appear, each in list order), instead of copying them into a new one.
 func (f *VersionFilter) build(in BuildInfo, inPlace bool) *versionStage {
 	// Two passes: count each group, then lay the groups out in one array.
-	st := &versionStage{header: f.header}
-	st.choice.self = f.self
+	st := &versionStage{header: f.header, self: f.self}
 	index := map[string]int{}
 	sizes := []int{len(in.Instances), 0} // 0: all, 1: no version, 2...: by version
 	group := make([]int32, len(in.Instances))
@@ -127,7 +126,6 @@ type versionIndex struct {
 // candidate list, whose subsets are: 0 every candidate, 1 those with no
 // version, 2... one per version.
 type versionChoice struct {
-	self     string         // the caller's own version
 	fallback int            // 1 when some candidate has no version, else 0
 	index    map[string]int // more than smallVersions versions
 	small    []versionIndex // else
@@ -147,10 +145,11 @@ func (c *versionChoice) lookup(v string) (int, bool) {
 }
 
 // choose returns the subset for a request whose version is v ("" when it
-// has none): that version's, else the unversioned, else every candidate.
-func (c *versionChoice) choose(v string) int {
+// has none, then self: the caller's own version): that version's, else
+// the unversioned, else every candidate.
+func (c *versionChoice) choose(v, self string) int {
 	if v == "" {
-		v = c.self
+		v = self
 	}
 	if i, ok := c.lookup(v); ok { // "" is never a version of the index
 		return i
@@ -159,10 +158,11 @@ func (c *versionChoice) choose(v string) int {
 }
 
 type versionStage struct {
-	header  string // the request key
-	subsets [][]Instance
+	header  string       // the request key
+	self    string       // the caller's own version
+	subsets [][]Instance // until the routing tree has read them
 	choice  versionChoice
-	_       [cacheLine / 2]byte // whole cache lines (see cacheLine)
+	_       [cacheLine - 32]byte // whole cache lines (see cacheLine)
 }
 
 func (s *versionStage) Subsets() [][]Instance { return s.subsets }
@@ -174,5 +174,5 @@ func (s *versionStage) Choose(r Request) int {
 	if v == "" {
 		v = r.lane
 	}
-	return s.choice.choose(v)
+	return s.choice.choose(v, s.self)
 }
