@@ -33,11 +33,8 @@ type nodeExt struct {
 // isLeaf reports whether n has no stage.
 func (n *node) isLeaf() bool { return n.ext == nil || n.ext.stage == nil }
 
-// Next is a round-robin leaf's pick on its own turns: the node is its own
-// Picker (see pickerOf).
-func (n *node) Next() int { return int(n.m.of(uint32(n.t.next(uint64(n.t.n))), n.t.n)) }
-
-// pickerOf returns the leaf's Picker.
+// pickerOf returns the leaf's Picker: its policy's, or the node itself
+// (its own round robin).
 func (n *node) pickerOf() Picker {
 	if e := n.ext; e != nil && e.picker != nil {
 		return e.picker
@@ -45,12 +42,13 @@ func (n *node) pickerOf() Picker {
 	return n
 }
 
-// next picks with the leaf's Picker.
+// next picks with the leaf's policy: its picker, or its own round robin
+// on its turns.
 func (n *node) next() int {
 	if e := n.ext; e != nil && e.picker != nil {
 		return e.picker.Next()
 	}
-	return n.Next()
+	return int(n.m.of(uint32(n.t.next(uint64(n.t.n))), n.t.n))
 }
 
 // statsOf returns the leaf's Stats, nil when none are kept.
