@@ -65,3 +65,27 @@ func TestTransport_AllocationsPerRequest(t *testing.T) {
 	}
 }
 
+// isServiceName tells names from IP addresses as net.ParseIP does,
+// without parsing a name.
+func TestIsServiceName(t *testing.T) {
+	for host, want := range map[string]bool{
+		"svc": true, "svc-a.ns": true, "1e5": true, "a1.2.3.4": true, "0x7f.1": true,
+		"1.2.3.4": false, "127.0.0.1": false, "::1": false, "[::1]": false, "svc:80": false,
+		"1.2.3": true, "1..2": true, "...": true, // digits and dots that are no address: names (as before)
+	} {
+		assert.Equal(t, want, isServiceName(host), host)
+	}
+}
+
+// The address cache answers Instance.Addr and stays bounded.
+func TestAddrCache(t *testing.T) {
+	var c addrCache
+	for i := 0; i < 3*maxAddrs; i++ {
+		in := graylb.NewInstance("svc", "10.0.0.1", 1000+i%(maxAddrs+7), nil)
+		require.Equal(t, in.Addr(), c.of(in))
+	}
+	assert.LessOrEqual(t, len(*c.m.Load()), maxAddrs)
+	in := graylb.NewInstance("svc", "::1", 8080, nil)
+	assert.Equal(t, "[::1]:8080", c.of(in))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { c.of(in) }))
+}
