@@ -35,12 +35,16 @@ type PolicyFunc func(instances []Instance) Picker
 func (f PolicyFunc) NewPicker(instances []Instance) Picker { return f(instances) }
 
 // RoundRobin returns the round-robin policy (the default): each candidate
-// in turn, from a random starting point. Each core keeps its own rotation
-// (see rotor), so concurrent picks on several cores do not contend on one
-// counter; the share of every candidate is even, but picks on different
-// cores are not interleaved in one global order. StrictRoundRobin keeps a
-// single global order at the cost of that contention. It ignores weights
-// (WeightedRoundRobin honours them).
+// in turn, from a random starting point. A picker keeps one counter (one
+// global rotation) until its picks contend, on several cores at once;
+// from then on each core keeps its own rotation (see turns and rotor), so
+// concurrent picks do not contend on one counter: the share of every
+// candidate stays even, but picks on different cores are no longer
+// interleaved in one global order. So a candidate list picked by one
+// goroutine at a time, or rarely, costs one counter word, not the sharded
+// counters (2 KiB). StrictRoundRobin keeps a single global order at the
+// cost of that contention. It ignores weights (WeightedRoundRobin honours
+// them).
 func RoundRobin() Policy { return PolicyFunc(newRoundRobin) }
 
 // StrictRoundRobin returns round robin over one shared atomic counter, as
@@ -72,8 +76,8 @@ func Random() Policy { return PolicyFunc(newRandom) }
 //
 // Smoothness: each level of the schedule spreads every candidate's slots
 // evenly over its cycle, so a candidate's turns are spaced out, not
-// bunched. As with RoundRobin, each core walks the schedule on its own
-// counter.
+// bunched. As with RoundRobin, one counter walks the schedule until
+// picks contend, then each core walks it on its own counter.
 //
 // Cost: a pick is O(1) (one counter, one slot, and a slot of a deeper level
 // on a small share of picks; at most four levels) and does not allocate. A

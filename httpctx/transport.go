@@ -21,11 +21,14 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 //
 // Contract, as net/http's RoundTripper:
 //   - it is safe for concurrent use;
-//   - it does not modify the caller's request: it sends a clone whose URL
-//     host is the picked instance's host:port;
+//   - it does not modify the caller's request: it sends a copy whose URL
+//     host is the picked instance's host:port. The copy is shallow, as
+//     Request.WithContext makes one: it shares the body and, until the
+//     Transport writes a header, the header map with the caller's request,
+//     which the base RoundTripper, by the same contract, does not modify;
 //   - it returns an error only when no response was obtained, and then
 //     the request body is closed;
-//   - on the clone it sets the propagated headers kept by Middleware that
+//   - on the copy it sets the propagated headers kept by Middleware that
 //     the caller did not set; the gray header to the kind it routed
 //     ("true" or "false") when rules (a gray user, a match, the canary), a
 //     context value or the caller's own flag decided it, and the version
