@@ -18,6 +18,7 @@ func TestHotObjectsFillCacheLines(t *testing.T) {
 		"service":          unsafe.Sizeof(service{}),
 		"tree":             unsafe.Sizeof(tree{}),
 		"node":             unsafe.Sizeof(node{}),
+		"nodeExt":          unsafe.Sizeof(nodeExt{}),
 		"grayStage":        unsafe.Sizeof(grayStage{}),
 		"compiledRules":    unsafe.Sizeof(compiledRules{}),
 		"versionStage":     unsafe.Sizeof(versionStage{}),

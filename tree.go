@@ -24,10 +24,11 @@ type node struct {
 
 // nodeExt is what a node holds beyond a round-robin leaf.
 type nodeExt struct {
-	stage    Stage    // an inner node's stage
-	children []node   // an inner node's children, one array
-	picker   Picker   // a leaf's picker; nil: the node's own round robin
-	stats    []*Stats // beside instances, when the LoadBalancer keeps Stats
+	stage    Stage                // an inner node's stage
+	children []node               // an inner node's children, one array
+	picker   Picker               // a leaf's picker; nil: the node's own round robin
+	stats    []*Stats             // beside instances, when the LoadBalancer keeps Stats
+	_        [cacheLine - 16]byte // whole cache lines (see cacheLine)
 }
 
 // isLeaf reports whether n has no stage.
