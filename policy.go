@@ -161,7 +161,8 @@ const clashesToShard = 16
 // lost swaps; after clashesToShard of them the turns take a rotor (2 KiB,
 // allocated once, by the pick that saw the last clash) and keep it, and
 // the counter word is marked (turnsSharded) so that no pick writes it
-// again. A small or rarely picked leaf thus costs one counter word, and a
+// again (but the few that lost a swap just before, which count once more
+// past the mark and take their turn from that). A small or rarely picked leaf thus costs one counter word, and a
 // leaf picked on several cores at once gets the sharded counters it needs
 // after a few contended picks. Every turn is correct from either source;
 // the switch only changes which counter the next turns come from.

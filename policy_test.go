@@ -160,12 +160,15 @@ func TestRoundRobin_ShardsOnceContended(t *testing.T) {
 	wg.Wait()
 	require.NotNil(t, p.t.hot.Load(), "two goroutines picking for 30 s never made the picker shard")
 	require.Zero(t, bad.Load(), "an index out of range")
-	require.Equal(t, uint64(turnsSharded), p.t.one.Load())
+	// (A pick that lost a swap just before the switch may still have
+	// counted once past the mark: any value from it up is the mark.)
+	marked := p.t.one.Load()
+	require.GreaterOrEqual(t, marked, uint64(turnsSharded))
 	counts := make([]int, 7)
 	for i := 0; i < 7000; i++ {
 		counts[p.Next()]++
 	}
-	require.Equal(t, uint64(turnsSharded), p.t.one.Load(), "a sharded picker wrote its counter word")
+	require.Equal(t, marked, p.t.one.Load(), "a sharded picker wrote its counter word")
 	for i, c := range counts {
 		assert.InDelta(t, 1000, c, 1, "instance %d: one goroutine rotates strictly on its shard", i)
 	}
