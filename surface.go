@@ -159,17 +159,18 @@ func (r *router) Route(ctx context.Context, call ContextHandler) (adapterDecisio
 
 func (n *node) Instances() []Instance { return n.instances }
 
-func (n *node) Picker() Picker { return n.picker }
+func (n *node) Picker() Picker { return n.pickerOf() }
 
-func (n *node) Next() int { return n.picker.Next() }
+func (n *node) Next() int { return n.next() }
 
 // Begin counts a call to candidate i in flight and returns its Stats and
 // start (nil and 0 when none are kept).
 func (n *node) Begin(i int) (*Stats, int64) {
-	if n.stats == nil {
+	st := n.statsOf()
+	if st == nil {
 		return nil, 0
 	}
-	s := n.stats[i]
+	s := st[i]
 	s.inflight.Add(1)
 	return s, monoNow()
 }
