@@ -18,16 +18,33 @@ import (
 // backends through the graylb balancer and through grpc's round_robin,
 // interleaved, and reports graylb's time as a ratio of round_robin's and
 // the allocations per RPC graylb adds: with no rules (the call carries its
-// kind), and with a 50 % canary deciding each call's kind (the client
-// interceptor draws once and writes the kind on the call).
+// kind), with a 50 % canary deciding each call's kind, and with a match
+// rule giving the call a lane (the decision goes to the next hop as one
+// header, two with the lane). The rr+header rows are the baselines:
+// round_robin with the caller appending one header to each call
+// (appended), or sending a context that already carries it (premade), so
+// the table says how much of graylb's remainder is grpc-go's own cost of a
+// header.
 func BenchmarkBalancerOverhead(b *testing.B) {
+	lane := graylb.Rules{Matches: []graylb.Match{{Key: "x-lane", Prefix: "feat-", Version: "feat-42"}}}
 	for _, bc := range []struct {
 		name  string
 		rules graylb.Rules
 		md    []string
+		// rr: the subject is round_robin too, each call's context made by
+		// rrCtx (the baselines' rows).
+		rrCtx func(context.Context) context.Context
 	}{
-		{"no-rules", graylb.Rules{}, []string{"gray", "false"}},
-		{"canary-50", graylb.Rules{CanaryPercent: 50}, nil},
+		{"no-rules", graylb.Rules{}, []string{"gray", "false"}, nil},
+		{"canary-50", graylb.Rules{CanaryPercent: 50}, nil, nil},
+		{"match-rule", lane, []string{"x-lane", "feat-1"}, nil},
+		{"rr+header-appended", graylb.Rules{}, nil, func(ctx context.Context) context.Context {
+			return metadata.AppendToOutgoingContext(ctx, "gray", "true")
+		}},
+		{"rr+header-premade", graylb.Rules{}, nil, func() func(context.Context) context.Context {
+			pre := metadata.AppendToOutgoingContext(context.Background(), "gray", "true")
+			return func(context.Context) context.Context { return pre }
+		}()},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			reg := graylb.NewRegistry()
@@ -56,6 +73,13 @@ func BenchmarkBalancerOverhead(b *testing.B) {
 			glDo := func() {
 				if _, err := gc.UnaryCall(ctx, req); err != nil {
 					b.Fatal(err)
+				}
+			}
+			if bc.rrCtx != nil {
+				glDo = func() {
+					if _, err := rc.UnaryCall(bc.rrCtx(ctx), req); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
 			for i := 0; i < 100; i++ {
