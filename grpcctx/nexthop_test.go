@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,9 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // headerServer answers with the routing keys of the call's incoming
@@ -120,6 +123,70 @@ func TestNextHop_SeesTheDecisionOnce(t *testing.T) {
 					assert.Equal(t, tc.want, string(sr.GetPayload().GetBody()), "stream")
 				}
 			})
+		}
+	}
+}
+
+// failOnceServer fails each call's first attempt with Unavailable and
+// answers the second with the routing keys it saw on both.
+type failOnceServer struct {
+	testgrpc.UnimplementedTestServiceServer
+	mu   sync.Mutex
+	seen []string
+}
+
+func (s *failOnceServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen = append(s.seen, seenHeaders(ctx))
+	if len(s.seen)%2 == 1 {
+		return nil, status.Error(codes.Unavailable, "first attempt")
+	}
+	return &testgrpc.SimpleResponse{ServerId: strings.Join(s.seen[len(s.seen)-2:], " | ")}, nil
+}
+
+// TestNextHop_EveryAttemptCarriesTheDecision: a call retried by the
+// service config's retryPolicy sends the decision on each attempt, once,
+// through graylb's balancer and over a direct ClientConn.
+func TestNextHop_EveryAttemptCarriesTheDecision(t *testing.T) {
+	reg := graylb.NewRegistry()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := grpc.NewServer()
+	testgrpc.RegisterTestServiceServer(s, &failOnceServer{})
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	a := lis.Addr().(*net.TCPAddr)
+	require.NoError(t, reg.Register(graylb.NewInstance("callee", a.IP.String(), a.Port, nil)))
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithRules(graylb.Rules{
+		Matches:       []graylb.Match{{Key: "x-lane", Prefix: "feat-", Version: "feat-42"}},
+		CanaryPercent: 100,
+	}))
+	require.NoError(t, err)
+	t.Cleanup(func() { lb.Close() })
+	const retry = `"methodConfig":[{"name":[{"service":"grpc.testing.TestService"}],"retryPolicy":{"maxAttempts":2,"initialBackoff":"0.01s","maxBackoff":"0.01s","backoffMultiplier":1,"retryableStatusCodes":["UNAVAILABLE"]}}]`
+	balanced, err := grpc.NewClient("graylb:///callee", append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"`+Name+`":{}}],`+retry+`}`))...)
+	require.NoError(t, err)
+	t.Cleanup(func() { balanced.Close() })
+	direct, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(`{`+retry+`}`), grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(lb)))
+	require.NoError(t, err)
+	t.Cleanup(func() { direct.Close() })
+	for _, conn := range []*grpc.ClientConn{balanced, direct} {
+		c := testgrpc.NewTestServiceClient(conn)
+		for _, tc := range []struct {
+			ctx  context.Context
+			want string
+		}{
+			{context.Background(), "gray=[true] version=[]"},
+			{metadata.AppendToOutgoingContext(context.Background(), "x-lane", "feat-1"), "gray=[false] version=[feat-42]"},
+		} {
+			ctx, cancel := context.WithTimeout(tc.ctx, 5*time.Second)
+			r, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+			cancel()
+			require.NoError(t, err, conn.Target())
+			assert.Equal(t, tc.want+" | "+tc.want, r.GetServerId(), conn.Target())
 		}
 	}
 }
