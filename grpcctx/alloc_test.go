@@ -38,10 +38,12 @@ func TestTimedDone_ReportsAndIsReused(t *testing.T) {
 	assert.Zero(t, allocs, "a pick's Done allocates")
 }
 
-// The client interceptors write a decision in one append (a context and
+// The client interceptors write a decision in one allocation on a call
+// without outgoing metadata of its own (the decision's metadata is made
+// once and shared, see decidedCtx), else in one append (a context and
 // three allocations): a canary's kind, or a match rule's kind and lane
-// together (two appends before), plus a copy of the matched value for
-// each of the two reads of the rule (metadata hands out copies).
+// together, plus a copy of the matched value for each of the two reads of
+// the rule (metadata hands out copies).
 func TestOutgoing_OneAppendPerCall(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -51,7 +53,8 @@ func TestOutgoing_OneAppendPerCall(t *testing.T) {
 		version string
 		allocs  float64
 	}{
-		{"canary", graylb.Rules{CanaryPercent: 100}, nil, "true", "", 4},
+		{"canary, no metadata of the call's own", graylb.Rules{CanaryPercent: 100}, nil, "true", "", 1},
+		{"canary, metadata of the call's own", graylb.Rules{CanaryPercent: 100}, []string{"x-a", "1"}, "true", "", 4},
 		{"match rule with a lane", graylb.Rules{Matches: []graylb.Match{{Key: "x-region", Exact: "hz", Gray: true, Version: "v2"}}}, []string{"x-region", "hz"}, "true", "v2", 6},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,13 +64,17 @@ func TestOutgoing_OneAppendPerCall(t *testing.T) {
 			require.NoError(t, err)
 			defer lb.Close()
 			ab := adapter.For(lb)
-			ctx := metadata.AppendToOutgoingContext(context.Background(), c.md...)
-			out := outgoing(ctx, ab, "gray", "version")
+			d := newDecisions("gray", "version")
+			ctx := context.Background()
+			if c.md != nil {
+				ctx = metadata.AppendToOutgoingContext(ctx, c.md...)
+			}
+			out := outgoing(ctx, ab, d)
 			assert.Equal(t, []string{c.gray}, metadata.ValueFromOutgoingContext(out, "gray"))
 			if c.version != "" {
 				assert.Equal(t, []string{c.version}, metadata.ValueFromOutgoingContext(out, "version"))
 			}
-			assert.LessOrEqual(t, testing.AllocsPerRun(200, func() { outgoing(ctx, ab, "gray", "version") }), c.allocs)
+			assert.LessOrEqual(t, testing.AllocsPerRun(200, func() { outgoing(ctx, ab, d) }), c.allocs)
 		})
 	}
 }

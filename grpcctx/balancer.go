@@ -36,7 +36,11 @@ func init() { balancer.Register(builder{}) }
 // rules (a gray user, the canary), a context value or the caller's own
 // flag decided the kind, they write it under the gray key, the picker reads
 // it back, and every later hop routes the same way, unary and streaming.
-// A kind the call already carries is left as it is.
+// A kind the call already carries is left as it is. Writing it costs a
+// call without outgoing metadata of its own one allocation (the decision's
+// metadata is made once per kind and lane and shared), a call with some
+// one append of the pairs; retries and transparent retries resend the
+// call's metadata, so every attempt carries it once.
 func DialOptions(lb *graylb.LoadBalancer) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithResolvers(NewResolverBuilder(lb)),

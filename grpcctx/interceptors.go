@@ -171,8 +171,11 @@ func ServerOptions(lb *graylb.LoadBalancer, opts ...Option) []grpc.ServerOption 
 // routes the same way.
 //
 // Everything is appended at once (each append costs a context and three
-// allocations): the kept values, then the decision.
-func outgoing(ctx context.Context, lb *adapter.Balancer, grayKey, versionKey string) context.Context {
+// allocations): the kept values, then the decision. A decision alone, on a
+// call without outgoing metadata of its own (a handler's context, a rule
+// that decided), is not appended: the call's context gets the decision's
+// metadata, made once per kind and lane (see decidedCtx; one allocation).
+func outgoing(ctx context.Context, lb *adapter.Balancer, d *decisions) context.Context {
 	var kv []string
 	if kept, ok := ctx.Value(keptKey{}).(metadata.MD); ok {
 		for k, v := range kept {
@@ -191,19 +194,17 @@ func outgoing(ctx context.Context, lb *adapter.Balancer, grayKey, versionKey str
 	// (The handler reads the kept values behind the call's own, as they
 	// go out.)
 	p := lb.PassFor(ctx, handler{})
-	var pairs [4]string // the decision's pairs, on the stack when alone
-	add := pairs[:0]
-	if p.GrayKey != "" {
-		add = append(add, grayKey, p.Gray)
-	}
-	if p.VersionKey != "" {
-		add = append(add, versionKey, p.Version)
-	}
 	switch {
 	case len(kv) > 0:
-		ctx = metadata.AppendToOutgoingContext(ctx, append(kv, add...)...)
-	case len(add) > 0:
-		ctx = metadata.AppendToOutgoingContext(ctx, add...)
+		if p.GrayKey != "" {
+			kv = append(kv, d.grayKey, p.Gray)
+		}
+		if p.VersionKey != "" {
+			kv = append(kv, d.versionKey, p.Version)
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, kv...)
+	case p.GrayKey != "" || p.VersionKey != "":
+		ctx = d.with(ctx, p)
 	}
 	return ctx
 }
@@ -212,19 +213,19 @@ func outgoing(ctx context.Context, lb *adapter.Balancer, grayKey, versionKey str
 // writes the kind lb's rules decided (see DialOptions).
 func UnaryClientInterceptor(lb *graylb.LoadBalancer) grpc.UnaryClientInterceptor {
 	keys := lb.Keys()
-	grayKey, versionKey := lower(keys.Gray), lower(keys.Version)
+	d := newDecisions(keys.Gray, keys.Version)
 	ab := adapter.For(lb)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		return invoker(outgoing(ctx, ab, grayKey, versionKey), method, req, reply, cc, opts...)
+		return invoker(outgoing(ctx, ab, d), method, req, reply, cc, opts...)
 	}
 }
 
 // StreamClientInterceptor is UnaryClientInterceptor for streams.
 func StreamClientInterceptor(lb *graylb.LoadBalancer) grpc.StreamClientInterceptor {
 	keys := lb.Keys()
-	grayKey, versionKey := lower(keys.Gray), lower(keys.Version)
+	d := newDecisions(keys.Gray, keys.Version)
 	ab := adapter.For(lb)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		return streamer(outgoing(ctx, ab, grayKey, versionKey), desc, cc, method, opts...)
+		return streamer(outgoing(ctx, ab, d), desc, cc, method, opts...)
 	}
 }
