@@ -162,3 +162,24 @@ func TestForIsOnePerLoadBalancer(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, func() { _ = adapter.For(lb) })
 	assert.Zero(t, allocs)
 }
+
+// PassFor decides once: each key the decision needs is read once per call
+// (a gRPC adapter pays a copy for each read of outgoing metadata), and the
+// kind and the lane it writes come from that one decision.
+func TestPassForDecidesOnce(t *testing.T) {
+	lb := newLB(t, graylb.WithRules(graylb.Rules{Matches: []graylb.Match{{Key: "uid", Exact: "carol", Version: "v2", Gray: true}}}))
+	b := adapter.For(lb)
+	reads := map[string]int{}
+	uid := graylb.ContextHandlerFunc(func(_ context.Context, name string) string {
+		reads[name]++
+		if name == "uid" {
+			return "carol"
+		}
+		return ""
+	})
+	p := b.PassFor(context.Background(), uid)
+	assert.Equal(t, adapter.Pass{GrayKey: "gray", Gray: "true", VersionKey: "version", Version: "v2"}, p)
+	for name, n := range reads {
+		assert.Equal(t, 1, n, "PassFor read %q %d times", name, n)
+	}
+}
