@@ -135,6 +135,29 @@ func (lb *LoadBalancer) laneToPassWith(ctx context.Context, call ContextHandler)
 	return lane
 }
 
+// passWith decides once what an adapter writes on the call it makes with
+// ctx, whose keys call reads: the kind and whether to write it (as
+// kindToPassWith), and the lane to write (as laneToPassWith), from one
+// decision under one version of the rules.
+func (lb *LoadBalancer) passWith(ctx context.Context, call ContextHandler) (Kind, bool, string) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	rl := lb.rules.Load()
+	untrusted := UntrustedCaller(ctx)
+	if !untrusted && !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" {
+		return Prod, false, ""
+	}
+	var r Request
+	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
+	r.call = call
+	k, src, lane := lb.gray.decideRequest(&r, rl)
+	if lane != "" && r.Value(lb.versionHeader()) != "" {
+		lane = ""
+	}
+	return k, untrusted || !src.Travels(), lane
+}
+
 // requestKind returns the kind of the request in ctx under the rules in
 // force (closed and disabled rules aside: they decide where a kind goes,
 // not what it is), and what decided it, reading the call's keys through

@@ -106,6 +106,10 @@ func (a *adapterLB) KindToPass(ctx context.Context, call ContextHandler) (Kind, 
 	return a.lb().kindToPassWith(ctx, call)
 }
 
+func (a *adapterLB) PassWith(ctx context.Context, call ContextHandler) (Kind, bool, string) {
+	return a.lb().passWith(ctx, call)
+}
+
 func (a *adapterLB) LaneToPass(ctx context.Context, call ContextHandler) string {
 	return a.lb().laneToPassWith(ctx, call)
 }

@@ -38,6 +38,7 @@ type impl interface {
 	Decide(ctx context.Context, call graylb.ContextHandler) decision
 	KindToPass(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool)
 	LaneToPass(ctx context.Context, call graylb.ContextHandler) string
+	PassWith(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool, string)
 	Report(service string, inst graylb.Instance, ok bool, latency time.Duration)
 	Done(s *graylb.Stats, start int64, ok bool)
 	DoneObserved(service string, inst graylb.Instance, kind graylb.Kind, s *graylb.Stats, start int64, ok bool)

@@ -183,3 +183,51 @@ func TestPassForDecidesOnce(t *testing.T) {
 		assert.Equal(t, 1, n, "PassFor read %q %d times", name, n)
 	}
 }
+
+// PassFor writes what KindToPass and LaneToPass say, for every mix of
+// rules, call keys, context values and trust (the canary at 0 or 100, so
+// that one decision is the same as two).
+func TestPassForAgreesWithKindAndLane(t *testing.T) {
+	rules := []graylb.Rules{
+		{},
+		{GrayUsers: []string{"alice"}},
+		{CanaryPercent: 100},
+		{Matches: []graylb.Match{{Key: "uid", Exact: "carol", Version: "v2", Gray: true}, {Key: "uid", Exact: "dave", Version: "v3"}}},
+		{GrayUsers: []string{"alice"}, Matches: []graylb.Match{{Key: "uid", Exact: "carol", Version: "v2"}}},
+	}
+	values := []string{"", "true", "false", "junk"}
+	users := []string{"", "alice", "carol", "dave"}
+	versions := []string{"", "v9"}
+	for ri, rl := range rules {
+		lb := newLB(t, graylb.WithRules(rl))
+		b := adapter.For(lb)
+		for _, g := range values {
+			for _, u := range users {
+				for _, v := range versions {
+					for _, ctxGray := range []string{"", "true"} {
+						for _, untrusted := range []bool{false, true} {
+							call := graylb.ContextHandlerFunc(func(_ context.Context, name string) string {
+								return map[string]string{"gray": g, "uid": u, "version": v}[name]
+							})
+							ctx := context.Background()
+							if ctxGray != "" {
+								ctx = graylb.WithValue(ctx, "gray", ctxGray)
+							}
+							if untrusted {
+								ctx = graylb.WithUntrustedCaller(ctx)
+							}
+							var want adapter.Pass
+							if lane := b.LaneToPass(ctx, call); lane != "" {
+								want.VersionKey, want.Version = "version", lane
+							}
+							if k, write := b.KindToPass(ctx, call); write {
+								want.GrayKey, want.Gray = "gray", map[graylb.Kind]string{graylb.Gray: "true", graylb.Prod: "false"}[k]
+							}
+							assert.Equal(t, want, b.PassFor(ctx, call), "rules %d gray=%q uid=%q version=%q ctx=%q untrusted=%v", ri, g, u, v, ctxGray, untrusted)
+						}
+					}
+				}
+			}
+		}
+	}
+}

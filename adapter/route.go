@@ -208,15 +208,17 @@ func (b *Balancer) Pass(d Decision, untrusted bool) Pass {
 // PassFor returns the pairs to write on an outgoing call made with ctx that
 // has no Route of its own (a client interceptor that runs before a
 // balancer picks, whose call's keys call reads): the kind when KindToPass
-// says to write it, and the lane LaneToPass gives. When nothing but a key
-// could decide the kind it reads none of the call's keys. Keys are as
-// configured: an adapter whose metadata keys are lower case lowers them.
+// would say to write it, and the lane LaneToPass would give, from one
+// decision that reads each key once. When nothing but a key could decide
+// the kind it reads none of the call's keys. Keys are as configured: an
+// adapter whose metadata keys are lower case lowers them.
 func (b *Balancer) PassFor(ctx context.Context, call graylb.ContextHandler) Pass {
 	var p Pass
-	if lane := b.impl.LaneToPass(ctx, call); lane != "" {
+	kind, write, lane := b.impl.PassWith(ctx, call)
+	if lane != "" {
 		p.VersionKey, p.Version = b.versionKey, lane
 	}
-	if kind, write := b.impl.KindToPass(ctx, call); write {
+	if write {
 		p.GrayKey, p.Gray = b.grayKey, "false"
 		if kind == graylb.Gray {
 			p.Gray = "true"
