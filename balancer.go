@@ -155,15 +155,6 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 	return lb, nil
 }
 
-// Policy returns the load-balancing policy (for adapters that apply it to
-// connections of their own, such as the gRPC balancer).
-func (lb *LoadBalancer) Policy() Policy { return lb.policy }
-
-// Cache returns the Cache the LoadBalancer reads instances from (for
-// adapters that follow the same lists, such as the gRPC resolver, and for
-// its Stats).
-func (lb *LoadBalancer) Cache() *Cache { return lb.cache }
-
 // SetRules validates r and, if valid, puts it in force for every service.
 // Invalid rules are refused with an error wrapping ErrInvalidRules and the
 // previous rules stay in force.
@@ -183,11 +174,12 @@ func (lb *LoadBalancer) SetRules(r Rules) error {
 	return nil
 }
 
-// OnRulesChange calls fn after each accepted rules change, once every
-// service's routing follows it, until stop is called. Adapters that keep
+// onRulesChange calls fn after each accepted rules change, once every
+// service's routing follows it, until stop is called (package adapter's
+// Balancer.OnRulesChange). Adapters that keep
 // routing of their own (the gRPC balancer's pickers) rebuild it there, off
 // the pick path. fn must not block.
-func (lb *LoadBalancer) OnRulesChange(fn func()) (stop func()) { return lb.ruleWatchers.Add(fn) }
+func (lb *LoadBalancer) onRulesChange(fn func()) (stop func()) { return lb.ruleWatchers.Add(fn) }
 
 func (lb *LoadBalancer) rulesChanged() {
 	for _, fn := range lb.ruleWatchers.Snapshot() {
@@ -212,7 +204,7 @@ func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, err
 
 // pick is Pick returning the picked instance in its leaf's list: the hot
 // path walks the tree and the leaf's policy picks, without building a
-// Route; everything else is in pickSlow, which keeps this frame small.
+// routing; everything else is in pickSlow, which keeps this frame small.
 func (lb *LoadBalancer) pick(ctx context.Context, service string) (*Instance, error) {
 	if ctx != nil {
 		if s := lb.services.Load().get(service); s != nil {
@@ -227,25 +219,23 @@ func (lb *LoadBalancer) pickSlow(ctx context.Context, service string) (*Instance
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	r, err := lb.Route(ctx, service)
+	r, err := lb.routeReq(ctx, service)
 	if err != nil {
 		return nil, err
 	}
 	return &r.leaf.instances[r.NextIndex()], nil
 }
 
-// Route runs the chain for the request in ctx and returns its candidates.
-// Route.Next picks among them; a caller that retries after a connection
-// failure asks Reroute for the retry's candidates. It reads the call's keys
-// through the ContextHandlers (an adapter passes its own reader to
-// RouteWith).
-func (lb *LoadBalancer) Route(ctx context.Context, service string) (Route, error) {
-	return lb.RouteWith(ctx, service, nil)
+// routeReq runs the chain for the request in ctx and returns its
+// candidates, reading the call's keys through the ContextHandlers alone
+// (routeWith without an adapter's reader).
+func (lb *LoadBalancer) routeReq(ctx context.Context, service string) (routing, error) {
+	return lb.routeWith(ctx, service, nil)
 }
 
 // route runs the chain of t for the request in ctx, whose call's keys call
 // reads (nil: the ContextHandlers alone).
-func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree, call ContextHandler) (Route, error) {
+func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree, call ContextHandler) (routing, error) {
 	var r Request
 	r.init(ctx, service, lb.handlerFor(call), valuesIn(ctx))
 	r.call = call
@@ -253,12 +243,12 @@ func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree, call
 	if lb.observer != nil {
 		lb.observer(service, d.kind, d.outcome)
 	}
-	// Returned as built, in registers: a local Route copied out stalls on
+	// Returned as built, in registers: a local routing copied out stalls on
 	// the byte-wide stores that built it.
 	if n == nil {
-		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane}, t.noInstance(d.kind)
+		return routing{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane}, t.noInstance(d.kind)
 	}
-	return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, nil
+	return routing{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, nil
 }
 
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {
@@ -410,12 +400,13 @@ func (lb *LoadBalancer) healthChanged(s *service) {
 	}
 }
 
-// OnEjectionChange calls fn with the service's name after an ejection or a
+// onEjectionChange (package adapter's Balancer.OnEjectionChange) calls fn
+// with the service's name after an ejection or a
 // readmission changed which of its instances are usable, once the
 // LoadBalancer's own routing follows it, until stop is called. Adapters
 // that keep routing of their own (the gRPC balancer's Routers) rebuild it
 // there. fn must not block.
-func (lb *LoadBalancer) OnEjectionChange(fn func(service string)) (stop func()) {
+func (lb *LoadBalancer) onEjectionChange(fn func(service string)) (stop func()) {
 	return lb.healthWatchers.Add(fn)
 }
 
@@ -436,12 +427,12 @@ func (lb *LoadBalancer) healthOf(service string) *health {
 	return s.health
 }
 
-// Report reports the result of a call to inst of service made without a
-// Route (see Route.Call for calls made with one): ok is false for a
+// report (package adapter's Balancer.Report) reports the result of a call
+// to inst of service made without a started call (see routing.Call): ok is false for a
 // failure that counts against the instance, latency is the call's
 // duration (0 when unknown). It does nothing when the LoadBalancer keeps
 // no Stats or does not know the instance.
-func (lb *LoadBalancer) Report(service string, inst Instance, ok bool, latency time.Duration) {
+func (lb *LoadBalancer) report(service string, inst Instance, ok bool, latency time.Duration) {
 	s := lb.services.Load().get(service)
 	if s == nil || s.health == nil {
 		return

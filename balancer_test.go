@@ -129,15 +129,15 @@ func TestLoadBalancer_RequestKind(t *testing.T) {
 		{withHeaders(bg, "uid", "alice"), Gray, FromRules},
 		{withHeaders(bg, "uid", "bob"), Prod, FromDefault},
 	} {
-		k, src := lb.RequestKind(tc.ctx)
+		k, src := lb.requestKind(tc.ctx, nil)
 		assert.Equal(t, tc.kind, k)
 		assert.Equal(t, tc.src, src)
 	}
 	require.NoError(t, lb.SetRules(Rules{CanaryPercent: 50}))
-	_, src := lb.RequestKind(bg)
+	_, src := lb.requestKind(bg, nil)
 	assert.Equal(t, FromRules, src, "the canary draw decided, whichever way")
 	assert.False(t, src.Travels())
-	_, src = lb.RequestKind(withHeaders(bg, "gray", "false"))
+	_, src = lb.requestKind(withHeaders(bg, "gray", "false"), nil)
 	assert.True(t, src.Travels(), "an explicit key opts out of the canary and travels")
 }
 
@@ -146,18 +146,18 @@ func TestLoadBalancer_RequestKind(t *testing.T) {
 func TestLoadBalancer_KindToPass(t *testing.T) {
 	lb, _ := newTestLB(t, []Instance{inst("svc", 1)})
 	bg := context.Background()
-	_, write := lb.KindToPass(withHeaders(bg, "gray", "true"))
+	_, write := lb.kindToPass(withHeaders(bg, "gray", "true"))
 	assert.False(t, write, "the call's key travels")
-	k, write := lb.KindToPass(WithValue(bg, "gray", "true"))
+	k, write := lb.kindToPass(WithValue(bg, "gray", "true"))
 	assert.True(t, write)
 	assert.Equal(t, Gray, k)
-	_, write = lb.KindToPass(WithValue(withHeaders(bg, "gray", "false"), "gray", "true"))
+	_, write = lb.kindToPass(WithValue(withHeaders(bg, "gray", "false"), "gray", "true"))
 	assert.False(t, write, "the key wins over the context value and travels")
 	require.NoError(t, lb.SetRules(Rules{CanaryPercent: 100}))
-	k, write = lb.KindToPass(bg)
+	k, write = lb.kindToPass(bg)
 	assert.True(t, write)
 	assert.Equal(t, Gray, k)
-	_, write = lb.KindToPass(withHeaders(bg, "gray", "false"))
+	_, write = lb.kindToPass(withHeaders(bg, "gray", "false"))
 	assert.False(t, write)
 }
 

@@ -203,7 +203,7 @@ func TestCache_HoldsSuddenLossOfAllProd(t *testing.T) {
 	in, err := lb.Pick(prod, "svc")
 	require.NoError(t, err, "the list without any prod instance is held")
 	assert.NotEqual(t, 3, in.Port)
-	assert.EqualValues(t, 1, lb.Cache().Stats().HeldShrinks)
+	assert.EqualValues(t, 1, lb.cache.Stats().HeldShrinks)
 	// A prod instance is back: applied at once.
 	src.push([]Instance{g1, p2})
 	got, err := pickedSet(t, lb, prod, "svc", 4)
@@ -235,7 +235,7 @@ func TestCache_DoesNotHoldOrdinaryChanges(t *testing.T) {
 	src.push([]Instance{flipped})
 	_, err = lb.Pick(context.Background(), "svc")
 	require.ErrorIs(t, err, ErrNoInstance)
-	assert.Zero(t, lb.Cache().Stats().HeldShrinks)
+	assert.Zero(t, lb.cache.Stats().HeldShrinks)
 }
 
 // The last prod instance flips to gray and the registry now writes its
@@ -253,7 +253,7 @@ func TestCache_FlipUnderAnotherSpellingIsNoShrink(t *testing.T) {
 	src.push([]Instance{NewInstance("svc", "::ffff:127.0.0.1", 1, map[string]string{"gray": "true"})})
 	_, err = lb.Pick(context.Background(), "svc")
 	require.ErrorIs(t, err, ErrNoInstance, "prod reached the machine that turned gray")
-	assert.Zero(t, lb.Cache().Stats().HeldShrinks)
+	assert.Zero(t, lb.cache.Stats().HeldShrinks)
 }
 
 func TestCache_ShrinkProtectionByShare(t *testing.T) {
@@ -308,14 +308,14 @@ func TestCache_RefillHoldsVanishedGray(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 3, in.Port, "gray requests stay on gray while the registry refills")
 	}
-	assert.EqualValues(t, 2, lb.Cache().Stats().HeldShrinks)
+	assert.EqualValues(t, 2, lb.cache.Stats().HeldShrinks)
 	src.push([]Instance{g1}) // every prod instance missing: held as well
 	in, err := lb.Pick(context.Background(), "svc")
 	require.NoError(t, err)
 	assert.NotEqual(t, 3, in.Port)
 
 	src.push([]Instance{p1, p2, g1}) // refilled: applied at once
-	assert.EqualValues(t, 3, lb.Cache().Stats().HeldShrinks)
+	assert.EqualValues(t, 3, lb.cache.Stats().HeldShrinks)
 	in, err = lb.Pick(gray, "svc")
 	require.NoError(t, err)
 	assert.Equal(t, 3, in.Port)
@@ -340,7 +340,7 @@ func TestCache_DeliberateDeregistrationAppliesAtOnce(t *testing.T) {
 	in, err := lb.Pick(withHeaders(context.Background(), "gray", "true"), "svc")
 	require.NoError(t, err)
 	assert.NotEqual(t, 3, in.Port, "every gray instance deregistered: gray falls back at once")
-	assert.Zero(t, lb.Cache().Stats().HeldShrinks)
+	assert.Zero(t, lb.cache.Stats().HeldShrinks)
 }
 
 // A held list is applied when the refill window ends.

@@ -10,8 +10,8 @@ import (
 // the outgoing and the incoming request, the outgoing and the kept incoming
 // metadata — whether or not the program registered a ContextHandler
 // (WithContextHandler stays for reading other places). It passes its
-// reader to the *With methods below; a program that picks by hand calls
-// Pick, Route and the rest, which read through the ContextHandlers alone.
+// reader to the *With methods below (through package adapter); Pick reads
+// through the ContextHandlers alone.
 //
 // A reader equal to one of the LoadBalancer's ContextHandlers (the
 // adapter's own Handler(), registered by the program too) is asked once:
@@ -57,12 +57,12 @@ func (lb *LoadBalancer) handlerFor(call ContextHandler) ContextHandler {
 	return lb.handler
 }
 
-// RouteWith is Route for an adapter that reads the keys of the call it
-// routes: call (nil: none) is asked for the request's values before the
+// routeWith routes for an adapter that reads the keys of the call it
+// routes (package adapter's Balancer.Route): call (nil: none) is asked for the request's values before the
 // LoadBalancer's ContextHandlers, and a ContextHandler equal to it is not
 // asked again. call must be safe for concurrent use and should not
 // allocate.
-func (lb *LoadBalancer) RouteWith(ctx context.Context, service string, call ContextHandler) (Route, error) {
+func (lb *LoadBalancer) routeWith(ctx context.Context, service string, call ContextHandler) (routing, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -71,7 +71,7 @@ func (lb *LoadBalancer) RouteWith(ctx context.Context, service string, call Cont
 		var err error
 		if s, err = lb.addService(ctx, service); err != nil {
 			lb.failedUnrouted(ctx, service, call, err)
-			return Route{}, err
+			return routing{}, err
 		}
 	}
 	if s.unlisted {
@@ -81,23 +81,24 @@ func (lb *LoadBalancer) RouteWith(ctx context.Context, service string, call Cont
 		n, d := s.tree.Load().route(&r)
 		err := s.tree.Load().noInstance(d.kind)
 		lb.failedUnroutedKind(service, d.kind, err)
-		return Route{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, err
+		return routing{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, err
 	}
 	return lb.route(ctx, service, s.tree.Load(), call)
 }
 
-// RouteWith is Route for an adapter that reads the keys of the call it
-// routes (see LoadBalancer.RouteWith).
-func (r *Router) RouteWith(ctx context.Context, call ContextHandler) (Route, error) {
+// routeWith is LoadBalancer.routeWith over the router's list (package
+// adapter's Router.Route).
+func (r *router) routeWith(ctx context.Context, call ContextHandler) (routing, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	return r.lb.route(ctx, r.service, r.tree, call)
 }
 
-// KindToPassWith is KindToPass for an adapter that reads the keys of the
-// call it makes with call (see RouteWith).
-func (lb *LoadBalancer) KindToPassWith(ctx context.Context, call ContextHandler) (Kind, bool) {
+// kindToPassWith is kindToPass for an adapter that reads the keys of the
+// call it makes with call (see routeWith; package adapter's
+// Balancer.KindToPass).
+func (lb *LoadBalancer) kindToPassWith(ctx context.Context, call ContextHandler) (Kind, bool) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -113,9 +114,10 @@ func (lb *LoadBalancer) KindToPassWith(ctx context.Context, call ContextHandler)
 	return k, !src.Travels()
 }
 
-// LaneToPassWith is LaneToPass for an adapter that reads the keys of the
-// call it makes with call (see RouteWith).
-func (lb *LoadBalancer) LaneToPassWith(ctx context.Context, call ContextHandler) string {
+// laneToPassWith is laneToPass for an adapter that reads the keys of the
+// call it makes with call (see routeWith; package adapter's
+// Balancer.LaneToPass).
+func (lb *LoadBalancer) laneToPassWith(ctx context.Context, call ContextHandler) string {
 	rl := lb.rules.Load()
 	if len(rl.matches) == 0 {
 		return ""
@@ -133,7 +135,12 @@ func (lb *LoadBalancer) LaneToPassWith(ctx context.Context, call ContextHandler)
 	return lane
 }
 
-// requestKind is RequestKind with an adapter's reader of the call's keys.
+// requestKind returns the kind of the request in ctx under the rules in
+// force (closed and disabled rules aside: they decide where a kind goes,
+// not what it is), and what decided it, reading the call's keys through
+// call (nil: the ContextHandlers alone). An adapter that writes the kind on
+// the outgoing call when !src.Travels() makes every later hop route the
+// same way (package adapter's Balancer.Decide).
 func (lb *LoadBalancer) requestKind(ctx context.Context, call ContextHandler) (Kind, KindSource) {
 	if ctx == nil {
 		ctx = context.Background()

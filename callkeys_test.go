@@ -38,31 +38,31 @@ func newPlainLB(t *testing.T, opts ...Option) *LoadBalancer {
 }
 
 // A LoadBalancer with no ContextHandler routes by the keys an adapter's
-// reader gives it; without a reader (Route, Pick) it does not see them.
+// reader gives it; without a reader (routing, Pick) it does not see them.
 func TestRouteWith_ReadsTheCallsKeysWithoutAContextHandler(t *testing.T) {
 	lb := newPlainLB(t)
 	ctx := withHeaders(context.Background(), "gray", "true")
-	r, err := lb.RouteWith(ctx, "svc", callReader{})
+	r, err := lb.routeWith(ctx, "svc", callReader{})
 	require.NoError(t, err)
 	assert.Equal(t, Gray, r.Kind)
 	assert.Equal(t, FromKey, r.Source)
 	assert.Equal(t, 2, r.Next().Port)
 
-	r, err = lb.Route(ctx, "svc")
+	r, err = lb.routeReq(ctx, "svc")
 	require.NoError(t, err)
-	assert.Equal(t, Prod, r.Kind, "Route reads through the ContextHandlers alone")
+	assert.Equal(t, Prod, r.Kind, "routing reads through the ContextHandlers alone")
 
-	router, err := lb.NewRouter("svc", []Instance{inst("svc", 1), inst("svc", 2, "gray", "true")}, nil)
+	router, err := lb.newRouter("svc", []Instance{inst("svc", 1), inst("svc", 2, "gray", "true")}, nil)
 	require.NoError(t, err)
-	r, err = router.RouteWith(ctx, callReader{})
+	r, err = router.routeWith(ctx, callReader{})
 	require.NoError(t, err)
 	assert.Equal(t, Gray, r.Kind, "Router.RouteWith")
-	r, err = router.Route(ctx)
+	r, err = router.routeReq(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, Prod, r.Kind, "Router.Route")
 
 	// A service with no instance: the error names the kind the reader gave.
-	_, err = lb.RouteWith(ctx, "empty", callReader{})
+	_, err = lb.routeWith(ctx, "empty", callReader{})
 	var nie *NoInstanceError
 	require.ErrorAs(t, err, &nie)
 	assert.Equal(t, Gray, nie.Kind)
@@ -88,13 +88,13 @@ func TestRouteWith_Precedence(t *testing.T) {
 		{"handler when the reader has nothing", context.Background(), Prod, FromKey},
 		{"handler before WithValue", WithValue(context.Background(), "gray", "true"), Prod, FromKey},
 	} {
-		r, err := lb.RouteWith(tc.ctx, "svc", callReader{})
+		r, err := lb.routeWith(tc.ctx, "svc", callReader{})
 		require.NoError(t, err, tc.name)
 		assert.Equal(t, tc.want, r.Kind, tc.name)
 		assert.Equal(t, tc.wantSrc, r.Source, tc.name)
 	}
 	noHandler := newPlainLB(t)
-	r, err := noHandler.RouteWith(WithValue(context.Background(), "gray", "true"), "svc", callReader{})
+	r, err := noHandler.routeWith(WithValue(context.Background(), "gray", "true"), "svc", callReader{})
 	require.NoError(t, err)
 	assert.Equal(t, Gray, r.Kind, "WithValue when the call carries nothing")
 	assert.Equal(t, FromContext, r.Source)
@@ -121,13 +121,13 @@ func TestRouteWith_AsksAnEqualHandlerOnce(t *testing.T) {
 		lb := newPlainLB(t, tc.opts...)
 		callReads.Store(0)
 		funcReads.Store(0)
-		_, err := lb.RouteWith(context.Background(), "svc", callReader{})
+		_, err := lb.routeWith(context.Background(), "svc", callReader{})
 		require.NoError(t, err, tc.name)
 		assert.Equal(t, tc.reads, callReads.Load(), "%s: reader reads", tc.name)
 		assert.Equal(t, tc.funcReads, funcReads.Load(), "%s: func reads", tc.name)
 		// A func as the reader, with a func registered: compared with
 		// nothing, asked, no panic.
-		require.NotPanics(t, func() { _, _ = lb.RouteWith(context.Background(), "svc", fn) }, tc.name)
+		require.NotPanics(t, func() { _, _ = lb.routeWith(context.Background(), "svc", fn) }, tc.name)
 	}
 }
 
@@ -138,18 +138,18 @@ func TestRouteWith_AsksAnEqualHandlerOnce(t *testing.T) {
 func TestKindAndLaneToPassWith(t *testing.T) {
 	lb := newPlainLB(t, WithRules(Rules{GrayUsers: []string{"alice"},
 		Matches: []Match{{Key: "x-lane", Exact: "feat", Version: "feat"}}}))
-	k, write := lb.KindToPassWith(withHeaders(context.Background(), "uid", "alice"), callReader{})
+	k, write := lb.kindToPassWith(withHeaders(context.Background(), "uid", "alice"), callReader{})
 	assert.Equal(t, Gray, k)
 	assert.True(t, write, "a gray user's id read from the call decides, and is written")
-	k, write = lb.KindToPass(withHeaders(context.Background(), "uid", "alice"))
+	k, write = lb.kindToPass(withHeaders(context.Background(), "uid", "alice"))
 	assert.Equal(t, Prod, k, "without a reader the call's uid is not seen")
 	assert.False(t, write)
-	_, write = lb.KindToPassWith(withHeaders(context.Background(), "gray", "true"), callReader{})
+	_, write = lb.kindToPassWith(withHeaders(context.Background(), "gray", "true"), callReader{})
 	assert.False(t, write, "a kind the call carries travels on its own")
 
-	assert.Equal(t, "feat", lb.LaneToPassWith(withHeaders(context.Background(), "x-lane", "feat"), callReader{}))
-	assert.Equal(t, "", lb.LaneToPass(withHeaders(context.Background(), "x-lane", "feat")), "without a reader")
-	assert.Equal(t, "", lb.LaneToPassWith(withHeaders(context.Background(), "x-lane", "feat", "version", "v1"), callReader{}),
+	assert.Equal(t, "feat", lb.laneToPassWith(withHeaders(context.Background(), "x-lane", "feat"), callReader{}))
+	assert.Equal(t, "", lb.laneToPass(withHeaders(context.Background(), "x-lane", "feat")), "without a reader")
+	assert.Equal(t, "", lb.laneToPassWith(withHeaders(context.Background(), "x-lane", "feat", "version", "v1"), callReader{}),
 		"a call that carries a version keeps it")
 }
 
@@ -157,10 +157,10 @@ func TestKindAndLaneToPassWith(t *testing.T) {
 func TestRouteWith_NoAllocation(t *testing.T) {
 	lb := newPlainLB(t, WithContextHandler(testHandler))
 	ctx := withHeaders(context.Background(), "gray", "true")
-	_, err := lb.RouteWith(ctx, "svc", callReader{})
+	_, err := lb.routeWith(ctx, "svc", callReader{})
 	require.NoError(t, err)
-	assert.Zero(t, testing.AllocsPerRun(500, func() { _, _ = lb.RouteWith(ctx, "svc", callReader{}) }))
-	router, err := lb.NewRouter("svc", []Instance{inst("svc", 1), inst("svc", 2, "gray", "true")}, nil)
+	assert.Zero(t, testing.AllocsPerRun(500, func() { _, _ = lb.routeWith(ctx, "svc", callReader{}) }))
+	router, err := lb.newRouter("svc", []Instance{inst("svc", 1), inst("svc", 2, "gray", "true")}, nil)
 	require.NoError(t, err)
-	assert.Zero(t, testing.AllocsPerRun(500, func() { _, _ = router.RouteWith(ctx, callReader{}) }))
+	assert.Zero(t, testing.AllocsPerRun(500, func() { _, _ = router.routeWith(ctx, callReader{}) }))
 }

@@ -57,7 +57,7 @@ func (c chainHandler) Value(ctx context.Context, name string) string {
 type Request struct {
 	Context context.Context
 	Service string
-	// call reads the keys of the call an adapter routes (RouteWith), asked
+	// call reads the keys of the call an adapter routes (routeWith), asked
 	// before handler; nil when the request is not an adapter's.
 	call    ContextHandler
 	handler ContextHandler

@@ -137,7 +137,7 @@ type DebugState struct {
 func (h *debugHandler) state() DebugState {
 	lb := h.lb
 	st := DebugState{Generated: time.Now(), Keys: lb.Keys(), Services: []ServiceState{},
-		Unrouted: lb.Unrouted(), Rules: lb.RulesState(), Cache: lb.Cache().Stats(), Ejections: lb.Ejections()}
+		Unrouted: lb.Unrouted(), Rules: lb.RulesState(), Cache: lb.cache.Stats(), Ejections: lb.Ejections()}
 	if h.picks != nil {
 		st.Picks = map[string]map[string]map[string]uint64{}
 		if c := h.picks.Counts(UnroutedService); c != nil {

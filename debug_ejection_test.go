@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// callsTo starts n calls to the instance at addr through a Route of ctx
+// callsTo starts n calls to the instance at addr through a routing of ctx
 // and returns them, not done.
-func callsTo(t *testing.T, lb *LoadBalancer, ctx context.Context, addr string, n int) []Call {
+func callsTo(t *testing.T, lb *LoadBalancer, ctx context.Context, addr string, n int) []started {
 	t.Helper()
-	var calls []Call
+	var calls []started
 	for len(calls) < n {
-		r, err := lb.Route(ctx, "svc")
+		r, err := lb.routeReq(ctx, "svc")
 		require.NoError(t, err)
 		for i, in := range r.Instances() {
 			if in.Addr() == addr {
@@ -140,7 +140,7 @@ func TestDebugEjectionsOffAndConcurrent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 100; i++ {
-			r, err := lb2.Route(context.Background(), "svc")
+			r, err := lb2.routeReq(context.Background(), "svc")
 			if err != nil {
 				continue
 			}

@@ -92,14 +92,14 @@ func TestDebugPageServesTheIntrospectionModel(t *testing.T) {
 	require.Equal(t, jsonShape(t, svc), jsonShape(t, pageServices[0]), "a service")
 	require.Equal(t, jsonShape(t, lb.RulesState()), jsonShape(t, raw["rules"]), "the rules")
 	require.Equal(t, jsonShape(t, lb.Ejections()), jsonShape(t, raw["ejections"]), "the ejections")
-	require.Equal(t, jsonShape(t, lb.Cache().Stats()), jsonShape(t, raw["cache"]), "the cache")
+	require.Equal(t, jsonShape(t, lb.cache.Stats()), jsonShape(t, raw["cache"]), "the cache")
 
 	// The same values.
 	require.Len(t, page.Services, 1)
 	noLatency(&svc)
 	noLatency(&page.Services[0])
 	require.Equal(t, svc, page.Services[0])
-	require.Equal(t, lb.Cache().Stats(), page.Cache)
+	require.Equal(t, lb.cache.Stats(), page.Cache)
 	require.Equal(t, lb.Keys().Gray, page.Keys.Gray)
 	rs := lb.RulesState()
 	require.Equal(t, rs.Rules, page.Rules.Rules)

@@ -13,7 +13,8 @@
 //
 // An instance that cannot serve counts as absent: one ejected as an outlier
 // ([WithOutlierDetection]), or one a retry found unreachable
-// ([LoadBalancer.Reroute], which the adapters' retries use). So a gray
+// (a retry's reroute, which the adapters' retries make through package
+// adapter). So a gray
 // request whose gray instances all cannot serve falls back to prod, and a
 // prod request never reaches gray, whatever fails.
 //
@@ -32,6 +33,20 @@
 // depends only on the instance list is computed once per list change, so a
 // pick on a stable list costs O(1) in the number of instances and allocates
 // nothing.
+//
+// # The user's API and the adapters' surface
+//
+// This package is what a program calls: New and its options, Pick and
+// Service, Keys, SetRules, Close, the introspection the debug page shows
+// (Snapshot, Services, RulesState, Ejections, Unrouted), and the types they
+// take and return (Instance, Kind, Rules, the errors...). What only code
+// that carries requests over a transport needs — routing and rerouting a
+// call, starting and reporting calls, writing the decision for the next
+// hop, following rule and ejection changes, the LoadBalancer's Cache and
+// Policy — is in package adapter, against which httpctx, grpcctx and
+// otelgraylb are written, as grpc-go keeps its balancer and resolver
+// packages apart from package grpc. The rule for a new name: if a program
+// that does not write an adapter has no use for it, it goes to adapter.
 //
 // This package depends on the standard library only.
 package graylb

@@ -83,7 +83,7 @@ func ejectionLB(t *testing.T, list []Instance, cfg OutlierConfig, opts ...Option
 	cfg.Clock = clk
 	lb, reg := newTestLB(t, list, append([]Option{WithOutlierDetection(cfg)}, opts...)...)
 	events := make(chan string, 64)
-	stop := lb.OnEjectionChange(func(s string) {
+	stop := lb.onEjectionChange(func(s string) {
 		select {
 		case events <- s:
 		default:
@@ -107,7 +107,7 @@ func waitRebuild(t *testing.T, events chan string) {
 func failN(t *testing.T, lb *LoadBalancer, ctx context.Context, addr string, n int) {
 	t.Helper()
 	for sent := 0; sent < n; {
-		r, err := lb.Route(ctx, "svc")
+		r, err := lb.routeReq(ctx, "svc")
 		require.NoError(t, err)
 		for i, in := range r.Instances() {
 			if in.Addr() == addr {
@@ -161,7 +161,7 @@ func TestEjection_SuccessResetsTheCount(t *testing.T) {
 	list := mix("svc", nil, nil)
 	lb, _, _, _ := ejectionLB(t, list, OutlierConfig{ConsecutiveFailures: 3})
 	ctx := context.Background()
-	r, err := lb.Route(ctx, "svc")
+	r, err := lb.routeReq(ctx, "svc")
 	require.NoError(t, err)
 	for i := 0; i < 10; i++ {
 		r.Call(0).Done(false)
@@ -208,7 +208,7 @@ func TestEjection_GraySemantics(t *testing.T) {
 
 	failN(t, lb, grayCtx, grayAddr, 5)
 	waitRebuild(t, events)
-	r, err := lb.Route(grayCtx, "svc")
+	r, err := lb.routeReq(grayCtx, "svc")
 	require.NoError(t, err)
 	require.Equal(t, FellBack, r.Outcome, "every gray instance ejected: gray falls back to prod")
 	require.Equal(t, Gray, r.Kind)
@@ -236,7 +236,7 @@ func TestEjection_GraySemantics(t *testing.T) {
 	// still has nothing and never gets gray.
 	clk.Advance(DefaultBaseEjectionTime)
 	waitRebuild(t, events)
-	r, err = lb.Route(grayCtx, "svc")
+	r, err = lb.routeReq(grayCtx, "svc")
 	require.NoError(t, err)
 	if r.Outcome != Selected { // the prod readmission may have been folded into this rebuild
 		t.Fatalf("outcome %v", r.Outcome)
@@ -277,10 +277,10 @@ func TestEjection_ReportByAddress(t *testing.T) {
 	ctx := context.Background()
 	_, err := lb.Pick(ctx, "svc")
 	require.NoError(t, err)
-	lb.Report("svc", list[0], false, time.Millisecond)
-	lb.Report("svc", list[0], false, 0)
-	lb.Report("nope", list[0], false, 0)                 // unknown service: nothing
-	lb.Report("svc", inst("svc", 1), false, time.Second) // unknown instance: nothing
+	lb.report("svc", list[0], false, time.Millisecond)
+	lb.report("svc", list[0], false, 0)
+	lb.report("nope", list[0], false, 0)                 // unknown service: nothing
+	lb.report("svc", inst("svc", 1), false, time.Second) // unknown instance: nothing
 	waitRebuild(t, events)
 	got, _ := pickedSet(t, lb, ctx, "svc", 30)
 	require.Equal(t, []string{list[1].Addr()}, got)
@@ -288,13 +288,13 @@ func TestEjection_ReportByAddress(t *testing.T) {
 
 func TestEjection_OffKeepsNoStats(t *testing.T) {
 	lb, _ := newTestLB(t, mix("svc", nil, nil))
-	r, err := lb.Route(context.Background(), "svc")
+	r, err := lb.routeReq(context.Background(), "svc")
 	require.NoError(t, err)
 	c := r.Start()
 	require.Nil(t, c.Stats())
 	c.Done(false) // harmless
 	require.Equal(t, "127.0.0.1", c.Instance.Host)
-	require.Zero(t, Route{}.Call(0).Instance.Port)
+	require.Zero(t, routing{}.Call(0).Instance.Port)
 }
 
 // settle waits until the rebuilds scheduled by ejections and readmissions
@@ -331,7 +331,7 @@ func TestProperty_EjectionKeepsGrayInvariants(t *testing.T) {
 		for k := 0; k < 40; k++ {
 			v := grayValues[rng.IntN(len(grayValues))]
 			ctx := withHeaders(context.Background(), "gray", v)
-			r, err := lb.Route(ctx, "svc")
+			r, err := lb.routeReq(ctx, "svc")
 			if err != nil {
 				require.ErrorIs(t, err, ErrNoInstance, "seed %d", seed)
 				if !IsGray(v) {
@@ -377,7 +377,7 @@ func TestEjection_ChurnUnderRace(t *testing.T) {
 	require.NoError(t, err)
 	defer lb.Close()
 	var ejections atomic.Int64
-	stop := lb.OnEjectionChange(func(string) { ejections.Add(1) })
+	stop := lb.onEjectionChange(func(string) { ejections.Add(1) })
 	defer stop()
 
 	deadline := time.Now().Add(400 * time.Millisecond)
@@ -391,7 +391,7 @@ func TestEjection_ChurnUnderRace(t *testing.T) {
 			reqGray := g%3 == 0
 			rng := rand.New(rand.NewPCG(uint64(g), 3))
 			for time.Now().Before(deadline) {
-				r, err := lb.Route(ctx, "svc")
+				r, err := lb.routeReq(ctx, "svc")
 				picks.Add(1)
 				if err != nil {
 					if !errors.Is(err, ErrNoInstance) {
@@ -434,7 +434,7 @@ func TestEjection_CloseStopsTimers(t *testing.T) {
 	var events atomic.Int64
 	lb, _ := newTestLB(t, []Instance{inst("svc", 1), inst("svc", 2)},
 		WithOutlierDetection(OutlierConfig{ConsecutiveFailures: 1, Clock: clk, OnEjection: func(Ejection) { events.Add(1) }}))
-	r, err := lb.Route(context.Background(), "svc")
+	r, err := lb.routeReq(context.Background(), "svc")
 	require.NoError(t, err)
 	r.Call(0).Done(false)
 	require.EqualValues(t, 1, events.Load(), "ejected")
@@ -460,7 +460,7 @@ func TestEjection_OneMachineUnderEverySpelling(t *testing.T) {
 	}
 }
 
-// LoadBalancer.Report, on the path of every call an adapter reports by
+// The report path (package adapter's Balancer.Report), on the path of every call an adapter reports by
 // hand, allocates nothing, whatever the instance's host: an IP address, a
 // host name (with digits, in either case), IPv6, IPv4-mapped, zoned.
 func TestEjection_ReportDoesNotAllocate(t *testing.T) {
@@ -477,7 +477,7 @@ func TestEjection_ReportDoesNotAllocate(t *testing.T) {
 	_, err := lb.Pick(context.Background(), "svc")
 	require.NoError(t, err)
 	for _, in := range list {
-		allocs := testing.AllocsPerRun(500, func() { lb.Report("svc", in, true, time.Millisecond) })
+		allocs := testing.AllocsPerRun(500, func() { lb.report("svc", in, true, time.Millisecond) })
 		assert.Zero(t, allocs, "allocations per Report for %s", in.Host)
 		st := lb.services.Load().get("svc").health.statsOf(in)
 		require.NotNil(t, st, "the Stats of %s", in.Host)
@@ -502,7 +502,7 @@ func TestEjection_ReportUnderAnotherSpelling(t *testing.T) {
 			_, err := lb.Pick(ctx, "svc")
 			require.NoError(t, err)
 			for i := 0; i < 3; i++ {
-				lb.Report("svc", NewInstance("svc", tc.reported, 2, nil), false, 0)
+				lb.report("svc", NewInstance("svc", tc.reported, 2, nil), false, 0)
 			}
 			waitRebuild(t, events)
 			for i := 0; i < 20; i++ {

@@ -155,14 +155,14 @@ func TestSnapshotOfServiceTheCacheFollows(t *testing.T) {
 	lb, _ := newTestLB(t, []Instance{inst("grpc-svc", 9001), inst("grpc-svc", 9002, "gray", "true")})
 	// An adapter that routes on its own (the gRPC resolver) follows the
 	// Cache without picking through the LoadBalancer.
-	_, err := lb.Cache().Instances(context.Background(), "grpc-svc")
+	_, err := lb.cache.Instances(context.Background(), "grpc-svc")
 	require.NoError(t, err)
 	require.Equal(t, []string{"grpc-svc"}, lb.Services())
 	st, ok := lb.Snapshot("grpc-svc")
 	require.True(t, ok)
 	require.Equal(t, 1, st.Prod)
 	require.Equal(t, 1, st.Gray)
-	_, err = lb.Cache().Instances(context.Background(), "missing")
+	_, err = lb.cache.Instances(context.Background(), "missing")
 	require.Error(t, err)
 	require.Equal(t, []string{"grpc-svc"}, lb.Services(), "a failed first query is not a routed service")
 }
@@ -212,19 +212,19 @@ func TestRulesStateSourceDescribed(t *testing.T) {
 func TestCacheStatsCountTheFirstList(t *testing.T) {
 	lb, reg := newTestLB(t, []Instance{inst("a", 1), inst("b", 2)})
 	ctx := context.Background()
-	require.Zero(t, lb.Cache().Stats().Applied)
+	require.Zero(t, lb.cache.Stats().Applied)
 	_, err := lb.Pick(ctx, "a")
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), lb.Cache().Stats().Applied, "the first list of a")
+	require.Equal(t, uint64(1), lb.cache.Stats().Applied, "the first list of a")
 	_, err = lb.Pick(ctx, "b")
 	require.NoError(t, err)
-	require.Equal(t, uint64(2), lb.Cache().Stats().Applied)
+	require.Equal(t, uint64(2), lb.cache.Stats().Applied)
 	require.NoError(t, reg.Register(inst("a", 3)))
-	require.Eventually(t, func() bool { return lb.Cache().Stats().Applied == 3 }, 5*time.Second, time.Millisecond, "an update")
+	require.Eventually(t, func() bool { return lb.cache.Stats().Applied == 3 }, 5*time.Second, time.Millisecond, "an update")
 	// A name with no instance installs no list.
 	_, err = lb.Pick(ctx, "nobody")
 	require.Error(t, err)
-	require.Equal(t, uint64(3), lb.Cache().Stats().Applied)
+	require.Equal(t, uint64(3), lb.cache.Stats().Applied)
 	_, page := debugGet(t, DebugHandler(lb), "/")
 	require.Contains(t, page, `<td class="num" id="cache-applied">3</td>`)
 }

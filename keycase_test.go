@@ -23,7 +23,7 @@ func TestKeyNames_WithValueMatchesARuleInAnyCase(t *testing.T) {
 			in, err := lb.Pick(ctx, "svc")
 			require.NoError(t, err)
 			assert.Equal(t, 2, in.Port, "rule key %q, WithValue name %q", ruleKey, name)
-			k, src := lb.RequestKind(ctx)
+			k, src := lb.requestKind(ctx, nil)
 			assert.Equal(t, Gray, k, "rule key %q, WithValue name %q", ruleKey, name)
 			assert.Equal(t, FromRules, src)
 		}
@@ -66,7 +66,7 @@ func TestKeyNames_OwnKeysFromWithValueInAnyCase(t *testing.T) {
 		})
 	}
 	lb, _ := newTestLB(t, list)
-	k, write := lb.KindToPass(WithValue(context.Background(), "GRAY", "true"))
+	k, write := lb.kindToPass(WithValue(context.Background(), "GRAY", "true"))
 	assert.Equal(t, Gray, k)
 	assert.True(t, write, "a context value decided the kind: the adapters write it on")
 }

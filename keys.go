@@ -21,7 +21,8 @@ type Keys struct {
 	Filters []string `json:"filters,omitempty"`
 	// Match are the keys the match rules in force name, when the Keys
 	// came from LoadBalancer.Keys: a snapshot; rules change at run time,
-	// so adapters read LoadBalancer.MatchKeys per request instead.
+	// so adapters read them per request instead (package adapter's
+	// Balancer.MatchKeys).
 	Match []string `json:"match,omitempty"`
 }
 
@@ -60,7 +61,7 @@ func (lb *LoadBalancer) Keys() Keys {
 			k.Filters = append(k.Filters, kr.RequestKeys()...)
 		}
 	}
-	if mk := lb.MatchKeys(); len(mk) > 0 {
+	if mk := lb.matchKeys(); len(mk) > 0 {
 		k.Match = append([]string(nil), mk...)
 	}
 	return k
@@ -78,35 +79,23 @@ func (lb *LoadBalancer) versionHeader() string {
 	return h
 }
 
-// RequestKind returns the kind of the request in ctx under the rules in
-// force (closed and disabled rules aside: they decide where a kind goes,
-// not what it is), and what decided it. An adapter that writes the kind on
-// the outgoing call when !src.Travels() makes every later hop route the
-// same way, and the pick made with that call's context agrees with it by
-// construction: it then reads the written key. It reads the call's keys
-// through the ContextHandlers (an adapter passes its own reader to
-// KindToPassWith).
-func (lb *LoadBalancer) RequestKind(ctx context.Context) (Kind, KindSource) {
-	return lb.requestKind(ctx, nil)
-}
-
-// KindToPass returns the kind of the request in ctx and whether an adapter
+// kindToPass returns the kind of the request in ctx and whether an adapter
 // must write it on the outgoing call for the next hop to route the same
 // way: true when rules, a context value or the caller's own flag decided
-// it (see RequestKind), false when a key the call carries, or nothing,
+// it (see requestKind), false when a key the call carries, or nothing,
 // did. When no rule, context value or own flag could decide, it answers
-// without reading the call's keys. It is KindToPassWith without a reader
+// without reading the call's keys. It is kindToPassWith without a reader
 // of the call's keys.
-func (lb *LoadBalancer) KindToPass(ctx context.Context) (Kind, bool) {
-	return lb.KindToPassWith(ctx, nil)
+func (lb *LoadBalancer) kindToPass(ctx context.Context) (Kind, bool) {
+	return lb.kindToPassWith(ctx, nil)
 }
 
-// LaneToPass returns the lane (a version) a match rule gives the request
+// laneToPass returns the lane (a version) a match rule gives the request
 // in ctx when the call carries no version of its own, "" otherwise. An
-// adapter that writes the kind (KindToPass) writes the lane under the
+// adapter that writes the kind (kindToPass) writes the lane under the
 // version key too: the next hop sees the kind as chosen, so its match
 // rules do not run, and routes by the version it is given. It is
-// LaneToPassWith without a reader of the call's keys.
-func (lb *LoadBalancer) LaneToPass(ctx context.Context) string {
-	return lb.LaneToPassWith(ctx, nil)
+// laneToPassWith without a reader of the call's keys.
+func (lb *LoadBalancer) laneToPass(ctx context.Context) string {
+	return lb.laneToPassWith(ctx, nil)
 }

@@ -23,7 +23,7 @@ import (
 //
 // At a trust boundary the keys a match names are routing keys: the
 // adapters strip them from untrusted callers, so no untrusted key ever
-// matches, and propagate them between trusted hops (LoadBalancer.MatchKeys).
+// matches, and propagate them between trusted hops (package adapter's Balancer.MatchKeys).
 type Match struct {
 	Key     string `json:"key"`
 	Exact   string `json:"exact,omitempty"`
@@ -204,12 +204,12 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// MatchKeys returns the request keys named by the match rules in force, in
+// matchKeys returns the request keys named by the match rules in force, in
 // lower case. Adapters read it per request (it does not allocate; do not
 // modify the slice): the keys are propagated between trusted hops and
 // stripped from untrusted callers like the LoadBalancer's other keys,
 // with no configuration of their own. A nil LoadBalancer has none.
-func (lb *LoadBalancer) MatchKeys() []string {
+func (lb *LoadBalancer) matchKeys() []string {
 	if lb == nil {
 		return nil
 	}

@@ -78,7 +78,7 @@ func TestSetRules_BadRegexKeepsPrevious(t *testing.T) {
 	err = lb.SetRules(Rules{Matches: []Match{{Key: "x-region", Regex: "[", Gray: true}}})
 	require.ErrorIs(t, err, ErrInvalidRules)
 	require.ErrorContains(t, err, `matches[0]: key "x-region": regex "["`)
-	r, err := lb.Route(withHeaders(context.Background(), "x-region", "hz"), "svc")
+	r, err := lb.routeReq(withHeaders(context.Background(), "x-region", "hz"), "svc")
 	require.NoError(t, err)
 	require.Equal(t, Gray, r.Kind, "the previous rules stay in force")
 }
@@ -121,7 +121,7 @@ func TestMatch_Routing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := withHeaders(context.Background(), tc.hdr...)
-			r, err := lb.Route(ctx, "svc")
+			r, err := lb.routeReq(ctx, "svc")
 			require.NoError(t, err)
 			require.Equal(t, tc.kind, r.Kind)
 			require.Equal(t, tc.lane, r.Lane)
@@ -135,7 +135,7 @@ func TestMatch_Routing(t *testing.T) {
 
 func TestMatch_GrayFallsBackWhenNoGray(t *testing.T) {
 	lb, _ := newTestLB(t, mix("svc", nil, nil), WithRules(Rules{Matches: []Match{{Key: "x-region", Exact: "hz", Gray: true}}}))
-	r, err := lb.Route(withHeaders(context.Background(), "x-region", "hz"), "svc")
+	r, err := lb.routeReq(withHeaders(context.Background(), "x-region", "hz"), "svc")
 	require.NoError(t, err)
 	require.Equal(t, Gray, r.Kind)
 	require.Equal(t, FellBack, r.Outcome)
@@ -149,7 +149,7 @@ func TestMatch_ClosedAndSelfGray(t *testing.T) {
 	require.Equal(t, []string{"127.0.0.1:1", "127.0.0.1:2"}, got, "closed: a matched request stays on prod")
 	// A gray caller chose the side: matches do not run.
 	lb2, _ := newTestLB(t, laneList(), WithSelfGray(true), WithRules(Rules{Matches: []Match{{Key: "x-region", Exact: "hz", Version: "feat-42"}}}))
-	r, err := lb2.Route(withHeaders(context.Background(), "x-region", "hz"), "svc")
+	r, err := lb2.routeReq(withHeaders(context.Background(), "x-region", "hz"), "svc")
 	require.NoError(t, err)
 	require.Equal(t, Gray, r.Kind)
 	require.Empty(t, r.Lane)
@@ -157,38 +157,38 @@ func TestMatch_ClosedAndSelfGray(t *testing.T) {
 
 func TestMatch_KeysAndPass(t *testing.T) {
 	lb, _ := newTestLB(t, laneList(), WithFilters(NewVersionFilter(WithVersionHeader("x-version"))))
-	require.Empty(t, lb.MatchKeys())
+	require.Empty(t, lb.matchKeys())
 	require.NoError(t, lb.SetRules(Rules{Matches: []Match{
 		{Key: "X-Region", Exact: "hz", Gray: true},
 		{Key: "x-lane", Exact: "feat-42", Version: "feat-42"},
 		{Key: "x-region", Present: true, Version: "v9"},
 		{Key: "uid", Exact: "alice", Gray: true},
 	}}))
-	require.Equal(t, []string{"x-region", "x-lane", "uid"}, lb.MatchKeys())
+	require.Equal(t, []string{"x-region", "x-lane", "uid"}, lb.matchKeys())
 	require.Equal(t, []string{"gray", "uid", "x-version", "x-region", "x-lane"}, lb.Keys().Names())
 
 	ctx := withHeaders(context.Background(), "x-region", "hz")
-	k, write := lb.KindToPass(ctx)
+	k, write := lb.kindToPass(ctx)
 	require.Equal(t, Gray, k)
 	require.True(t, write, "a match decided: write the kind")
-	require.Empty(t, lb.LaneToPass(ctx))
+	require.Empty(t, lb.laneToPass(ctx))
 
 	ctx = withHeaders(context.Background(), "x-lane", "feat-42")
-	k, write = lb.KindToPass(ctx)
+	k, write = lb.kindToPass(ctx)
 	require.Equal(t, Prod, k)
 	require.True(t, write)
-	require.Equal(t, "feat-42", lb.LaneToPass(ctx))
-	require.Empty(t, lb.LaneToPass(withHeaders(context.Background(), "x-lane", "feat-42", "x-version", "v1")), "the call carries its own version")
-	require.Empty(t, lb.LaneToPass(withHeaders(context.Background(), "x-lane", "feat-42", "gray", "false")), "the side was chosen")
+	require.Equal(t, "feat-42", lb.laneToPass(ctx))
+	require.Empty(t, lb.laneToPass(withHeaders(context.Background(), "x-lane", "feat-42", "x-version", "v1")), "the call carries its own version")
+	require.Empty(t, lb.laneToPass(withHeaders(context.Background(), "x-lane", "feat-42", "gray", "false")), "the side was chosen")
 
-	k, _ = lb.KindToPass(withHeaders(context.Background(), "uid", "alice"))
+	k, _ = lb.kindToPass(withHeaders(context.Background(), "uid", "alice"))
 	require.Equal(t, Gray, k, "the user id is a key like any other")
 
 	require.NoError(t, lb.SetRules(Rules{}))
-	require.Empty(t, lb.MatchKeys())
-	require.Empty(t, lb.LaneToPass(ctx))
+	require.Empty(t, lb.matchKeys())
+	require.Empty(t, lb.laneToPass(ctx))
 	var nilLB *LoadBalancer
-	require.Empty(t, nilLB.MatchKeys())
+	require.Empty(t, nilLB.matchKeys())
 }
 
 func TestMatch_PickDoesNotAllocate(t *testing.T) {
@@ -246,7 +246,7 @@ func TestProperty_MatchesKeepGrayInvariants(t *testing.T) {
 				hdr = append(hdr, key, vals[rng.IntN(len(vals))])
 			}
 			ctx := withHeaders(context.Background(), hdr...)
-			r, err := lb.Route(ctx, "svc")
+			r, err := lb.routeReq(ctx, "svc")
 			if g != "" {
 				// The side was chosen: the gray rule as without rules.
 				var got Instance

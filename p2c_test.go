@@ -14,7 +14,7 @@ func p2cShares(t *testing.T, lb *LoadBalancer, ctx context.Context, n int, laten
 	t.Helper()
 	got := map[int]int{}
 	for i := 0; i < n; i++ {
-		r, err := lb.Route(ctx, "svc")
+		r, err := lb.routeReq(ctx, "svc")
 		require.NoError(t, err)
 		c := r.Start()
 		got[c.Instance.Port]++
@@ -49,7 +49,7 @@ func TestP2C_AvoidsTheSlowInstance(t *testing.T) {
 
 func TestP2C_AvoidsCallsInFlight(t *testing.T) {
 	lb, _ := newTestLB(t, mix("svc", nil, nil), WithPolicy(P2C()))
-	r, err := lb.Route(context.Background(), "svc")
+	r, err := lb.routeReq(context.Background(), "svc")
 	require.NoError(t, err)
 	busy := r.Call(0)
 	for i := 0; i < 10; i++ {
@@ -97,7 +97,7 @@ func TestP2C_PickDoesNotAllocate(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, testing.AllocsPerRun(500, func() { _, _ = lb.Pick(ctx, "svc") }))
 	require.Zero(t, testing.AllocsPerRun(500, func() {
-		r, _ := lb.Route(ctx, "svc")
+		r, _ := lb.routeReq(ctx, "svc")
 		r.Start().Done(true)
 	}))
 }
@@ -115,7 +115,7 @@ func TestProperty_P2CWithEjectionKeepsGrayInvariants(t *testing.T) {
 		require.NoError(t, err)
 		for k := 0; k < 40; k++ {
 			v := grayValues[rng.IntN(len(grayValues))]
-			r, err := lb.Route(withHeaders(context.Background(), "gray", v), "svc")
+			r, err := lb.routeReq(withHeaders(context.Background(), "gray", v), "svc")
 			if err != nil {
 				require.ErrorIs(t, err, ErrNoInstance)
 				continue

@@ -134,7 +134,7 @@ func TestConcurrentPicksDuringChurn(t *testing.T) {
 			ctx := withHeaders(context.Background(), "gray", []string{"true", "false", "", "TRUE"}[g%4])
 			reqGray := g%4 == 0 || g%4 == 3
 			for time.Now().Before(deadline) {
-				r, err := lb.Route(ctx, "svc")
+				r, err := lb.routeReq(ctx, "svc")
 				picks.Add(1)
 				if err != nil {
 					if !errors.Is(err, ErrNoInstance) {

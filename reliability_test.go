@@ -80,7 +80,7 @@ func TestChurn(t *testing.T) {
 				v := values[rng.IntN(len(values))]
 				ctx := withHeaders(context.Background(), "gray", v, "version", []string{"", "v1", "v2"}[rng.IntN(3)])
 				lb := lbs[rng.IntN(len(lbs))]
-				r, err := lb.Route(ctx, "svc")
+				r, err := lb.routeReq(ctx, "svc")
 				picks.Add(1)
 				if err != nil {
 					errs.Add(1)

@@ -2,7 +2,7 @@ package graylb
 
 import "context"
 
-// Reroute returns the route of a retry of the request in ctx, first routed
+// reroute returns the route of a retry of the request in ctx, first routed
 // as first, after its tries of the instances tried reports failed (a
 // refused or lost connection): the candidates the request would have had
 // if those instances were not usable, as an ejected instance is not. So,
@@ -18,7 +18,7 @@ import "context"
 // force. The Observer is told of the retry's outcome, as of any pick.
 //
 // The returned candidates may include tried instances: pick with
-// Route.NextUntried. They are first's while first's still hold an untried
+// routing.NextUntried. They are first's while first's still hold an untried
 // instance and the service's routing is the one first was built from (no
 // list, rule or ejection change since); a gray request whose every gray
 // instance, and no prod one, was tried gets the prod side of the routing
@@ -27,14 +27,14 @@ import "context"
 // a retry, not of every request). So a retry never reaches an instance
 // that became gray after the first try (a rule naming its address, its
 // metadata), nor one ejected since.
-func (lb *LoadBalancer) Reroute(ctx context.Context, service string, first Route, tried func(Instance) bool) (Route, error) {
-	return lb.RerouteWith(ctx, service, first, tried, nil)
+func (lb *LoadBalancer) reroute(ctx context.Context, service string, first routing, tried func(Instance) bool) (routing, error) {
+	return lb.rerouteWith(ctx, service, first, tried, nil)
 }
 
-// RerouteWith is Reroute for an adapter that reads the keys of the call it
-// routes (see LoadBalancer.RouteWith): the retry's filters read them as the
+// rerouteWith is reroute for an adapter that reads the keys of the call it
+// routes (see routeWith; package adapter's Balancer.Reroute): the retry's filters read them as the
 // first route's did.
-func (lb *LoadBalancer) RerouteWith(ctx context.Context, service string, first Route, tried func(Instance) bool, call ContextHandler) (Route, error) {
+func (lb *LoadBalancer) rerouteWith(ctx context.Context, service string, first routing, tried func(Instance) bool, call ContextHandler) (routing, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -52,7 +52,7 @@ func (lb *LoadBalancer) RerouteWith(ctx context.Context, service string, first R
 	if s == nil || s.unlisted {
 		d.outcome = Failed
 		lb.observe(service, d)
-		return Route{Kind: d.kind, Source: d.source, Outcome: Failed, Lane: d.lane}, &NoInstanceError{Service: service, Kind: d.kind}
+		return routing{Kind: d.kind, Source: d.source, Outcome: Failed, Lane: d.lane}, &NoInstanceError{Service: service, Kind: d.kind}
 	}
 	var r Request
 	r.init(ctx, service, lb.handlerFor(call), valuesIn(ctx))
@@ -69,14 +69,14 @@ func (lb *LoadBalancer) RerouteWith(ctx context.Context, service string, first R
 	} else {
 		built, err := lb.untriedTree(s, tried)
 		if err != nil {
-			return Route{Kind: d.kind, Source: d.source, Outcome: Failed, Lane: d.lane}, err
+			return routing{Kind: d.kind, Source: d.source, Outcome: Failed, Lane: d.lane}, err
 		}
 		t = built
 		idx, outcome = t.gray.place(d.kind)
 	}
 	d.outcome = outcome
 	n := walk(t.children[idx], &r)
-	rt := Route{Kind: d.kind, Source: d.source, Outcome: outcome, Lane: d.lane, leaf: n}
+	rt := routing{Kind: d.kind, Source: d.source, Outcome: outcome, Lane: d.lane, leaf: n}
 	if n == nil || !rt.hasUntried(tried) {
 		d.outcome = Failed
 		lb.observe(service, d)
@@ -90,7 +90,7 @@ func (lb *LoadBalancer) RerouteWith(ctx context.Context, service string, first R
 // NextUntried picks a candidate with the policy, as NextIndex does, and
 // when tried reports it, takes the next candidate after it that tried does
 // not report; false when tried reports every candidate.
-func (r Route) NextUntried(tried func(Instance) bool) (int, bool) {
+func (r routing) NextUntried(tried func(Instance) bool) (int, bool) {
 	n := r.Len()
 	if n == 0 {
 		return 0, false
@@ -108,7 +108,7 @@ func (r Route) NextUntried(tried func(Instance) bool) (int, bool) {
 }
 
 // hasUntried reports whether a candidate is not reported by tried.
-func (r Route) hasUntried(tried func(Instance) bool) bool {
+func (r routing) hasUntried(tried func(Instance) bool) bool {
 	for _, in := range r.Instances() {
 		if !tried(in) {
 			return true

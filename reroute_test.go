@@ -31,13 +31,13 @@ func TestReroute_GrayFallsBackOnlyWhenEveryGrayWasTried(t *testing.T) {
 	var outcomes []Outcome
 	lb.observer = func(_ string, _ Kind, o Outcome) { outcomes = append(outcomes, o) }
 	ctx := withHeaders(context.Background(), "gray", "true")
-	first, err := lb.Route(ctx, "svc")
+	first, err := lb.routeReq(ctx, "svc")
 	require.NoError(t, err)
 	require.Equal(t, Gray, first.Kind)
 	require.Equal(t, Selected, first.Outcome)
 
 	// One gray instance tried: the other gray one.
-	rt, err := lb.Reroute(ctx, "svc", first, triedSet(3))
+	rt, err := lb.reroute(ctx, "svc", first, triedSet(3))
 	require.NoError(t, err)
 	i, ok := rt.NextUntried(triedSet(3))
 	require.True(t, ok)
@@ -46,7 +46,7 @@ func TestReroute_GrayFallsBackOnlyWhenEveryGrayWasTried(t *testing.T) {
 
 	// Both tried: prod, observed as a fall-back.
 	outcomes = nil
-	rt, err = lb.Reroute(ctx, "svc", first, triedSet(3, 4))
+	rt, err = lb.reroute(ctx, "svc", first, triedSet(3, 4))
 	require.NoError(t, err)
 	assert.Equal(t, FellBack, rt.Outcome)
 	assert.Equal(t, Gray, rt.Kind, "the request is still gray: the next hop routes it gray")
@@ -54,7 +54,7 @@ func TestReroute_GrayFallsBackOnlyWhenEveryGrayWasTried(t *testing.T) {
 	assert.Equal(t, []Outcome{FellBack}, outcomes)
 
 	// Every instance tried: no instance, naming the kind.
-	rt, err = lb.Reroute(ctx, "svc", first, triedSet(1, 2, 3, 4))
+	rt, err = lb.reroute(ctx, "svc", first, triedSet(1, 2, 3, 4))
 	require.ErrorIs(t, err, ErrNoInstance)
 	assert.Contains(t, err.Error(), "gray request")
 	assert.Zero(t, rt.Len())
@@ -63,14 +63,14 @@ func TestReroute_GrayFallsBackOnlyWhenEveryGrayWasTried(t *testing.T) {
 
 	// Prod: never gray, however many prod instances were tried.
 	pctx := withHeaders(context.Background(), "gray", "false")
-	pfirst, err := lb.Route(pctx, "svc")
+	pfirst, err := lb.routeReq(pctx, "svc")
 	require.NoError(t, err)
-	rt, err = lb.Reroute(pctx, "svc", pfirst, triedSet(1))
+	rt, err = lb.reroute(pctx, "svc", pfirst, triedSet(1))
 	require.NoError(t, err)
 	i, ok = rt.NextUntried(triedSet(1))
 	require.True(t, ok)
 	assert.Equal(t, 2, rt.Instances()[i].Port)
-	_, err = lb.Reroute(pctx, "svc", pfirst, triedSet(1, 2))
+	_, err = lb.reroute(pctx, "svc", pfirst, triedSet(1, 2))
 	require.ErrorIs(t, err, ErrNoInstance)
 	assert.Contains(t, err.Error(), "prod request")
 }
@@ -80,10 +80,10 @@ func TestReroute_KeepsTheDecision(t *testing.T) {
 	lb, _ := newTestLB(t, []Instance{inst("svc", 1), inst("svc", 2), inst("svc", 3, "gray", "true")},
 		WithRules(Rules{CanaryPercent: 50}))
 	for range 200 {
-		first, err := lb.Route(context.Background(), "svc")
+		first, err := lb.routeReq(context.Background(), "svc")
 		require.NoError(t, err)
 		tried := triedSet(first.Instances()[0].Port)
-		rt, err := lb.Reroute(context.Background(), "svc", first, tried)
+		rt, err := lb.reroute(context.Background(), "svc", first, tried)
 		if first.Kind == Gray {
 			require.NoError(t, err)
 			assert.Equal(t, FellBack, rt.Outcome)
@@ -107,17 +107,17 @@ func TestReroute_WithFiltersAsIfTriedWereEjected(t *testing.T) {
 		inst("svc", 3, "gray", "true", "version", "v2"), inst("svc", 4, "gray", "true", "version", "v3"),
 	}, WithFilters(NewVersionFilter()))
 	ctx := withHeaders(context.Background(), "gray", "true", "version", "v2")
-	first, err := lb.Route(ctx, "svc")
+	first, err := lb.routeReq(ctx, "svc")
 	require.NoError(t, err)
 	require.Equal(t, []int{3}, ports(first.Instances()))
-	rt, err := lb.Reroute(ctx, "svc", first, triedSet(3))
+	rt, err := lb.reroute(ctx, "svc", first, triedSet(3))
 	require.NoError(t, err)
 	assert.Equal(t, []int{4}, ports(rt.Instances()), "the other gray instance, not prod")
-	rt, err = lb.Reroute(ctx, "svc", first, triedSet(3, 4))
+	rt, err = lb.reroute(ctx, "svc", first, triedSet(3, 4))
 	require.NoError(t, err)
 	assert.Equal(t, []int{2}, ports(rt.Instances()), "prod, in the request's version")
 	assert.Equal(t, FellBack, rt.Outcome)
-	rt, err = lb.Reroute(ctx, "svc", first, triedSet(2, 3, 4))
+	rt, err = lb.reroute(ctx, "svc", first, triedSet(2, 3, 4))
 	require.NoError(t, err)
 	assert.Equal(t, []int{1}, ports(rt.Instances()))
 }
@@ -158,7 +158,7 @@ func TestReroute_Property(t *testing.T) {
 			kind = "true"
 		}
 		ctx := withHeaders(context.Background(), "gray", kind, "version", versions[rng.IntN(len(versions))])
-		first, err := lb.Route(ctx, "svc")
+		first, err := lb.routeReq(ctx, "svc")
 		if err != nil {
 			continue
 		}
@@ -176,7 +176,7 @@ func TestReroute_Property(t *testing.T) {
 		}
 		tried := func(in Instance) bool { return triedPorts[in.Port] }
 		desc := fmt.Sprintf("iter %d: list %v, rules %+v, kind %s, tried %v", iter, list, rules, kind, triedPorts)
-		rt, err := lb.Reroute(ctx, "svc", first, tried)
+		rt, err := lb.reroute(ctx, "svc", first, tried)
 		if first.hasUntried(tried) {
 			require.NoError(t, err, desc)
 			assert.Equal(t, ports(first.Instances()), ports(rt.Instances()), desc)
@@ -188,9 +188,9 @@ func TestReroute_Property(t *testing.T) {
 				untried = append(untried, in)
 			}
 		}
-		router, rerr := lb.NewRouter("svc", untried, nil)
+		router, rerr := lb.newRouter("svc", untried, nil)
 		require.NoError(t, rerr)
-		ref, rerr := router.Route(ctx)
+		ref, rerr := router.routeReq(ctx)
 		if rerr != nil {
 			require.ErrorIs(t, err, ErrNoInstance, desc)
 			continue
@@ -234,7 +234,7 @@ func TestPlaceAgreesWithDecide(t *testing.T) {
 			{inst("svc", 1)}, {inst("svc", 1), inst("svc", 2, "gray", "true")}, {inst("svc", 2, "gray", "true")},
 		} {
 			lb, _ := newTestLB(t, list, WithRules(rules))
-			_, _ = lb.Route(context.Background(), "svc") // adds the service; prod may have no instance
+			_, _ = lb.routeReq(context.Background(), "svc") // adds the service; prod may have no instance
 			tr := lb.services.Load().get("svc")
 			require.NotNil(t, tr)
 			st := tr.tree.Load().gray
@@ -279,17 +279,17 @@ func TestReroute_RoutingChangedSinceTheFirstRoute(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			lb, reg := newTestLB(t, []Instance{inst("svc", 1), inst("svc", 2), inst("svc", 3, "gray", "true")})
 			ctx := context.Background()
-			first, err := lb.Route(ctx, "svc")
+			first, err := lb.routeReq(ctx, "svc")
 			require.NoError(t, err)
 			require.Equal(t, Prod, first.Kind)
 			require.ElementsMatch(t, []int{1, 2}, ports(first.Instances()))
 
-			same, err := lb.Reroute(ctx, "svc", first, triedSet(1))
+			same, err := lb.reroute(ctx, "svc", first, triedSet(1))
 			require.NoError(t, err)
 			assert.Equal(t, first, same, "the routing did not change: first's candidates serve the retry")
 
 			tc.change(t, lb, reg)
-			rt, err := lb.Reroute(ctx, "svc", first, triedSet(1))
+			rt, err := lb.reroute(ctx, "svc", first, triedSet(1))
 			if i, ok := rt.NextUntried(triedSet(1)); ok {
 				t.Fatalf("the prod retry reached %s, gray since the first route (err %v)", rt.Instances()[i].Addr(), err)
 			}

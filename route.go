@@ -2,9 +2,10 @@ package graylb
 
 import "context"
 
-// Route is the result of running the chain for one request: its kind, what
+// routing is the result of running the chain for one request (package
+// adapter's Route is its adapter-facing form): its kind, what
 // the gray decision did, and the candidates to pick from.
-type Route struct {
+type routing struct {
 	Kind Kind // the request's kind
 	// Source is what decided Kind. An adapter writes Kind on the outgoing
 	// call when !Source.Travels(), so later hops route the same way.
@@ -20,8 +21,8 @@ type Route struct {
 // Picker returns the policy's picker over the candidates (nil when there
 // are none): for adapters that pick among something other than the
 // instances themselves, such as the gRPC balancer's connections, with a
-// Policy of their own passed to NewRouter.
-func (r Route) Picker() Picker {
+// Policy of their own passed to newRouter.
+func (r routing) Picker() Picker {
 	if r.leaf == nil {
 		return nil
 	}
@@ -29,7 +30,7 @@ func (r Route) Picker() Picker {
 }
 
 // Instances returns the candidates. The slice is shared: do not modify it.
-func (r Route) Instances() []Instance {
+func (r routing) Instances() []Instance {
 	if r.leaf == nil {
 		return nil
 	}
@@ -37,7 +38,7 @@ func (r Route) Instances() []Instance {
 }
 
 // Len returns the number of candidates.
-func (r Route) Len() int {
+func (r routing) Len() int {
 	if r.leaf == nil {
 		return 0
 	}
@@ -46,7 +47,7 @@ func (r Route) Len() int {
 
 // Next picks one candidate with the policy. It returns the zero Instance
 // when the route has none.
-func (r Route) Next() Instance {
+func (r routing) Next() Instance {
 	if r.Len() == 0 {
 		return Instance{}
 	}
@@ -55,7 +56,7 @@ func (r Route) Next() Instance {
 
 // NextIndex picks one candidate with the policy and returns its index in
 // Instances (0 when the route has none).
-func (r Route) NextIndex() int {
+func (r routing) NextIndex() int {
 	if r.Len() == 0 {
 		return 0
 	}
@@ -63,19 +64,19 @@ func (r Route) NextIndex() int {
 }
 
 // Start picks one candidate with the policy and starts a call to it:
-// Route.Call(Route.NextIndex()).
-func (r Route) Start() Call { return r.Call(r.NextIndex()) }
+// r.Call(r.NextIndex()).
+func (r routing) Start() started { return r.Call(r.NextIndex()) }
 
 // Call starts a call to candidate i of Instances: it counts the call in
-// flight until Call.Done or Call.Discard, which report its result to the
+// flight until started.Done or started.Discard, which report its result to the
 // instance's Stats (outlier detection, latency-aware policies). When the
-// LoadBalancer keeps no Stats the Call only carries the instance. An index
-// out of range gives the zero Call.
-func (r Route) Call(i int) Call {
+// LoadBalancer keeps no Stats the started call only carries the instance.
+// An index out of range gives the zero started.
+func (r routing) Call(i int) started {
 	if i < 0 || i >= r.Len() {
-		return Call{}
+		return started{}
 	}
-	c := Call{Instance: r.leaf.instances[i]}
+	c := started{Instance: r.leaf.instances[i]}
 	if r.leaf.stats != nil {
 		c.stats = r.leaf.stats[i]
 		c.stats.inflight.Add(1)
@@ -84,22 +85,22 @@ func (r Route) Call(i int) Call {
 	return c
 }
 
-// Router is a routing snapshot of one service over an explicit instance
+// router is a routing snapshot of one service over an explicit instance
 // list, built with a LoadBalancer's filters, rules, handler and observer
 // and a policy of the caller's: what the gRPC balancer's picker runs over
 // the instances of its connections. It is immutable and safe for
 // concurrent use; it does not follow rule changes: build a new one
-// (OnRulesChange says when).
-type Router struct {
+// (onRulesChange says when). Package adapter's Router wraps it.
+type router struct {
 	lb      *LoadBalancer
 	service string
 	tree    *tree
 }
 
-// NewRouter builds a Router for service over list (its usable instances
+// newRouter builds a router for service over list (its usable instances
 // with a valid host and port, as the Cache keeps them) with policy, or the LoadBalancer's policy when nil, under the rules in
 // force.
-func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy) (*Router, error) {
+func (lb *LoadBalancer) newRouter(service string, list []Instance, policy Policy) (*router, error) {
 	if err := ValidateServiceName(service); err != nil {
 		return nil, err
 	}
@@ -118,10 +119,9 @@ func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy
 		return nil, err
 	}
 	t.ejected = ejected
-	return &Router{lb: lb, service: service, tree: t}, nil
+	return &router{lb: lb, service: service, tree: t}, nil
 }
 
-// Route runs the chain for the request in ctx. It does not block. It
-// reads the call's keys through the ContextHandlers (an adapter passes its
-// own reader to RouteWith).
-func (r *Router) Route(ctx context.Context) (Route, error) { return r.RouteWith(ctx, nil) }
+// routeReq runs the chain for the request in ctx. It does not block. It
+// reads the call's keys through the ContextHandlers alone.
+func (r *router) routeReq(ctx context.Context) (routing, error) { return r.routeWith(ctx, nil) }

@@ -10,8 +10,9 @@ import (
 // in flight, a peak-EWMA estimate of their latency, and (with
 // WithOutlierDetection) its consecutive failures and whether it is
 // ejected. Every leaf of the routing tree that holds the instance shares
-// one Stats, so a result reported through any Route counts once. Calls
-// feed it (Route.Call, then Call.Done); latency-aware policies read it.
+// one Stats, so a result reported through any route counts once. Calls
+// feed it (package adapter's Route.Call, then Call.Done); latency-aware
+// policies read it.
 // It is safe for concurrent use; its methods do not allocate.
 type Stats struct {
 	inflight atomic.Int64
@@ -89,10 +90,11 @@ func (s *Stats) observe(now int64, latency float64) {
 	}
 }
 
-// Call is one call to a candidate of a Route, from Route.Call to Done. It
-// is a small value: passing it around does not allocate. The zero Call is
+// started is one call to a candidate of a routing, from routing.Call to
+// Done (package adapter's Call is its adapter-facing form). It is a small
+// value: passing it around does not allocate. The zero started is
 // valid and Done on it does nothing.
-type Call struct {
+type started struct {
 	Instance Instance
 	stats    *Stats
 	start    int64
@@ -104,7 +106,7 @@ type Call struct {
 // feeds its latency to the instance's estimate and, with outlier
 // detection, its success or failure to the ejection rule. Call Done or
 // Discard exactly once per call.
-func (c Call) Done(ok bool) {
+func (c started) Done(ok bool) {
 	s := c.stats
 	if s == nil {
 		return
@@ -121,7 +123,7 @@ func (c Call) Done(ok bool) {
 
 // Discard ends the call without a result, for a call that says nothing of
 // the instance (the caller cancelled it).
-func (c Call) Discard() {
+func (c started) Discard() {
 	if c.stats != nil {
 		c.stats.inflight.Add(-1)
 	}
@@ -129,9 +131,9 @@ func (c Call) Discard() {
 
 // Stats returns the instance's Stats (nil when the LoadBalancer keeps none:
 // no outlier detection and a policy that reads none).
-func (c Call) Stats() *Stats { return c.stats }
+func (c started) Stats() *Stats { return c.stats }
 
-// Report feeds one result that was not started with Route.Call (so it
+// Report feeds one result that was not started as a call (so it
 // was never counted in flight): ok is false for a failure that counts
 // against the instance, latency is the call's duration (0 when unknown).
 // A nil Stats ignores it.

@@ -45,7 +45,7 @@ func BenchmarkPickTraffic(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					r, err := lb.Route(ctxs[i&1], "svc")
+					r, err := lb.routeReq(ctxs[i&1], "svc")
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -15,8 +15,8 @@ type node struct {
 	instances []Instance
 	stats     []*Stats // beside instances, when the LoadBalancer keeps Stats
 	picker    Picker
-	// tree is the tree the node belongs to (a Route's leaf tells which
-	// routing the Route was built from: see LoadBalancer.Reroute).
+	// tree is the tree the node belongs to (a route's leaf tells which
+	// routing the route was built from: see reroute).
 	tree *tree
 	_    [16]byte // whole cache lines (see cacheLine)
 }

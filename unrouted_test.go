@@ -157,7 +157,7 @@ func TestFailedPicksOfAKnownServiceShowUnderItsName(t *testing.T) {
 	// so its failed picks are shown under its name.
 	require.NoError(t, reg.Register(inst("followed", 3)))
 	require.NoError(t, reg.Deregister("followed", "127.0.0.1:3"))
-	stop, err := lb.Cache().Watch("followed", func([]Instance) {})
+	stop, err := lb.cache.Watch("followed", func([]Instance) {})
 	require.NoError(t, err)
 	defer stop()
 	require.Contains(t, lb.Services(), "followed")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/graylb/graylb/nacos"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
@@ -131,7 +132,7 @@ func GraylbNacos(f *NacosFixture) Peer {
 			return Picker{}, err
 		}
 		if !waitFor(30*time.Second, func() bool {
-			l, err := lb.Cache().Instances(context.Background(), f.Service)
+			l, err := adapter.For(lb).Cache().Instances(context.Background(), f.Service)
 			return err == nil && len(l) == len(list)
 		}) {
 			lb.Close()

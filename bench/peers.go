@@ -13,6 +13,7 @@ import (
 	"github.com/go-kratos/kratos/v2/selector/random"
 	"github.com/go-kratos/kratos/v2/selector/wrr"
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 )
 
 // Picker is one peer set up over a list: Pick answers one request; Update
@@ -57,11 +58,12 @@ func graylbPeer(name, note string, policy graylb.Policy, perService bool) Peer {
 			}
 			pick = svc.Pick
 		}
+		ab := adapter.For(lb)
 		return Picker{
 			Pick: pick,
 			Update: func(list []graylb.Instance) {
 				// What a push costs: building the routing tree over the list.
-				if _, err := lb.NewRouter("svc", list, nil); err != nil {
+				if _, err := ab.NewRouter("svc", list, nil); err != nil {
 					panic(err)
 				}
 			},

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -191,8 +192,8 @@ func (b *graylbBalancer) UpdateClientConnState(s balancer.ClientConnState) error
 		}
 		b.src = src
 		if b.unwatch == nil {
-			lb, service := src.lb, src.service
-			b.unwatch = lb.OnEjectionChange(func(s string) {
+			ab, service := src.ab, src.service
+			b.unwatch = ab.OnEjectionChange(func(s string) {
 				if s == service {
 					b.ejectionChanged()
 				}
@@ -274,7 +275,7 @@ func (b *graylbBalancer) updateState(c *conn, st balancer.SubConnState) {
 	// all unreachable falls back to prod. Reported outside b.mu: an
 	// ejection rebuilds this balancer's routing.
 	if failed && current && src != nil {
-		src.lb.Report(src.service, inst, false, 0)
+		src.ab.Report(src.service, inst, false, 0)
 	}
 }
 
@@ -355,7 +356,7 @@ func (b *graylbBalancer) regenerate() {
 // connections: live over the instances whose connection has not failed,
 // all over every address's instance (live itself when no connection has
 // failed); b.mu is held.
-func (b *graylbBalancer) newRouters() (live, all *graylb.Router, err error) {
+func (b *graylbBalancer) newRouters() (live, all *adapter.Router, err error) {
 	list := make([]graylb.Instance, 0, len(b.order))
 	up := make([]graylb.Instance, 0, len(b.order))
 	for _, addr := range b.order {
@@ -366,11 +367,11 @@ func (b *graylbBalancer) newRouters() (live, all *graylb.Router, err error) {
 			}
 		}
 	}
-	policy := readyPolicy{b: b, inner: b.src.lb.Policy()}
-	if all, err = b.src.lb.NewRouter(b.src.service, list, policy); err != nil || len(up) == len(list) {
+	policy := readyPolicy{b: b, inner: b.src.ab.Policy()}
+	if all, err = b.src.ab.NewRouter(b.src.service, list, policy); err != nil || len(up) == len(list) {
 		return all, all, err
 	}
-	live, err = b.src.lb.NewRouter(b.src.service, up, policy)
+	live, err = b.src.ab.NewRouter(b.src.service, up, policy)
 	return live, all, err
 }
 
@@ -418,14 +419,14 @@ func (b *graylbBalancer) newRouters() (live, all *graylb.Router, err error) {
 // (graylb.P2C) it also carries the call's start, one small allocation per
 // pick.
 type picker struct {
-	router   atomic.Pointer[graylb.Router] // over the instances whose connection has not failed
-	all      atomic.Pointer[graylb.Router] // over every instance; router itself when none has failed
+	router   atomic.Pointer[adapter.Router] // over the instances whose connection has not failed
+	all      atomic.Pointer[adapter.Router] // over every instance; router itself when none has failed
 	service  string
 	failures failureSet
 }
 
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	rt, err := p.router.Load().RouteWith(info.Ctx, handler{})
+	rt, err := p.router.Load().Route(info.Ctx, handler{})
 	if err == nil {
 		rp, _ := rt.Picker().(*readyPicker)
 		if j, ok := rp.nextReady(); ok {
@@ -451,7 +452,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // connection has not failed: among every instance, as grpc-go's
 // convention has it (see picker).
 func (p *picker) pickFailed(info balancer.PickInfo) (balancer.PickResult, error) {
-	rt, err := p.all.Load().RouteWith(info.Ctx, handler{})
+	rt, err := p.all.Load().Route(info.Ctx, handler{})
 	if err != nil {
 		// The request's kind has no instance at all.
 		return balancer.PickResult{}, status.Error(codes.Unavailable, err.Error())
@@ -469,7 +470,7 @@ func (p *picker) pickFailed(info balancer.PickInfo) (balancer.PickResult, error)
 }
 
 // result is the pick of READY connection j of rp, a leaf of rt.
-func (p *picker) result(rt graylb.Route, rp *readyPicker, j int) balancer.PickResult {
+func (p *picker) result(rt adapter.Route, rp *readyPicker, j int) balancer.PickResult {
 	res := balancer.PickResult{SubConn: rp.scs[j]}
 	switch {
 	case rp.timed:
@@ -482,7 +483,7 @@ func (p *picker) result(rt graylb.Route, rp *readyPicker, j int) balancer.PickRe
 }
 
 // done reports one RPC's result.
-func (p *picker) done(call graylb.Call, di balancer.DoneInfo) {
+func (p *picker) done(call adapter.Call, di balancer.DoneInfo) {
 	if status.Code(di.Err) == codes.Canceled {
 		call.Discard()
 		return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -75,7 +76,7 @@ func TestBalancer_EjectsAnUnavailableBackend(t *testing.T) {
 			}
 		}))
 	changes := make(chan string, 8)
-	defer lb.OnEjectionChange(func(s string) { changes <- s })()
+	defer adapter.For(lb).OnEjectionChange(func(s string) { changes <- s })()
 
 	waitEjected := func() {
 		t.Helper()
@@ -207,7 +208,7 @@ func TestBalancer_P2CAvoidsTheSlowBackend(t *testing.T) {
 	share := float64(slow.hits.Load()) / float64(total.Load())
 	t.Logf("slow backend: %d of %d calls", slow.hits.Load(), total.Load())
 	require.Less(t, share, 0.1)
-	r, err := lb.Route(context.Background(), "svc")
+	r, err := adapter.For(lb).Route(context.Background(), "svc", nil)
 	require.NoError(t, err)
 	for i := range r.Instances() {
 		cl := r.Call(i)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -12,7 +13,7 @@ import (
 type Option func(*options)
 
 type options struct {
-	lb      *graylb.LoadBalancer
+	lb      *adapter.Balancer
 	keys    []string // propagated, lower case: lb's keys, then the extra ones (match keys aside)
 	userKey string
 	trusted func(context.Context) bool
@@ -54,7 +55,7 @@ func WithUser(fn func(ctx context.Context) string) Option {
 func newOptions(lb *graylb.LoadBalancer, opts []Option) *options {
 	keys := lb.Keys()
 	keys.Match = nil // read per call: rules change at run time
-	o := &options{lb: lb, userKey: lower(keys.User)}
+	o := &options{lb: adapter.For(lb), userKey: lower(keys.User)}
 	WithPropagated(keys.Names()...)(o)
 	for _, f := range opts {
 		if f != nil {
@@ -168,7 +169,7 @@ func ServerOptions(lb *graylb.LoadBalancer, opts ...Option) []grpc.ServerOption 
 // match rule gave the call under the version key. The picker then reads
 // those keys, so the decision is made once per call, and every later hop
 // routes the same way.
-func outgoing(ctx context.Context, lb *graylb.LoadBalancer, grayKey, versionKey string) context.Context {
+func outgoing(ctx context.Context, lb *adapter.Balancer, grayKey, versionKey string) context.Context {
 	if kept, ok := ctx.Value(keptKey{}).(metadata.MD); ok {
 		var kv []string
 		for k, v := range kept {
@@ -183,16 +184,13 @@ func outgoing(ctx context.Context, lb *graylb.LoadBalancer, grayKey, versionKey 
 	if lb == nil {
 		return ctx
 	}
-	lane := lb.LaneToPassWith(ctx, handler{})
-	if kind, write := lb.KindToPassWith(ctx, handler{}); write {
-		v := "false"
-		if kind == graylb.Gray {
-			v = "true"
-		}
-		ctx = metadata.AppendToOutgoingContext(ctx, grayKey, v)
+	// The decision for the next hop, under the lower-case metadata keys.
+	p := lb.PassFor(ctx, handler{})
+	if p.GrayKey != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, grayKey, p.Gray)
 	}
-	if lane != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, lane)
+	if p.VersionKey != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, p.Version)
 	}
 	return ctx
 }
@@ -202,8 +200,9 @@ func outgoing(ctx context.Context, lb *graylb.LoadBalancer, grayKey, versionKey 
 func UnaryClientInterceptor(lb *graylb.LoadBalancer) grpc.UnaryClientInterceptor {
 	keys := lb.Keys()
 	grayKey, versionKey := lower(keys.Gray), lower(keys.Version)
+	ab := adapter.For(lb)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		return invoker(outgoing(ctx, lb, grayKey, versionKey), method, req, reply, cc, opts...)
+		return invoker(outgoing(ctx, ab, grayKey, versionKey), method, req, reply, cc, opts...)
 	}
 }
 
@@ -211,7 +210,8 @@ func UnaryClientInterceptor(lb *graylb.LoadBalancer) grpc.UnaryClientInterceptor
 func StreamClientInterceptor(lb *graylb.LoadBalancer) grpc.StreamClientInterceptor {
 	keys := lb.Keys()
 	grayKey, versionKey := lower(keys.Gray), lower(keys.Version)
+	ab := adapter.For(lb)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		return streamer(outgoing(ctx, lb, grayKey, versionKey), desc, cc, method, opts...)
+		return streamer(outgoing(ctx, ab, grayKey, versionKey), desc, cc, method, opts...)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/resolver"
 )
@@ -22,6 +23,7 @@ type attrKey struct{}
 // the instance.
 type source struct {
 	lb      *graylb.LoadBalancer
+	ab      *adapter.Balancer // lb's adapter surface
 	service string
 	inst    graylb.Instance
 }
@@ -51,9 +53,14 @@ func InstanceOf(a resolver.Address) (graylb.Instance, bool) {
 // protection holds (see graylb.Cache); an empty list it does hand over is
 // pushed as it is. After each rules change it pushes its list again, so
 // the balancer rebuilds its pickers under the new rules, off the pick path.
-func NewResolverBuilder(lb *graylb.LoadBalancer) resolver.Builder { return &resolverBuilder{lb: lb} }
+func NewResolverBuilder(lb *graylb.LoadBalancer) resolver.Builder {
+	return &resolverBuilder{lb: lb, ab: adapter.For(lb)}
+}
 
-type resolverBuilder struct{ lb *graylb.LoadBalancer }
+type resolverBuilder struct {
+	lb *graylb.LoadBalancer
+	ab *adapter.Balancer // lb's adapter surface
+}
 
 func (b *resolverBuilder) Scheme() string { return Scheme }
 
@@ -68,17 +75,17 @@ func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, 
 	if err := graylb.ValidateServiceName(service); err != nil {
 		return nil, fmt.Errorf("grpcctx: target %q: %w", target.URL.String(), err)
 	}
-	r := &graylbResolver{cc: cc, lb: b.lb, service: service}
+	r := &graylbResolver{cc: cc, lb: b.lb, ab: b.ab, service: service}
 	// Follow changes first, then read the current list: a change between
 	// the two is pushed by the watch, and the read is pushed only if no
 	// watched list came first (it could be the older one).
-	stop, err := b.lb.Cache().Watch(service, r.watched)
+	stop, err := b.ab.Cache().Watch(service, r.watched)
 	if err != nil {
 		return nil, fmt.Errorf("grpcctx: resolving %q: %w", service, err)
 	}
-	stopRules := b.lb.OnRulesChange(r.repush)
+	stopRules := b.ab.OnRulesChange(r.repush)
 	r.stop = func() { stop(); stopRules() }
-	list, err := b.lb.Cache().Instances(context.Background(), service)
+	list, err := b.ab.Cache().Instances(context.Background(), service)
 	if err != nil {
 		r.stop()
 		return nil, fmt.Errorf("grpcctx: resolving %q: %w", service, err)
@@ -90,6 +97,7 @@ func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, 
 type graylbResolver struct {
 	cc      resolver.ClientConn
 	lb      *graylb.LoadBalancer
+	ab      *adapter.Balancer
 	service string
 	mu      sync.Mutex
 	closed  bool
@@ -110,7 +118,7 @@ func (r *graylbResolver) push(list []graylb.Instance, fromWatch bool) {
 	for i, in := range list {
 		addrs[i] = resolver.Address{
 			Addr:       in.Addr(),
-			Attributes: attributes.New(attrKey{}, &source{lb: r.lb, service: r.service, inst: in}),
+			Attributes: attributes.New(attrKey{}, &source{lb: r.lb, ab: r.ab, service: r.service, inst: in}),
 		}
 	}
 	r.mu.Lock()

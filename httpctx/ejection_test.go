@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/require"
 )
 
@@ -66,7 +67,7 @@ func TestTransportEjectsA500Backend(t *testing.T) {
 	require.NoError(t, err)
 	defer lb.Close()
 	changes := make(chan string, 8)
-	defer lb.OnEjectionChange(func(s string) { changes <- s })()
+	defer adapter.For(lb).OnEjectionChange(func(s string) { changes <- s })()
 	client := &http.Client{Transport: NewTransport(lb)}
 
 	do := func(n int) (ok int) {
@@ -125,7 +126,7 @@ func TestTransportReportsConnectionFailures(t *testing.T) {
 	require.NoError(t, err)
 	defer lb.Close()
 	changes := make(chan string, 8)
-	defer lb.OnEjectionChange(func(s string) { changes <- s })()
+	defer adapter.For(lb).OnEjectionChange(func(s string) { changes <- s })()
 	client := &http.Client{Transport: NewTransport(lb, WithFailureStatus(func(code int) bool { return code == 503 }))}
 	for range 10 {
 		resp, err := client.Get("http://svc/")
@@ -137,7 +138,7 @@ func TestTransportReportsConnectionFailures(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the dead instance was not ejected")
 	}
-	r, err := lb.Route(context.Background(), "svc")
+	r, err := adapter.For(lb).Route(context.Background(), "svc", nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, r.Len())
 }

@@ -6,13 +6,14 @@ import (
 	"strings"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 )
 
 // MiddlewareOption configures Middleware.
 type MiddlewareOption func(*middleware)
 
 type middleware struct {
-	lb      *graylb.LoadBalancer
+	lb      *adapter.Balancer
 	names   []string // propagated: lb's keys, then the extra ones (match keys aside)
 	trusted func(*http.Request) bool
 	user    func(*http.Request) string
@@ -59,14 +60,14 @@ func WithUser(fn func(*http.Request) string) MiddlewareOption {
 
 // Middleware returns server middleware that keeps the incoming values of
 // lb's keys (gray, user, version; see graylb.LoadBalancer.Keys) and of the
-// keys its match rules name (graylb.LoadBalancer.MatchKeys, read per
+// keys its match rules name (adapter.Balancer.MatchKeys, read per
 // request, so a rules change needs no new middleware) on the request
 // context, so every call made with that context through the Transport
 // passes them on. A nil lb has the default key names.
 func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	keys := lb.Keys()
 	keys.Match = nil // read per request
-	m := &middleware{lb: lb, userKey: keys.User}
+	m := &middleware{lb: adapter.For(lb), userKey: keys.User}
 	WithPropagated(keys.Names()...)(m)
 	for _, o := range opts {
 		if o != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 )
 
 // ErrConnectionFailed: a request got no response because its connection
@@ -101,7 +102,7 @@ func connectFailure(err error) bool {
 // failure, then sends the request again to another instance while the
 // policy allows (see Transport) and returns the first response, or the
 // error saying why it stopped.
-func (t *Transport) retry(req *http.Request, routeCtx context.Context, rt http.RoundTripper, clone *tlsClone, host string, route graylb.Route, untrusted bool, call graylb.Call, err error) (*http.Response, error) {
+func (t *Transport) retry(req *http.Request, routeCtx context.Context, rt http.RoundTripper, clone *tlsClone, host string, route adapter.Route, untrusted bool, call adapter.Call, err error) (*http.Response, error) {
 	var tried []graylb.Instance
 	var addrs []string
 	isTried := func(in graylb.Instance) bool { // every spelling of an address tried (see Instance.SameAddr)
@@ -129,7 +130,7 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, rt http.R
 		if cerr.Reason = t.notRetried(req, f, len(tried)); cerr.Reason != "" {
 			return nil, cerr
 		}
-		next, rerr := t.lb.RerouteWith(routeCtx, host, route, isTried, handler{})
+		next, rerr := t.lb.Reroute(routeCtx, route, isTried, handler{})
 		i, ok := next.NextUntried(isTried)
 		if rerr != nil || !ok {
 			cerr.Reason = fmt.Sprintf("no other instance can serve a %s request", route.Kind)

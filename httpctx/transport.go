@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 )
 
 // ErrNoHost: the request URL has no host to resolve.
@@ -71,7 +72,7 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 // through *url.Error.
 //
 // Each try's result is reported for the instance that served it (see
-// graylb.Route.Call): a connection failure or a failure status
+// adapter.Route.Call): a connection failure or a failure status
 // (WithFailureStatus; by default 5xx) counts against it, any other answer
 // for it, and its latency is the time to the response's headers. With
 // graylb.WithOutlierDetection this ejects an instance that keeps failing.
@@ -79,7 +80,7 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 // Retries. A try that gets no response because its connection failed is
 // reported against its instance (see above) and, when the policy below
 // allows, the request is sent again to an instance not tried yet, picked
-// as if the instances tried were not usable (graylb.LoadBalancer.Reroute):
+// as if the instances tried were not usable (adapter.Balancer.Reroute):
 // a gray request goes to another gray instance while one is left, then
 // falls back to prod, since a gray instance that cannot be connected to
 // serves nobody (the gray rule's fall-back); a prod request only ever goes
@@ -120,12 +121,10 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 // graylb.WithOutlierDetection the instance is ejected after its
 // consecutive failures (5 by default) and later requests skip it.
 type Transport struct {
-	lb           *graylb.LoadBalancer
+	lb           *adapter.Balancer
 	base         http.RoundTripper
 	maxRetries   int
 	retryUnsent  bool
-	grayHeader   string
-	versionHdr   string
 	passthrough  bool
 	instanceHost bool
 	serverName   func(service string) string
@@ -180,9 +179,7 @@ func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.pa
 // the request it sends, then those Middleware kept from the request being
 // served, whether or not lb has a ContextHandler (see Handler).
 func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
-	t := &Transport{lb: lb, base: http.DefaultTransport, maxRetries: 2, failure: serverError}
-	keys := lb.Keys()
-	t.grayHeader, t.versionHdr = keys.Gray, keys.Version
+	t := &Transport{lb: adapter.For(lb), base: http.DefaultTransport, maxRetries: 2, failure: serverError}
 	for _, o := range opts {
 		if o != nil {
 			o(t)
@@ -224,7 +221,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The Transport reads the request's own headers (and those Middleware
 	// kept) itself, whether or not lb has a ContextHandler.
 	ctx := WithOutgoing(req.Context(), routed)
-	route, err := t.lb.RouteWith(ctx, host, handler{})
+	route, err := t.lb.Route(ctx, host, handler{})
 	if err != nil {
 		if t.passthrough && errors.Is(err, graylb.ErrUnknownService) {
 			return t.base.RoundTrip(req)
@@ -259,7 +256,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // outgoing is the request sent to the instance at addr: a clone of req
 // with the instance's address, the Host it gets and the propagated
 // headers.
-func (t *Transport) outgoing(req *http.Request, host, addr string, route graylb.Route, untrusted bool) *http.Request {
+func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter.Route, untrusted bool) *http.Request {
 	out := req.Clone(req.Context())
 	if untrusted {
 		out.Header = withoutKeys(out.Header, t.lb.MatchKeys())
@@ -282,25 +279,22 @@ func (t *Transport) outgoing(req *http.Request, host, addr string, route graylb.
 // the gray header to the routed kind when it does not travel on its own,
 // and the version header to the lane a match rule gave the request when it
 // carries no version.
-func (t *Transport) propagate(orig, out *http.Request, route graylb.Route, untrusted bool) {
+func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untrusted bool) {
 	for k, v := range Incoming(orig.Context()) {
 		if _, ok := out.Header[k]; !ok {
 			out.Header[k] = v
 		}
 	}
-	if route.Lane != "" && out.Header.Get(t.versionHdr) == "" {
-		out.Header.Set(t.versionHdr, route.Lane)
-	}
 	// A kind the call carries travels as it is (above); one that rules, a
 	// context value or the caller's own flag decided is written, so every
 	// later hop routes the same way. Nothing is written for a request
 	// nobody classified: later hops' canary and match rules still apply.
-	if !route.Source.Travels() || untrusted {
-		if route.Kind == graylb.Gray {
-			out.Header.Set(t.grayHeader, "true")
-		} else {
-			out.Header.Set(t.grayHeader, "false")
-		}
+	p := t.lb.Pass(route.Decision, untrusted)
+	if p.VersionKey != "" && out.Header.Get(p.VersionKey) == "" {
+		out.Header.Set(p.VersionKey, p.Version)
+	}
+	if p.GrayKey != "" {
+		out.Header.Set(p.GrayKey, p.Gray)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/graylb/graylb/httpctx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -213,7 +214,7 @@ func TestIntegration_ChaosHTTP(t *testing.T) {
 	sinceRestart := time.Since(restarted)
 	time.Sleep(time.Second)
 	l.finish()
-	st := lb.Cache().Stats()
+	st := adapter.For(lb).Cache().Stats()
 	fragment(t, "chaos-http", fmt.Sprintf(
 		"| chaos: Nacos SIGKILLed, down 3 s, restarted; load through the HTTP RoundTripper | standalone r-nacos | %d requests (%d from the kill on) | — | %d failed requests | %d prod on gray, %d gray on prod | a new registration routed %v after the restart (%v after registering); %d partial lists held while the registry refilled, %d empty ones refused |\n",
 		l.sent.Load(), l.sent.Load()-before, l.failed.Load(), l.wrongKind.Load(), l.fellBack.Load(), sinceRestart.Round(10*time.Millisecond), recovery.Round(10*time.Millisecond), st.HeldShrinks, st.RefusedEmpty))
@@ -296,7 +297,7 @@ func TestIntegration_Cluster(t *testing.T) {
 	t.Logf("lists a raw supplier saw (time since the node stop): %v; refill window open until %v after the stop",
 		seen, raw.RefillUntil().Sub(stopped).Round(10*time.Millisecond))
 	seenMu.Unlock()
-	st := lb.Cache().Stats()
+	st := adapter.For(lb).Cache().Stats()
 	fragment(t, "cluster", fmt.Sprintf(
 		"| cluster: node 1 of 3 SIGKILLed under load; the supplier has all 3 addresses | 3 r-nacos nodes (raft) | %d requests | — | %d failed requests | %d prod on gray, %d gray on prod | a registration after the stop routed %v after registering (%v after the stop); %d partial lists held |\n",
 		l.sent.Load(), l.failed.Load(), l.wrongKind.Load(), l.fellBack.Load(), routed.Round(10*time.Millisecond), time.Since(stopped).Round(10*time.Millisecond), st.HeldShrinks))

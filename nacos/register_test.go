@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"github.com/stretchr/testify/assert"
@@ -267,7 +268,7 @@ func TestIntegration_DeregisterDrains(t *testing.T) {
 	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7502}, ports(t, lb, grayCtx, svc, 2)) },
 		10*time.Second, 50*time.Millisecond)
 	var seen atomic.Int64 // unix nanos when the client's list lost 7502
-	stop, err := lb.Cache().Watch(svc, func(list []graylb.Instance) {
+	stop, err := adapter.For(lb).Cache().Watch(svc, func(list []graylb.Instance) {
 		for _, in := range list {
 			if in.Port == 7502 {
 				return

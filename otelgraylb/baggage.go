@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"go.opentelemetry.io/otel/baggage"
 )
 
@@ -124,8 +125,8 @@ func Outgoing(ctx context.Context, lb *graylb.LoadBalancer, get func(name string
 			v = Kept(ctx, name)
 		}
 		if v == "" && name == keys.Gray {
-			if kind, src := lb.RequestKind(ctx); !src.Travels() {
-				v = map[graylb.Kind]string{graylb.Prod: "false", graylb.Gray: "true"}[kind]
+			if d := adapter.For(lb).Decide(ctx, nil); !d.Source.Travels() {
+				v = map[graylb.Kind]string{graylb.Prod: "false", graylb.Gray: "true"}[d.Kind]
 			}
 		}
 		if v != "" {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -197,6 +198,7 @@ func Register(meter metric.Meter, lb *graylb.LoadBalancer, opts ...Option) (metr
 	with := func(kv ...attribute.KeyValue) metric.ObserveOption {
 		return metric.WithAttributes(append(kv, o.attrs...)...)
 	}
+	ab := adapter.For(lb)
 	return meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 		es := lb.Ejections()
 		for _, c := range es.Counts {
@@ -214,7 +216,7 @@ func Register(meter metric.Meter, lb *graylb.LoadBalancer, opts ...Option) (metr
 				ob.ObserveInt64(ejected, int64(st.EjectedGray), with(AttrService.String(svc), AttrKind.String(graylb.Gray.String())))
 			}
 		}
-		cs := lb.Cache().Stats()
+		cs := ab.Cache().Stats()
 		ob.ObserveInt64(updates, int64(cs.Applied), with(AttrResult.String("applied")))
 		ob.ObserveInt64(updates, int64(cs.RefusedEmpty), with(AttrResult.String("refused_empty")))
 		ob.ObserveInt64(updates, int64(cs.HeldShrinks), with(AttrResult.String("held_shrink")))

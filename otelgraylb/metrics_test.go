@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/graylb/graylb/otelgraylb"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -200,8 +201,8 @@ func TestRegisterCountsEjections(t *testing.T) {
 		points(t, reader, otelgraylb.MetricEjected))
 
 	bad := graylb.NewInstance("svc", "127.0.0.1", 9000, nil)
-	lb.Report("svc", bad, false, 0)
-	lb.Report("svc", bad, false, 0) // the second failure in a row ejects it, on this goroutine
+	adapter.For(lb).Report("svc", bad, false, 0)
+	adapter.For(lb).Report("svc", bad, false, 0) // the second failure in a row ejects it, on this goroutine
 
 	require.Equal(t, map[string]int64{"graylb.kind=prod,graylb.service=svc": 1}, points(t, reader, otelgraylb.MetricEjections))
 	require.Equal(t, map[string]int64{"graylb.kind=prod,graylb.service=svc": 1, "graylb.kind=gray,graylb.service=svc": 0},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/graylb/graylb/redisrules"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -159,7 +160,7 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 	defer src.Close()
 	lb := newBalancer(t, src, graylb.WithLogger(log))
 	var changes atomic.Int64
-	defer lb.OnRulesChange(func() { changes.Add(1) })()
+	defer adapter.For(lb).OnRulesChange(func() { changes.Add(1) })()
 	p := startPicks(t, lb)
 	eventually(t, "alice gray", func() bool { return p.goes("alice", grayAddr) })
 

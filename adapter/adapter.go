@@ -1,0 +1,193 @@
+package adapter
+
+import (
+	"context"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/internal/adapterhook"
+)
+
+// decision, candidates and router are the type literals package graylb
+// declares for its side of the surface: identical literals are one type,
+// so impl matches graylb's unexported implementation.
+type decision = struct {
+	Kind    graylb.Kind
+	Source  graylb.KindSource
+	Outcome graylb.Outcome
+	Lane    string
+}
+
+type candidates = interface {
+	Instances() []graylb.Instance
+	Picker() graylb.Picker
+	Next() int
+	Begin(i int) (*graylb.Stats, int64)
+}
+
+type router = interface {
+	Route(ctx context.Context, call graylb.ContextHandler) (decision, candidates, error)
+}
+
+// impl is what package graylb implements for a LoadBalancer.
+type impl interface {
+	MatchKeys() []string
+	Route(ctx context.Context, service string, call graylb.ContextHandler) (decision, candidates, error)
+	Reroute(ctx context.Context, service string, d decision, first candidates, tried func(graylb.Instance) bool, call graylb.ContextHandler) (decision, candidates, error)
+	NewRouter(service string, list []graylb.Instance, policy graylb.Policy) (router, error)
+	Decide(ctx context.Context, call graylb.ContextHandler) decision
+	KindToPass(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool)
+	LaneToPass(ctx context.Context, call graylb.ContextHandler) string
+	Report(service string, inst graylb.Instance, ok bool, latency time.Duration)
+	Done(s *graylb.Stats, start int64, ok bool)
+	Discard(s *graylb.Stats)
+	OnRulesChange(fn func()) (stop func())
+	OnEjectionChange(fn func(service string)) (stop func())
+	Policy() graylb.Policy
+	Cache() *graylb.Cache
+}
+
+// Balancer is a LoadBalancer as an adapter uses it. It is safe for
+// concurrent use; an adapter obtains it once, with For, and keeps it.
+type Balancer struct {
+	lb   *graylb.LoadBalancer
+	impl impl
+	// The gray and version keys, fixed when the LoadBalancer was made.
+	grayKey, versionKey string
+}
+
+// For returns the adapter surface of lb, nil when lb is nil.
+func For(lb *graylb.LoadBalancer) *Balancer {
+	if lb == nil {
+		return nil
+	}
+	i, _ := adapterhook.Of(lb).(impl)
+	if i == nil {
+		// Package graylb and this package are one module, built together:
+		// a mismatch is a build defect, caught by this package's tests.
+		panic("adapter: graylb's adapter surface does not match package adapter")
+	}
+	k := lb.Keys()
+	return &Balancer{lb: lb, impl: i, grayKey: k.Gray, versionKey: k.Version}
+}
+
+// LoadBalancer returns the LoadBalancer b is the surface of.
+func (b *Balancer) LoadBalancer() *graylb.LoadBalancer { return b.lb }
+
+// Keys returns the names of the request values the LoadBalancer reads
+// (graylb.LoadBalancer.Keys): what an adapter reads, propagates, drops at
+// a trust boundary and writes. A nil Balancer has the default names.
+func (b *Balancer) Keys() graylb.Keys {
+	if b == nil {
+		return graylb.DefaultKeys()
+	}
+	return b.lb.Keys()
+}
+
+// MatchKeys returns the request keys named by the match rules in force, in
+// lower case (nil when none). Rules change at run time: read it per request.
+// The slice is shared: do not modify it. A nil Balancer has none.
+func (b *Balancer) MatchKeys() []string {
+	if b == nil {
+		return nil
+	}
+	return b.impl.MatchKeys()
+}
+
+// Decide returns the decision for the request in ctx, whose call's keys
+// call reads (nil: the LoadBalancer's ContextHandlers alone): its kind under
+// the rules in force, what decided it, and the lane a match rule gives it
+// when the call carries no version. Outcome is left Selected: it is what a
+// pick did, and Decide picks nothing. Route decides the same way.
+func (b *Balancer) Decide(ctx context.Context, call graylb.ContextHandler) Decision {
+	return Decision(b.impl.Decide(ctx, call))
+}
+
+// KindToPass returns the kind of the request in ctx and whether it must be
+// written on the outgoing call for the next hop to route the same way: true
+// when rules, a context value or the caller's own flag decided it, or the
+// context serves an untrusted caller (graylb.UntrustedCaller); false when a
+// key the call carries, or nothing, did. When nothing but a key could
+// decide, it answers without reading the call's keys: the cheap question
+// for an interceptor that runs on every call.
+func (b *Balancer) KindToPass(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool) {
+	return b.impl.KindToPass(ctx, call)
+}
+
+// LaneToPass returns the lane (a version) a match rule gives the request
+// in ctx when the call carries no version of its own, "" otherwise: an
+// adapter that writes the kind writes the lane under the version key too.
+func (b *Balancer) LaneToPass(ctx context.Context, call graylb.ContextHandler) string {
+	return b.impl.LaneToPass(ctx, call)
+}
+
+// Route runs the chain for the request in ctx to service: it decides the
+// request's kind (reading the call's keys through call first, then the
+// LoadBalancer's ContextHandlers; a ContextHandler equal to call is not
+// asked twice) and returns the candidates. It does not block once the
+// service is routed; the first call for a service waits for its list.
+// call must be safe for concurrent use and should not allocate.
+//
+// Errors wrap graylb.ErrNoInstance (the Route still carries the decision),
+// graylb.ErrInvalidService, graylb.ErrUnknownService or graylb.ErrClosed.
+func (b *Balancer) Route(ctx context.Context, service string, call graylb.ContextHandler) (Route, error) {
+	d, c, err := b.impl.Route(ctx, service, call)
+	return Route{Decision: Decision(d), Service: service, b: b, c: c}, err
+}
+
+// Reroute returns the route of a retry of the request in ctx, first routed
+// as first, after its tries of the instances tried reports failed (a
+// refused or lost connection): the candidates the request would have had
+// if those instances were not usable. A retry keeps first's decision. A
+// gray request whose every gray instance was tried falls back to prod; a
+// prod request never reaches gray; a kind left with no untried instance
+// fails with a *graylb.NoInstanceError. The candidates may include tried
+// instances: pick with Route.NextUntried.
+func (b *Balancer) Reroute(ctx context.Context, first Route, tried func(graylb.Instance) bool, call graylb.ContextHandler) (Route, error) {
+	d, c, err := b.impl.Reroute(ctx, first.Service, decision(first.Decision), first.c, tried, call)
+	return Route{Decision: Decision(d), Service: first.Service, b: b, c: c}, err
+}
+
+// NewRouter builds a Router for service over list (its usable instances
+// with a valid host and port are kept) with policy, or the LoadBalancer's
+// policy when nil, under the rules in force: for balancers that are handed
+// their instances (gRPC's balancer, a framework's selector) rather than
+// reading them from the LoadBalancer's Cache.
+func (b *Balancer) NewRouter(service string, list []graylb.Instance, policy graylb.Policy) (*Router, error) {
+	r, err := b.impl.NewRouter(service, list, policy)
+	if err != nil {
+		return nil, err
+	}
+	return &Router{b: b, service: service, r: r}, nil
+}
+
+// Report reports the result of a call to inst of service made without a
+// Call (a connection that failed before any call, say): ok is false for a
+// failure that counts against the instance, latency is the call's duration
+// (0 when unknown). It does nothing when the LoadBalancer keeps no Stats or
+// does not know the instance.
+func (b *Balancer) Report(service string, inst graylb.Instance, ok bool, latency time.Duration) {
+	b.impl.Report(service, inst, ok, latency)
+}
+
+// OnRulesChange calls fn after each accepted rules change, once the
+// LoadBalancer's own routing follows it, until stop is called: an adapter
+// that keeps routing of its own (Routers) rebuilds it there, off the pick
+// path. fn must not block.
+func (b *Balancer) OnRulesChange(fn func()) (stop func()) { return b.impl.OnRulesChange(fn) }
+
+// OnEjectionChange calls fn with a service's name after an ejection or a
+// readmission changed which of its instances are usable, once the
+// LoadBalancer's own routing follows it, until stop is called. fn must not
+// block.
+func (b *Balancer) OnEjectionChange(fn func(service string)) (stop func()) {
+	return b.impl.OnEjectionChange(fn)
+}
+
+// Policy returns the LoadBalancer's load-balancing policy, for an adapter
+// that applies it to connections of its own.
+func (b *Balancer) Policy() graylb.Policy { return b.impl.Policy() }
+
+// Cache returns the Cache the LoadBalancer reads instances from: for an
+// adapter that follows the same lists (a resolver) and for its Stats.
+func (b *Balancer) Cache() *graylb.Cache { return b.impl.Cache() }

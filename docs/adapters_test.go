@@ -1,0 +1,53 @@
+package docs
+
+import (
+	"context"
+	"testing"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
+)
+
+// mapReader reads a made-up transport's headers (a map in the context).
+type mapReader struct{}
+
+type mapKey struct{}
+
+func (mapReader) Value(ctx context.Context, name string) string {
+	h, _ := ctx.Value(mapKey{}).(map[string]string)
+	return h[name]
+}
+
+// docs/adapters.md: one call through the adapter surface.
+func TestAdapterSurface(t *testing.T) {
+	reg := graylb.NewRegistry()
+	reg.Register(graylb.NewInstance("orders", "10.0.0.1", 80, nil))
+	reg.Register(graylb.NewInstance("orders", "10.0.0.2", 80, map[string]string{"gray": "true"}))
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{CanaryPercent: 100}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	ctx := context.WithValue(context.Background(), mapKey{}, map[string]string{})
+	out := map[string]string{}
+	send := func(graylb.Instance, map[string]string) error { return nil }
+
+	// snippet: adapter-call
+	b := adapter.For(lb) // once, when the adapter is built
+
+	route, err := b.Route(ctx, "orders", mapReader{}) // read the keys, decide once, route
+	if err != nil {
+		t.Fatal(err) // a real adapter fails the call with err
+	}
+	call := route.Start() // pick
+	if p := b.Pass(route.Decision, graylb.UntrustedCaller(ctx)); p.GrayKey != "" {
+		out[p.GrayKey] = p.Gray // write the decision for the next hop
+	}
+	err = send(call.Instance, out)
+	call.Done(err == nil) // report the outcome
+	// end snippet
+
+	if err != nil || call.Instance.Addr() != "10.0.0.2:80" || out["gray"] != "true" {
+		t.Fatalf("err %v, instance %s, written %v: want the gray instance and gray=true (the canary decided)", err, call.Instance.Addr(), out)
+	}
+}
