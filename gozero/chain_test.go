@@ -2,7 +2,9 @@ package gozero_test
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,29 +52,40 @@ func zrpcClient(t *testing.T, lb *graylb.LoadBalancer, service string) testgrpc.
 func chain(t *testing.T, rules graylb.Rules, edge ...httpctx.MiddlewareOption) string {
 	t.Helper()
 	reg := graylb.NewRegistry()
+	return chainOver(t, reg, "svc-a", "svc-b", func(service string, gray bool, host string, port int) {
+		require.NoError(t, reg.Register(graylb.NewInstance(service, host, port, map[string]string{"gray": strconv.FormatBool(gray)})))
+	}, rules, edge...)
+}
+
+// chainOver is chain over sup, with services a and b, each instance
+// registered by register.
+func chainOver(t *testing.T, sup graylb.Supplier, svcA, svcB string, register func(service string, gray bool, host string, port int), rules graylb.Rules, edge ...httpctx.MiddlewareOption) string {
+	t.Helper()
 	newLB := func(gray bool) *graylb.LoadBalancer {
-		lb, err := graylb.New(reg, graylb.WithSelfGray(gray), graylb.WithRules(rules))
+		lb, err := graylb.New(sup, graylb.WithSelfGray(gray), graylb.WithRules(rules))
 		require.NoError(t, err)
 		t.Cleanup(func() { lb.Close() })
 		return lb
 	}
+	serve := func(service string, gray bool, srv testgrpc.TestServiceServer, lb *graylb.LoadBalancer) {
+		addr := zrpcServer(t, nil, service, gray, srv, func(s *zrpc.RpcServer) { gozero.AddServerInterceptors(s, lb) })
+		host, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		register(service, gray, host, p)
+	}
 	for _, gray := range []bool{false, true} {
-		lb := newLB(gray)
-		zrpcServer(t, reg, "svc-b", gray, &named{name: "b-" + kindName(gray)}, func(s *zrpc.RpcServer) {
-			gozero.AddServerInterceptors(s, lb)
-		})
+		serve(svcB, gray, &named{name: "b-" + kindName(gray)}, newLB(gray))
 	}
 	for _, gray := range []bool{false, true} {
 		lb := newLB(gray)
-		b := zrpcClient(t, lb, "svc-b")
-		a := &named{name: "a-" + kindName(gray), next: func(ctx context.Context) (string, error) {
+		b := zrpcClient(t, lb, svcB)
+		serve(svcA, gray, &named{name: "a-" + kindName(gray), next: func(ctx context.Context) (string, error) {
 			r, err := b.UnaryCall(ctx, &testgrpc.SimpleRequest{})
 			return r.GetServerId(), err
-		}}
-		zrpcServer(t, reg, "svc-a", gray, a, func(s *zrpc.RpcServer) { gozero.AddServerInterceptors(s, lb) })
+		}}, lb)
 	}
 	lb := newLB(false)
-	a := zrpcClient(t, lb, "svc-a")
+	a := zrpcClient(t, lb, svcA)
 	return restServer(t, func(s *rest.Server) {
 		s.Use(gozero.Middleware(lb, edge...))
 		s.AddRoute(rest.Route{Method: http.MethodGet, Path: "/chain", Handler: func(w http.ResponseWriter, r *http.Request) {
