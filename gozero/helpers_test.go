@@ -43,7 +43,7 @@ func quiet(sc *service.ServiceConf, name string) {
 
 // serverConf returns a zrpc server configuration with go-zero's defaults
 // (what a user loading a configuration file gets), quiet.
-func serverConf(t *testing.T, name, listen string) zrpc.RpcServerConf {
+func serverConf(t testing.TB, name, listen string) zrpc.RpcServerConf {
 	t.Helper()
 	var c zrpc.RpcServerConf
 	require.NoError(t, conf.FillDefault(&c))
@@ -55,7 +55,7 @@ func serverConf(t *testing.T, name, listen string) zrpc.RpcServerConf {
 // clientConf returns a zrpc client configuration with go-zero's defaults
 // (zrpc's p2c balancer, its breaker, timeout, tracing and duration
 // interceptors) and target.
-func clientConf(t *testing.T, target string) zrpc.RpcClientConf {
+func clientConf(t testing.TB, target string) zrpc.RpcClientConf {
 	t.Helper()
 	var c zrpc.RpcClientConf
 	require.NoError(t, conf.FillDefault(&c))
@@ -66,7 +66,7 @@ func clientConf(t *testing.T, target string) zrpc.RpcClientConf {
 // freePort returns a loopback port nothing listens on at the moment (go-zero
 // servers listen on a configured address and do not say which port :0
 // gave them).
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func waitListening(addr string, failed <-chan error) error {
 // Stop only close the logs; their servers stop on the process's shutdown
 // listeners, which proc.Shutdown calls (go-zero's way for tests). done are
 // the Start goroutines, waited for so that none outlives its test.
-func stopAll(t *testing.T, done ...<-chan error) {
+func stopAll(t testing.TB, done ...<-chan error) {
 	proc.Shutdown()
 	for _, d := range done {
 		select {
@@ -112,7 +112,7 @@ func stopAll(t *testing.T, done ...<-chan error) {
 // start runs start (a go-zero server's Start, which blocks and panics when
 // it cannot listen) in a goroutine until addr listens; the returned channel
 // is closed when Start returns.
-func start(t *testing.T, addr string, run func()) <-chan error {
+func start(t testing.TB, addr string, run func()) <-chan error {
 	t.Helper()
 	failed := make(chan error, 1)
 	done := make(chan error)
@@ -152,7 +152,7 @@ func (n *named) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*test
 // zrpcServer starts a zrpc server serving srv at a free loopback port with
 // configure run on it before Start (interceptors), registers it in reg as
 // service (gray or prod) and returns its address.
-func zrpcServer(t *testing.T, reg *graylb.Registry, service string, gray bool, srv testgrpc.TestServiceServer, configure func(*zrpc.RpcServer)) string {
+func zrpcServer(t testing.TB, reg *graylb.Registry, service string, gray bool, srv testgrpc.TestServiceServer, configure func(*zrpc.RpcServer)) string {
 	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	s, err := zrpc.NewServer(serverConf(t, service, addr), func(g *grpc.Server) {
@@ -175,7 +175,7 @@ func zrpcServer(t *testing.T, reg *graylb.Registry, service string, gray bool, s
 
 // restServer starts a go-zero rest server with configure run on it (routes,
 // middleware) and returns its base URL.
-func restServer(t *testing.T, configure func(*rest.Server)) string {
+func restServer(t testing.TB, configure func(*rest.Server)) string {
 	t.Helper()
 	var c rest.RestConf
 	require.NoError(t, conf.FillDefault(&c))
