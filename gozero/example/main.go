@@ -85,8 +85,18 @@ func run(c config, out io.Writer) error {
 		}
 		c.edge = addr
 	}
-	defer proc.Shutdown() // stops every go-zero server started (go-zero's Stop only closes its logs)
-	edgeURL, err := start(c)
+	var started []<-chan struct{}
+	defer func() {
+		// go-zero's Stop only closes its logs: its servers stop on the
+		// process's shutdown listeners. Each Start returns once every
+		// listener ran; waiting for them keeps a later server's set-up
+		// (a new listener) from racing with a Start that returns.
+		proc.Shutdown()
+		for _, done := range started {
+			<-done
+		}
+	}()
+	edgeURL, err := start(c, &started)
 	logx.Disable() // the servers' set-up set go-zero's logs up again
 	if err != nil {
 		return err
@@ -116,7 +126,7 @@ func run(c config, out io.Writer) error {
 }
 
 // start starts the chain and returns the edge's URL.
-func start(c config) (string, error) {
+func start(c config, started *[]<-chan struct{}) (string, error) {
 	reg := graylb.NewRegistry()
 	rules := graylb.Rules{CanaryPercent: c.canary}
 	port := c.basePort
@@ -154,7 +164,7 @@ func start(c config) (string, error) {
 			return err
 		}
 		gozero.AddServerInterceptors(s, lb)
-		if err := serve(addr, s.Start); err != nil {
+		if err := serve(addr, s.Start, started); err != nil {
 			return err
 		}
 		host, p, _ := net.SplitHostPort(addr)
@@ -215,7 +225,7 @@ func start(c config) (string, error) {
 		}
 		fmt.Fprintln(w, "edge → "+resp.GetServerId())
 	}})
-	if err := serve(c.edge, edge.Start); err != nil {
+	if err := serve(c.edge, edge.Start, started); err != nil {
 		return "", err
 	}
 	return "http://" + c.edge + "/", nil
@@ -250,10 +260,14 @@ func freeAddr() (string, error) {
 }
 
 // serve runs a go-zero server's Start (which blocks, and panics when it
-// cannot listen) until addr accepts connections.
-func serve(addr string, startFn func()) error {
+// cannot listen) until addr accepts connections, and adds to started a
+// channel closed when Start returns.
+func serve(addr string, startFn func(), started *[]<-chan struct{}) error {
 	failed := make(chan error, 1)
+	done := make(chan struct{})
+	*started = append(*started, done)
 	go func() {
+		defer close(done)
 		defer func() {
 			if r := recover(); r != nil {
 				failed <- fmt.Errorf("%v", r)
