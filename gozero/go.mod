@@ -7,6 +7,10 @@ require (
 	github.com/graylb/graylb/grpcctx v0.1.0
 	github.com/graylb/graylb/nacos v0.1.0
 	github.com/stretchr/testify v1.11.1
+	// go-zero v1.6.0: the lowest v1.x that builds and passes beside grpc-go v1.85.0 (grpcctx's).
+	// grpc-go v1.85 requires OpenTelemetry v1.45; go-zero v1.5.x and older import otlptracegrpc
+	// v1.14, which needs go.opentelemetry.io/otel/exporters/otlp/internal/envconfig, gone from
+	// OpenTelemetry's root module by v1.45 (go mod tidy: "does not contain package").
 	github.com/zeromicro/go-zero v1.6.0
 	google.golang.org/grpc v1.85.0
 )

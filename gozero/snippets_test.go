@@ -140,3 +140,53 @@ func TestDocsRest(t *testing.T) {
 		assert.Equal(t, tc.want, body, "%s %q", tc.url, tc.hdr)
 	}
 }
+
+// The README's first look: a rest server → a zrpc server (svc-a) →
+// user-rpc, each line of the snippet in its place.
+func TestDocsFirstLook(t *testing.T) {
+	reg := graylb.NewRegistry()
+	for _, gray := range []bool{false, true} {
+		zrpcServer(t, reg, "user-rpc", gray, &named{name: "user-" + kindName(gray)}, nil)
+	}
+	lb, err := graylb.New(reg)
+	require.NoError(t, err)
+	defer lb.Close()
+	var c Config
+	c.UserRpc = clientConf(t, "")
+	var users, a testgrpc.TestServiceClient
+	srv := &named{name: "a", next: func(ctx context.Context) (string, error) {
+		r, err := users.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		return r.GetServerId(), err
+	}}
+	edge := restServer(t, func(restServer *rest.Server) {
+		zrpcServer(t, reg, "svc-a", false, srv, func(rpcServer *zrpc.RpcServer) {
+			// snippet: first-look-gozero
+			// A zrpc client (svc/servicecontext.go): the target through graylb, and graylb's options.
+			c.UserRpc.Target = gozero.Target("user-rpc") // graylb:///user-rpc
+			userRpc := zrpc.MustNewClient(c.UserRpc, gozero.ClientOptions(lb)...)
+
+			// A zrpc server and a rest server keep each request's kind for the calls they make.
+			gozero.AddServerInterceptors(rpcServer, lb)
+			restServer.Use(gozero.Middleware(lb))
+			// end snippet
+			t.Cleanup(func() { userRpc.Conn().Close() })
+			users = testgrpc.NewTestServiceClient(userRpc.Conn())
+		})
+		a = zrpcClient(t, lb, "svc-a")
+		restServer.AddRoute(rest.Route{Method: http.MethodGet, Path: "/", Handler: func(w http.ResponseWriter, r *http.Request) {
+			resp, err := a.UnaryCall(r.Context(), &testgrpc.SimpleRequest{})
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			w.Write([]byte(resp.GetServerId()))
+		}})
+	})
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	for v, want := range map[string]string{"true": "a,user-gray", "false": "a,user-prod", "": "a,user-prod"} {
+		body, err := get(client, edge+"/", "gray", v)
+		require.NoError(t, err)
+		assert.Equal(t, want, body, "gray: %q", v)
+	}
+}
