@@ -154,8 +154,19 @@ func (n *named) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*test
 // service (gray or prod) and returns its address.
 func zrpcServer(t testing.TB, reg *graylb.Registry, service string, gray bool, srv testgrpc.TestServiceServer, configure func(*zrpc.RpcServer)) string {
 	t.Helper()
+	return zrpcServerWith(t, reg, service, gray, srv, nil, configure)
+}
+
+// zrpcServerWith is zrpcServer with conf changing the server's
+// configuration first.
+func zrpcServerWith(t testing.TB, reg *graylb.Registry, service string, gray bool, srv testgrpc.TestServiceServer, conf func(*zrpc.RpcServerConf), configure func(*zrpc.RpcServer)) string {
+	t.Helper()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	s, err := zrpc.NewServer(serverConf(t, service, addr), func(g *grpc.Server) {
+	c := serverConf(t, service, addr)
+	if conf != nil {
+		conf(&c)
+	}
+	s, err := zrpc.NewServer(c, func(g *grpc.Server) {
 		testgrpc.RegisterTestServiceServer(g, srv)
 	})
 	require.NoError(t, err)
