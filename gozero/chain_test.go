@@ -210,3 +210,17 @@ func TestChainEdgeUser(t *testing.T) {
 	assert.Equal(t, map[string]int{grayChain: 50}, send(t, url, 50, "Authorization", "User alice"))
 	assert.Equal(t, map[string]int{prodChain: 50}, send(t, url, 50, "Authorization", "User bob", "uid", "alice"))
 }
+
+// Header values HTTP allows and gRPC metadata does not (bytes above
+// ASCII, a tab) never make the edge's zrpc call fail: the middleware does
+// not pass them on as metadata; the request routes as if they were absent.
+func TestChainHeadersGRPCCannotCarry(t *testing.T) {
+	url := chain(t, graylb.Rules{GrayUsers: []string{"é"}})
+	for _, hdr := range [][]string{{"uid", "é"}, {"gray", "trué"}, {"version", "v1\tv2"}, {"uid", "a\u00a0b", "gray", "true"}} {
+		want := prodChain
+		if len(hdr) == 4 {
+			want = grayChain
+		}
+		assert.Equal(t, map[string]int{want: 20}, send(t, url, 20, hdr...), "%q", hdr)
+	}
+}

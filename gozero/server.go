@@ -2,6 +2,7 @@ package gozero
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/grpcctx"
@@ -38,9 +39,12 @@ func AddServerInterceptors(s InterceptorAdder, lb *graylb.LoadBalancer, opts ...
 // work as there (at a public edge: no routing header of an untrusted
 // caller is kept or passed on). The headers kept are also put on the
 // context as outgoing gRPC metadata, so the zrpc calls the handler makes
-// with r.Context() carry them to the next hop; a handler that replaces
-// the context's outgoing metadata (metadata.NewOutgoingContext) rather
-// than appending to it drops them.
+// with r.Context() carry them to the next hop. A header that gRPC metadata
+// cannot carry (a name outside [0-9a-z-_.], a value with bytes other than
+// printable ASCII, which HTTP allows) is not put there, so the zrpc call
+// does not fail for it: the zrpc hops route as if it were absent. A
+// handler that replaces the context's outgoing metadata
+// (metadata.NewOutgoingContext) rather than appending to it drops them.
 func Middleware(lb *graylb.LoadBalancer, opts ...httpctx.MiddlewareOption) rest.Middleware {
 	mw := httpctx.Middleware(lb, opts...)
 	return func(next http.HandlerFunc) http.HandlerFunc {
@@ -48,13 +52,41 @@ func Middleware(lb *graylb.LoadBalancer, opts ...httpctx.MiddlewareOption) rest.
 			if kept := httpctx.Incoming(r.Context()); len(kept) > 0 {
 				kv := make([]string, 0, 2*len(kept))
 				for k, v := range kept {
-					if len(v) > 0 {
+					if k = strings.ToLower(k); len(v) > 0 && grpcKey(k) && grpcValue(v[0]) {
 						kv = append(kv, k, v[0])
 					}
 				}
-				r = r.WithContext(metadata.AppendToOutgoingContext(r.Context(), kv...))
+				if len(kv) > 0 {
+					r = r.WithContext(metadata.AppendToOutgoingContext(r.Context(), kv...))
+				}
 			}
 			next(w, r)
 		})).ServeHTTP
 	}
+}
+
+// grpcKey reports whether k (lower case) is a metadata key grpc-go sends:
+// [0-9a-z-_.], not reserved (grpc-), not binary (-bin: values base64).
+func grpcKey(k string) bool {
+	if k == "" || strings.HasPrefix(k, "grpc-") || strings.HasSuffix(k, "-bin") {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// grpcValue reports whether v is a metadata value grpc-go sends: printable
+// ASCII.
+func grpcValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

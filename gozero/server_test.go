@@ -26,7 +26,7 @@ func TestMiddlewareCarriesKeptHeadersToGRPC(t *testing.T) {
 	var got metadata.MD
 	h := func(w http.ResponseWriter, r *http.Request) { got, _ = metadata.FromOutgoingContext(r.Context()) }
 	trusted := httpctx.WithTrusted(func(r *http.Request) bool { return r.Header.Get("X-Internal-Token") == "s3cret" })
-	serve := gozero.Middleware(lb, trusted)(h)
+	serve := gozero.Middleware(lb, trusted, httpctx.WithPropagated("X-Lane", "X!Odd", "Grpc-Timeout"))(h)
 
 	for _, tc := range []struct {
 		name string
@@ -35,6 +35,9 @@ func TestMiddlewareCarriesKeptHeadersToGRPC(t *testing.T) {
 	}{
 		{"trusted", http.Header{"X-Internal-Token": {"s3cret"}, "Gray": {"true"}, "Uid": {"alice"}, "Version": {"v2"}, "Other": {"x"}},
 			metadata.MD{"gray": {"true"}, "uid": {"alice"}, "version": {"v2"}}},
+		{"propagated", http.Header{"X-Internal-Token": {"s3cret"}, "X-Lane": {"blue"}}, metadata.MD{"x-lane": {"blue"}}},
+		{"not carried by gRPC", http.Header{"X-Internal-Token": {"s3cret"}, "Gray": {"true"}, "Uid": {"é"}, "Version": {"v1\tv2"}, "X!odd": {"1"}, "Grpc-Timeout": {"1S"}},
+			metadata.MD{"gray": {"true"}}},
 		{"trusted, no routing header", http.Header{"X-Internal-Token": {"s3cret"}, "Other": {"x"}}, nil},
 		{"untrusted", http.Header{"Gray": {"true"}, "GRAY": {"true"}, "uid": {"alice"}}, nil},
 	} {
