@@ -224,3 +224,17 @@ func TestChainHeadersGRPCCannotCarry(t *testing.T) {
 		assert.Equal(t, map[string]int{want: 20}, send(t, url, 20, hdr...), "%q", hdr)
 	}
 }
+
+// A match rule on a header of the edge's request (not one of graylb's
+// keys) decides the kind once, and every hop follows it; a request that
+// says gray: false opts out, an untrusted caller's header is ignored.
+func TestChainMatchRule(t *testing.T) {
+	rules := graylb.Rules{Matches: []graylb.Match{{Key: "x-tenant", Exact: "beta", Gray: true}}}
+	trusted := httpctx.WithTrusted(func(r *http.Request) bool { return r.Header.Get("X-Internal-Token") == "s3cret" })
+	url := chain(t, rules, trusted)
+	in := []string{"X-Internal-Token", "s3cret"}
+	assert.Equal(t, map[string]int{grayChain: 50}, send(t, url, 50, append(in, "X-Tenant", "beta")...))
+	assert.Equal(t, map[string]int{prodChain: 50}, send(t, url, 50, append(in, "X-Tenant", "alpha")...))
+	assert.Equal(t, map[string]int{prodChain: 50}, send(t, url, 50, append(in, "X-Tenant", "beta", "gray", "false")...))
+	assert.Equal(t, map[string]int{prodChain: 50}, send(t, url, 50, "X-Tenant", "beta"), "untrusted")
+}

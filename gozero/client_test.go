@@ -133,3 +133,17 @@ func TestNewClientRefusesOtherTargets(t *testing.T) {
 		assert.False(t, errors.Is(err, gozero.ErrNotGraylbTarget), "a graylb target is not refused for its scheme: %v", err)
 	}
 }
+
+// Nil inputs: no panic, a clear error or a call that fails.
+func TestNilInputs(t *testing.T) {
+	_, lb := svc(t, false)
+	assert.NotPanics(t, func() { gozero.AddServerInterceptors(nil, lb) })
+	c := clientConf(t, gozero.Target("svc"))
+	c.NonBlock = true
+	cli, err := zrpc.NewClient(c, gozero.ClientOptions(nil)...)
+	if err == nil {
+		defer cli.Conn().Close()
+		_, err = testgrpc.NewTestServiceClient(cli.Conn()).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+	}
+	assert.ErrorContains(t, err, "no LoadBalancer")
+}

@@ -26,8 +26,11 @@ type InterceptorAdder interface {
 // (clients made with ClientOptions) keep the request's kind.
 // grpcctx.WithTrusted makes the server a trust boundary, grpcctx.WithUser
 // takes the user id from the program. lb names the keys (nil: the default
-// names).
+// names). A nil s is left alone.
 func AddServerInterceptors(s InterceptorAdder, lb *graylb.LoadBalancer, opts ...grpcctx.Option) {
+	if s == nil {
+		return
+	}
 	s.AddUnaryInterceptors(grpcctx.UnaryServerInterceptor(lb, opts...))
 	s.AddStreamInterceptors(grpcctx.StreamServerInterceptor(lb, opts...))
 }
