@@ -95,10 +95,14 @@ func waitListening(addr string, failed <-chan error) error {
 }
 
 // stopAll stops every go-zero server started so far: zrpc's and rest's
-// Stop only close the logs; their servers stop on the process's shutdown
-// listeners, which proc.Shutdown calls (go-zero's way for tests). done are
-// the Start goroutines, waited for so that none outlives its test.
+// Stop only close the logs; their servers stop on the process's wrap-up
+// (before go-zero v1.6.0) and shutdown listeners, which proc.WrapUp
+// and proc.Shutdown call (go-zero's way for tests). done are the Start
+// goroutines, waited for so that none outlives its test: each Start returns
+// once every listener ran, and a server set up meanwhile (a new listener)
+// would race with that wait.
 func stopAll(t testing.TB, done ...<-chan error) {
+	proc.WrapUp()
 	proc.Shutdown()
 	for _, d := range done {
 		select {

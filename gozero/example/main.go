@@ -88,9 +88,11 @@ func run(c config, out io.Writer) error {
 	var started []<-chan struct{}
 	defer func() {
 		// go-zero's Stop only closes its logs: its servers stop on the
-		// process's shutdown listeners. Each Start returns once every
-		// listener ran; waiting for them keeps a later server's set-up
-		// (a new listener) from racing with a Start that returns.
+		// process's wrap-up (before go-zero v1.6.0) and shutdown
+		// listeners. Each Start returns once every listener ran; waiting
+		// for them keeps a later server's set-up (a new listener) from
+		// racing with a Start that returns.
+		proc.WrapUp()
 		proc.Shutdown()
 		for _, done := range started {
 			<-done

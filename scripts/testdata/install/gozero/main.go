@@ -33,7 +33,8 @@ func (n named) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.Si
 
 func main() {
 	logx.Disable()
-	defer proc.Shutdown() // stops the zrpc servers
+	defer proc.Shutdown() // stops the zrpc servers (go-zero v1.6.0 and newer)
+	defer proc.WrapUp()   // (before v1.6.0)
 	reg := graylb.NewRegistry()
 	for _, kind := range []string{"prod", "gray"} {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
