@@ -40,9 +40,13 @@ test: lint
 	echo "== go test ./nacos integration (real Nacos at $$addr; without -race, see nacos/integration_test.go)"; \
 	GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
 		$(IN) nacos $(GO) test -count=1 -timeout 10m -run Integration -v .; \
+	echo "== go test ./kratos/nacos integration (real Nacos at $$addr; without -race)"; \
+	GRAYLB_NACOS_ADDR=$$addr $(IN) kratos $(GO) test -count=1 -timeout 5m -run Integration -v ./nacos; \
 	echo "== go test ./deploytest: deployment flows under load (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
 		$(IN) deploytest $(GO) test -count=1 -timeout 5m -v .; \
+	echo "== go test ./cmd/graylb: the command and a rollout against Nacos, Prometheus and Redis (without -race)"; \
+	GRAYLB_NACOS_ADDR=$$addr $(IN) cmd/graylb $(GO) test -count=1 -timeout 5m -run Integration -v .; \
 	echo "== go test ./docs Nacos snippets (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .; \
 	echo "== go test ./gozero: a go-zero chain over the Nacos supplier (real Nacos at $$addr; without -race)"; \

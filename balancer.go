@@ -28,6 +28,7 @@ type LoadBalancer struct {
 	handler  ContextHandler
 	handlers *handlerSet // for an adapter's reader of the call's keys (callkeys.go)
 	observer Observer
+	calls    CallObserver // told of each call done (package adapter's Call.Done)
 	gray     grayFilter
 	_        [2*cacheLine - 104]byte
 
@@ -37,8 +38,11 @@ type LoadBalancer struct {
 	policy    Policy
 	logger    *slog.Logger
 
-	mu       sync.Mutex // guards adding services, Close
-	closed   atomic.Bool
+	mu     sync.Mutex // guards adding services, Close
+	closed atomic.Bool
+	// adapter is package adapter's Balancer of this LoadBalancer, made on
+	// its first use (see internal/adapterhook).
+	adapter  atomic.Pointer[any]
 	ruleStop func()
 
 	ruleWatchers fanout.Set[func()]
@@ -98,6 +102,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		handler:  chainHandlers(cfg.handlers),
 		handlers: newHandlerSet(cfg.handlers),
 		observer: cfg.observer,
+		calls:    cfg.calls,
 		logger:   cfg.logger,
 		outlier:  cfg.outlier,
 	}

@@ -180,8 +180,9 @@ func NewCache(src Supplier, opts ...CacheOption) (*Cache, error) {
 }
 
 type cacheEntry struct {
-	ready chan struct{} // closed when seeded
-	err   error         // seed error, set before ready is closed
+	seeded atomic.Bool   // set once seeded (err and snap are set before it)
+	wait   chan struct{} // made by the first caller that waits, under Cache.mu; closed once seeded
+	err    error         // seed error
 
 	snap atomic.Pointer[[]Instance]
 
@@ -189,9 +190,7 @@ type cacheEntry struct {
 	stop     func()
 	watchers fanout.Set[func([]Instance)]
 	recheck  *time.Timer
-	pending  *[]Instance // a held sudden shrink, newest first
-	settleT  *time.Timer
-	heldAt   time.Time // when the current hold began
+	hold     *heldShrink // nil unless a sudden shrink is held
 
 	// delivering is set while apply calls the watchers (e.mu held);
 	// forgotten once forgetEmpty dropped the entry. A watcher's stop
@@ -202,6 +201,56 @@ type cacheEntry struct {
 	// other's, so at least one of them releases (release is idempotent).
 	delivering atomic.Bool
 	forgotten  atomic.Bool
+}
+
+// heldShrink is a sudden shrink the Cache holds (see WithSettle): kept
+// apart from cacheEntry, since few entries ever hold one.
+type heldShrink struct {
+	pending *[]Instance // the newest held list
+	timer   *time.Timer // ends the hold
+	since   time.Time   // when the hold began
+}
+
+// seededOK reports whether e is seeded, without waiting.
+func (e *cacheEntry) seededOK() bool { return e.seeded.Load() }
+
+// waitSeeded waits until e is seeded or ctx is done; a seeded entry
+// answers whatever ctx says (only waiting is cut short).
+func (c *Cache) waitSeeded(ctx context.Context, e *cacheEntry) error {
+	if e.seeded.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	if e.seeded.Load() {
+		c.mu.Unlock()
+		return nil
+	}
+	if e.wait == nil {
+		e.wait = make(chan struct{})
+	}
+	ch := e.wait
+	c.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		// (A select over both, when both are ready, picks one at random.)
+		if e.seeded.Load() {
+			return nil
+		}
+		return ctx.Err()
+	}
+}
+
+// markSeeded marks e seeded and wakes its waiters.
+func (c *Cache) markSeeded(e *cacheEntry) {
+	c.mu.Lock()
+	e.seeded.Store(true)
+	ch := e.wait
+	c.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
 }
 
 // CacheStats counts what the Cache did.
@@ -255,14 +304,12 @@ func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
 		// just gained a watcher.
 		c.mu.Lock()
 		if c.entries[service] == e {
-			remove := e.watchers.Add(fn)
+			id := e.watchers.AddID(fn)
 			c.mu.Unlock()
-			var once sync.Once
 			return func() {
-				once.Do(func() {
-					remove()
+				if e.watchers.Remove(id) { // once: a second call finds nothing
 					c.forgetEmpty(service)
-				})
+				}
 			}, nil
 		}
 		c.mu.Unlock()
@@ -285,9 +332,7 @@ func (c *Cache) forgetEmpty(service string) {
 		c.mu.Unlock()
 		return
 	}
-	select {
-	case <-e.ready:
-	default:
+	if !e.seededOK() {
 		c.mu.Unlock()
 		return
 	}
@@ -324,9 +369,9 @@ func (e *cacheEntry) releaseLocked() (stop func()) {
 		e.recheck.Stop()
 		e.recheck = nil
 	}
-	if e.settleT != nil {
-		e.settleT.Stop()
-		e.settleT, e.pending = nil, nil
+	if e.hold != nil {
+		e.hold.timer.Stop()
+		e.hold = nil
 	}
 	return stop
 }
@@ -355,23 +400,15 @@ func (c *Cache) entry(ctx context.Context, service string, watch bool) (*cacheEn
 			}
 			delete(c.failed, service)
 		}
-		e = &cacheEntry{ready: make(chan struct{})}
+		e = &cacheEntry{}
 		c.entries[service] = e
 		c.mu.Unlock()
 		c.seed(ctx, service, e)
 	} else {
 		c.mu.Unlock()
 	}
-	// A ready entry answers whatever ctx says: only waiting is cut short.
-	// (A select over both, when both are ready, picks one at random.)
-	select {
-	case <-e.ready:
-	case <-ctx.Done():
-		select {
-		case <-e.ready:
-		default:
-			return nil, ctx.Err()
-		}
+	if err := c.waitSeeded(ctx, e); err != nil {
+		return nil, err
 	}
 	if e.err != nil {
 		return nil, e.err
@@ -381,7 +418,7 @@ func (c *Cache) entry(ctx context.Context, service string, watch bool) (*cacheEn
 
 // seed subscribes to the source and queries it once.
 func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
-	defer close(e.ready)
+	defer c.markSeeded(e)
 	stop, werr := c.src.Watch(service, func(list []Instance) { c.apply(service, e, list, false) })
 	list, qerr := c.src.Instances(ctx, service)
 	if qerr != nil {
@@ -468,20 +505,21 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 	}
 	if !force && old != nil && c.protect {
 		if wait, refill, ok := c.holdFor(); ok && c.suddenShrink(*old, u, refill) {
-			e.pending = &u
 			n := c.held.Add(1)
-			if e.settleT == nil {
-				e.heldAt = time.Now()
-				e.settleT = time.AfterFunc(wait, func() { c.settled(service, e) })
+			if e.hold != nil {
+				e.hold.pending = &u
+			} else {
+				e.hold = &heldShrink{pending: &u, since: time.Now()}
+				e.hold.timer = time.AfterFunc(wait, func() { c.settled(service, e) })
 				c.logger.Warn("graylb: holding a sudden shrink of the instance list while the registry settles",
 					"service", service, "from", len(*old), "to", len(u), "refill", refill, "held", n)
 			}
 			return
 		}
 	}
-	if e.settleT != nil {
-		e.settleT.Stop()
-		e.settleT, e.pending = nil, nil
+	if e.hold != nil {
+		e.hold.timer.Stop()
+		e.hold = nil
 	}
 	e.snap.Store(&u)
 	c.applied.Add(1)
@@ -496,8 +534,21 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 }
 
 // keep returns the usable instances of list with a valid host and port,
-// in order; it drops each usable one that is invalid with a log line.
+// in order; it drops each usable one that is invalid with a log line. When
+// it keeps every instance it returns list itself (a Supplier's lists are
+// read-only once handed over), capped at its length: the Cache holds no
+// second copy of a list.
 func (c *Cache) keep(service string, list []Instance) []Instance {
+	all := true
+	for i := range list {
+		if !list[i].Usable() || list[i].validateEndpoint() != nil {
+			all = false
+			break
+		}
+	}
+	if all {
+		return list[:len(list):len(list)]
+	}
 	out := make([]Instance, 0, len(list))
 	for _, in := range list {
 		if !in.Usable() {
@@ -598,23 +649,23 @@ func (c *Cache) suddenShrink(old, next []Instance, all bool) bool {
 // meanwhile extends the hold, up to maxRefillHold settle periods in all.
 func (c *Cache) settled(service string, e *cacheEntry) {
 	e.mu.Lock()
-	if e.settleT == nil { // applied or stopped meanwhile
+	if e.hold == nil { // applied or stopped meanwhile
 		e.mu.Unlock()
 		return
 	}
 	if r, ok := c.src.(Refiller); ok {
-		limit := e.heldAt.Add(maxRefillHold * c.settle)
+		limit := e.hold.since.Add(maxRefillHold * c.settle)
 		if until := r.RefillUntil(); until.After(time.Now()) && time.Now().Before(limit) {
 			if until.After(limit) {
 				until = limit
 			}
-			e.settleT = time.AfterFunc(time.Until(until), func() { c.settled(service, e) })
+			e.hold.timer = time.AfterFunc(time.Until(until), func() { c.settled(service, e) })
 			e.mu.Unlock()
 			return
 		}
 	}
-	p := e.pending
-	e.settleT, e.pending = nil, nil
+	p := e.hold.pending
+	e.hold = nil
 	e.mu.Unlock()
 	if p != nil {
 		c.apply(service, e, *p, true)
@@ -651,7 +702,7 @@ func (c *Cache) Close() error {
 	c.entries = nil
 	c.mu.Unlock()
 	for _, e := range entries {
-		<-e.ready
+		_ = c.waitSeeded(context.Background(), e)
 		e.mu.Lock()
 		stop := e.releaseLocked()
 		e.watchers.Clear()

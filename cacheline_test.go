@@ -18,6 +18,7 @@ func TestHotObjectsFillCacheLines(t *testing.T) {
 		"service":          unsafe.Sizeof(service{}),
 		"tree":             unsafe.Sizeof(tree{}),
 		"node":             unsafe.Sizeof(node{}),
+		"nodeExt":          unsafe.Sizeof(nodeExt{}),
 		"grayStage":        unsafe.Sizeof(grayStage{}),
 		"compiledRules":    unsafe.Sizeof(compiledRules{}),
 		"versionStage":     unsafe.Sizeof(versionStage{}),
@@ -57,7 +58,6 @@ func TestLineSlice(t *testing.T) {
 			len       int
 		}{
 			{unsafe.Sizeof(Instance{}), uintptr(cap(lineSlice[Instance](n))), len(lineSlice[Instance](n))},
-			{unsafe.Sizeof(flatLeaf{}), uintptr(cap(lineSlice[flatLeaf](n))), len(lineSlice[flatLeaf](n))},
 			{unsafe.Sizeof(versionIndex{}), uintptr(cap(lineSlice[versionIndex](n))), len(lineSlice[versionIndex](n))},
 			{8, uintptr(cap(lineSlice[*service](n))), len(lineSlice[*service](n))},
 		} {

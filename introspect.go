@@ -123,12 +123,7 @@ func (c *Cache) services() []string {
 
 // ready reports whether e was seeded without error.
 func (c *Cache) ready(e *cacheEntry) bool {
-	select {
-	case <-e.ready:
-		return e.err == nil && e.snap.Load() != nil
-	default:
-		return false
-	}
+	return e.seededOK() && e.err == nil && e.snap.Load() != nil
 }
 
 // Snapshot returns the routing state of service, and false when the
@@ -143,7 +138,7 @@ func (lb *LoadBalancer) Snapshot(service string) (ServiceState, bool) {
 		t, list := s.tree.Load(), s.list
 		s.mu.Unlock()
 		if t != nil {
-			st := lb.snapshot(service, t.gray, t.rules)
+			st := lb.snapshot(service, t.grayLists(), t.rules)
 			if h := s.health; h != nil {
 				lb.addStats(&st, h, list, t.rules)
 			}

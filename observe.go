@@ -1,5 +1,7 @@
 package graylb
 
+import "time"
+
 // Outcome is what a pick did, for an Observer.
 type Outcome uint8
 
@@ -71,3 +73,21 @@ func Observers(a Observer, more ...Observer) Observer {
 		}
 	}
 }
+
+// CallObserver is told of every call an adapter made to an instance, once
+// the adapter reports it done (package adapter's Call.Done: the HTTP
+// Transport for each try of a request, the gRPC balancer for each RPC):
+// the service, the instance, the kind of the instances that served it,
+// whether it succeeded, and its duration from the start of the call to the
+// report. kind is gray only for a gray request the gray instances served;
+// a gray request that fell back to prod (no gray instance, the rules
+// closed) is prod, and with gray routing off (any instance serves) it is
+// the request's kind. ok is false for a failure that counts against the
+// instance (the adapter's rule: a connection failure, a 5xx answer, gRPC
+// Unavailable). A call discarded without an outcome (the caller cancelled
+// it) is not told.
+//
+// It runs on the caller's goroutine after each call: keep it short and
+// non-blocking (the otelgraylb module's CallObserver records a histogram
+// without allocating). A nil CallObserver costs nothing.
+type CallObserver func(service string, inst Instance, kind Kind, ok bool, latency time.Duration)

@@ -14,6 +14,7 @@ type config struct {
 	policy     Policy
 	handlers   []ContextHandler
 	observer   Observer
+	calls      CallObserver
 	logger     *slog.Logger
 	rules      *Rules
 	ruleSource RuleSource
@@ -80,6 +81,11 @@ func WithContextHandler(h ...ContextHandler) Option {
 
 // WithObserver sets the pick observer.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
+
+// WithCallObserver sets the call observer: it is told of each call the
+// adapters (the HTTP Transport, the gRPC balancer) made to an instance
+// once the call is done (see CallObserver).
+func WithCallObserver(o CallObserver) Option { return func(c *config) { c.calls = o } }
 
 // WithLogger sets the logger (default slog.Default(); nil keeps it).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

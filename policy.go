@@ -35,12 +35,16 @@ type PolicyFunc func(instances []Instance) Picker
 func (f PolicyFunc) NewPicker(instances []Instance) Picker { return f(instances) }
 
 // RoundRobin returns the round-robin policy (the default): each candidate
-// in turn, from a random starting point. Each core keeps its own rotation
-// (see rotor), so concurrent picks on several cores do not contend on one
-// counter; the share of every candidate is even, but picks on different
-// cores are not interleaved in one global order. StrictRoundRobin keeps a
-// single global order at the cost of that contention. It ignores weights
-// (WeightedRoundRobin honours them).
+// in turn, from a random starting point. A picker keeps one counter (one
+// global rotation) until its picks contend, on several cores at once;
+// from then on each core keeps its own rotation (see turns and rotor), so
+// concurrent picks do not contend on one counter: the share of every
+// candidate stays even, but picks on different cores are no longer
+// interleaved in one global order. So a candidate list picked by one
+// goroutine at a time, or rarely, costs one counter word, not the sharded
+// counters (2 KiB). StrictRoundRobin keeps a single global order at the
+// cost of that contention. It ignores weights (WeightedRoundRobin honours
+// them).
 func RoundRobin() Policy { return PolicyFunc(newRoundRobin) }
 
 // StrictRoundRobin returns round robin over one shared atomic counter, as
@@ -72,8 +76,8 @@ func Random() Policy { return PolicyFunc(newRandom) }
 //
 // Smoothness: each level of the schedule spreads every candidate's slots
 // evenly over its cycle, so a candidate's turns are spaced out, not
-// bunched. As with RoundRobin, each core walks the schedule on its own
-// counter.
+// bunched. As with RoundRobin, one counter walks the schedule until
+// picks contend, then each core walks it on its own counter.
 //
 // Cost: a pick is O(1) (one counter, one slot, and a slot of a deeper level
 // on a small share of picks; at most four levels) and does not allocate. A
@@ -104,6 +108,10 @@ const (
 // different counters, so concurrent picks do not slow each other down (a
 // single shared counter costs 2-6x per pick when two cores pick at once).
 // The choice only spreads contention: any counter gives a correct turn.
+//
+// A rotor is 2 KiB; a picker takes one only once its picks contend (see
+// turns), so a leaf picked by one goroutine at a time, or never, does not
+// pay for it.
 type rotor struct {
 	shards [rotorShards]counter
 }
@@ -140,21 +148,82 @@ func shardOfCaller() uint64 {
 	return (x ^ x>>4 ^ x>>8 ^ x>>12) & (rotorShards - 1)
 }
 
+// clashesToShard is how many lost compare-and-swaps on a turns' single
+// counter make it take a rotor: a lost one means another goroutine took a
+// turn between this one's read and its write, which happens when picks
+// run at once on several cores (a goroutine preempted in that window on
+// one core loses one now and then, far fewer).
+const clashesToShard = 16
+
+// turns hands out the turns of a round-robin walk: from one counter word
+// while picks do not contend, from a rotor once they do. The single
+// counter is read and advanced by compare-and-swap, so contention shows as
+// lost swaps; after clashesToShard of them the turns take a rotor (2 KiB,
+// allocated once, by the pick that saw the last clash) and keep it, and
+// the counter word is marked (turnsSharded) so that no pick writes it
+// again (but the few that lost a swap just before, which count once more
+// past the mark and take their turn from that). A small or rarely picked leaf thus costs one counter word, and a
+// leaf picked on several cores at once gets the sharded counters it needs
+// after a few contended picks. Every turn is correct from either source;
+// the switch only changes which counter the next turns come from.
+//
+// A turns lives in its picker's object, which fills a cache line of its
+// own (see cacheLine): the counter's writes slow down nothing but the
+// picks of its own leaf, and once sharded the line is only read.
+type turns struct {
+	one   atomic.Uint64 // the turn counter, or turnsSharded and up
+	hot   atomic.Pointer[rotor]
+	clash atomic.Uint32
+	n     uint32 // a round robin's list length (its owner's to use)
+}
+
+// turnsSharded marks a turns' counter word once its rotor is in use: a
+// counter, started below 2^37, never reaches it by counting.
+const turnsSharded = 1 << 63
+
+// init starts the counter at a random offset below span.
+func (t *turns) init(span uint64) {
+	t.one.Store(rand.Uint64N(max(span, 1)))
+}
+
+// next returns the next turn; a rotor it takes starts its counters below
+// span. (tree.pick has the single-counter path written out: a call does
+// not fit the compiler's inlining budget.)
+func (t *turns) next(span uint64) uint64 {
+	if old := t.one.Load(); old < turnsSharded && t.one.CompareAndSwap(old, old+1) {
+		return old
+	}
+	return t.contended(span)
+}
+
+// contended is next once a swap was lost or the rotor is in use.
+func (t *turns) contended(span uint64) uint64 {
+	if r := t.hot.Load(); r != nil {
+		return r.next()
+	}
+	if t.clash.Add(1) < clashesToShard {
+		return t.one.Add(1) - 1
+	}
+	t.hot.CompareAndSwap(nil, newRotor(span))
+	t.one.Store(turnsSharded)
+	return t.hot.Load().next()
+}
+
 type roundRobin struct {
-	n uint32
+	t turns // t.n: the list's length
 	m modulus
-	r rotor // in place: one pointer less to follow per pick
+	_ [cacheLine - 32]byte // whole cache lines (see cacheLine)
 }
 
 type strictRoundRobin struct {
+	c atomic.Uint64
 	n uint64
-	c counter
-	_ [cacheLine - 8]byte // whole cache lines (see cacheLine)
+	_ [cacheLine - 16]byte // a cache line of its own (see cacheLine)
 }
 
 func newStrictRoundRobin(list []Instance) Picker {
 	p := &strictRoundRobin{n: uint64(len(list))}
-	p.c.n.Store(rand.Uint64N(max(p.n, 1)))
+	p.c.Store(rand.Uint64N(max(p.n, 1)))
 	return p
 }
 
@@ -162,7 +231,7 @@ func (p *strictRoundRobin) Next() int {
 	if p.n == 0 {
 		return 0
 	}
-	return int((p.c.n.Add(1) - 1) % p.n)
+	return int((p.c.Add(1) - 1) % p.n)
 }
 
 func newRoundRobin(list []Instance) Picker {
@@ -170,17 +239,17 @@ func newRoundRobin(list []Instance) Picker {
 		return onlyPicker{}
 	}
 	n := uint32(len(list))
-	p := &roundRobin{n: n, m: newModulus(n)}
-	p.r.start(uint64(n))
+	p := &roundRobin{m: newModulus(n)}
+	p.t.n = n
+	p.t.init(uint64(n))
 	return p
 }
 
-// Next is small enough to be inlined where the routing tree calls it
-// directly.
+// Next returns the next candidate (tree.pick has it written out).
 func (p *roundRobin) Next() int {
 	// A list is far shorter than 2^32; the counter's wrap every 2^32 turns
 	// only shifts the rotation once.
-	return int(p.m.of(uint32(p.r.next()), p.n))
+	return int(p.m.of(uint32(p.t.next(uint64(p.t.n))), p.t.n))
 }
 
 // onlyPicker is round robin's picker over an empty list (never asked:

@@ -2,8 +2,11 @@ package graylb
 
 import (
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,5 +117,59 @@ func TestWeightedRoundRobin_Smooth(t *testing.T) {
 		} else {
 			run = 0
 		}
+	}
+}
+
+// A round-robin picker keeps one counter word while its picks do not
+// contend: no rotor, and one global rotation.
+func TestRoundRobin_OneCounterUncontended(t *testing.T) {
+	p := RoundRobin().NewPicker(make([]Instance, 7)).(*roundRobin)
+	prev := p.Next()
+	for i := 0; i < 100_000; i++ {
+		next := p.Next()
+		require.Equal(t, (prev+1)%7, next, "pick %d", i)
+		prev = next
+	}
+	assert.Nil(t, p.t.hot.Load(), "a picker nobody contends for took a rotor")
+}
+
+// Picks on two cores at once make the picker take its sharded counters,
+// after which no pick writes the single counter word (the line the
+// picker's read-only fields are on).
+func TestRoundRobin_ShardsOnceContended(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two Ps for picks to contend")
+	}
+	p := RoundRobin().NewPicker(make([]Instance, 7)).(*roundRobin)
+	deadline := time.Now().Add(30 * time.Second)
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p.t.hot.Load() == nil && time.Now().Before(deadline) {
+				for i := 0; i < 1000; i++ {
+					if n := p.Next(); n < 0 || n >= 7 {
+						bad.Add(1)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NotNil(t, p.t.hot.Load(), "two goroutines picking for 30 s never made the picker shard")
+	require.Zero(t, bad.Load(), "an index out of range")
+	// (A pick that lost a swap just before the switch may still have
+	// counted once past the mark: any value from it up is the mark.)
+	marked := p.t.one.Load()
+	require.GreaterOrEqual(t, marked, uint64(turnsSharded))
+	counts := make([]int, 7)
+	for i := 0; i < 7000; i++ {
+		counts[p.Next()]++
+	}
+	require.Equal(t, marked, p.t.one.Load(), "a sharded picker wrote its counter word")
+	for i, c := range counts {
+		assert.InDelta(t, 1000, c, 1, "instance %d: one goroutine rotates strictly on its shard", i)
 	}
 }

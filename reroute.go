@@ -43,7 +43,7 @@ func (lb *LoadBalancer) rerouteWith(ctx context.Context, service string, first r
 	}
 	d := decision{kind: first.Kind, source: first.Source, outcome: first.Outcome, lane: first.Lane}
 	s := lb.services.Load().get(service)
-	if s != nil && first.leaf != nil && first.leaf.tree == s.tree.Load() && first.hasUntried(tried) {
+	if s != nil && first.leaf != nil && s.tree.Load().holds(first.leaf) && first.hasUntried(tried) {
 		// The routing first was built from is still in force: its
 		// candidates are the retry's.
 		lb.observe(service, d)
@@ -61,7 +61,7 @@ func (lb *LoadBalancer) rerouteWith(ctx context.Context, service string, first r
 	t := s.tree.Load()
 	var idx int
 	var outcome Outcome
-	if i, _ := t.gray.place(d.kind); i == grayIdxGray && allTried(t.gray.gray, tried) && !anyTried(t.gray.prod, tried) {
+	if i, _ := t.gray.place(d.kind); i == grayIdxGray && allTried(t.children[grayIdxGray].instances, tried) && !anyTried(t.children[grayIdxProd].instances, tried) {
 		// What is left is exactly the prod side: a tree built over it
 		// would route this request to every instance (no gray one is
 		// left), through the same filters over the same list.
@@ -95,7 +95,7 @@ func (r routing) NextUntried(tried func(Instance) bool) (int, bool) {
 	if n == 0 {
 		return 0, false
 	}
-	start := r.leaf.picker.Next()
+	start := r.leaf.next()
 	if tried == nil {
 		return start, true
 	}
@@ -153,7 +153,7 @@ func (lb *LoadBalancer) untriedTree(s *service, tried func(Instance) bool) (*tre
 // place is where the gray decision puts a request whose kind was decided
 // already: the subset index and the outcome, under s's rules and instances
 // (decide's precedence, without deciding the kind again).
-func (s *grayStage) place(k Kind) (int, Outcome) {
+func (s *grayDecision) place(k Kind) (int, Outcome) {
 	rl := s.rules
 	switch {
 	case rl.closed && k == Gray:
@@ -164,7 +164,7 @@ func (s *grayStage) place(k Kind) (int, Outcome) {
 		return grayIdxAll, Bypassed
 	case k == Prod:
 		return grayIdxProd, Selected
-	case len(s.gray) > 0:
+	case s.hasGray:
 		return grayIdxGray, Selected
 	}
 	return grayIdxAll, FellBack
@@ -173,12 +173,13 @@ func (s *grayStage) place(k Kind) (int, Outcome) {
 // walk runs the user's filters from n for r and returns the leaf, nil when
 // a stage chose no subset or the leaf is empty (tree.route's walk).
 func walk(n *node, r *Request) *node {
-	for n.stage != nil {
-		i := n.stage.Choose(*r)
-		if i < 0 || i >= len(n.children) {
+	for !n.isLeaf() {
+		e := n.ext
+		i := e.stage.Choose(*r)
+		if i < 0 || i >= len(e.children) {
 			return nil
 		}
-		n = n.children[i]
+		n = &e.children[i]
 	}
 	if len(n.instances) == 0 {
 		return nil

@@ -208,7 +208,7 @@ func TestReroute_Property(t *testing.T) {
 		want := ports(ref.Instances())
 		sort.Ints(want)
 		assert.Equal(t, want, got, desc)
-		if first.Kind == Gray && first.Outcome == Selected && rt.Outcome == FellBack && !anyTried(lb.services.Load().get("svc").tree.Load().gray.prod, tried) {
+		if first.Kind == Gray && first.Outcome == Selected && rt.Outcome == FellBack && !anyTried(lb.services.Load().get("svc").tree.Load().grayLists().prod, tried) {
 			fastPaths++ // the prod side as built
 		}
 		i, ok := rt.NextUntried(tried)

@@ -26,7 +26,7 @@ func (r routing) Picker() Picker {
 	if r.leaf == nil {
 		return nil
 	}
-	return r.leaf.picker
+	return r.leaf.pickerOf()
 }
 
 // Instances returns the candidates. The slice is shared: do not modify it.
@@ -51,7 +51,7 @@ func (r routing) Next() Instance {
 	if r.Len() == 0 {
 		return Instance{}
 	}
-	return r.leaf.instances[r.leaf.picker.Next()]
+	return r.leaf.instances[r.leaf.next()]
 }
 
 // NextIndex picks one candidate with the policy and returns its index in
@@ -60,7 +60,7 @@ func (r routing) NextIndex() int {
 	if r.Len() == 0 {
 		return 0
 	}
-	return r.leaf.picker.Next()
+	return r.leaf.next()
 }
 
 // Start picks one candidate with the policy and starts a call to it:
@@ -77,8 +77,8 @@ func (r routing) Call(i int) started {
 		return started{}
 	}
 	c := started{Instance: r.leaf.instances[i]}
-	if r.leaf.stats != nil {
-		c.stats = r.leaf.stats[i]
+	if st := r.leaf.statsOf(); st != nil {
+		c.stats = st[i]
 		c.stats.inflight.Add(1)
 		c.start = monoNow()
 	}

@@ -47,11 +47,17 @@ type adapterRouter = interface {
 type adapterLB LoadBalancer
 
 func init() {
-	adapterhook.Of = func(v any) any {
-		if lb, ok := v.(*LoadBalancer); ok && lb != nil {
-			return (*adapterLB)(lb)
+	adapterhook.Of = func(v any, build func(lb, surface any) any) any {
+		lb, ok := v.(*LoadBalancer)
+		if !ok || lb == nil {
+			return nil
 		}
-		return nil
+		if p := lb.adapter.Load(); p != nil {
+			return *p
+		}
+		made := build(lb, (*adapterLB)(lb))
+		lb.adapter.CompareAndSwap(nil, &made)
+		return *lb.adapter.Load()
 	}
 }
 
@@ -110,6 +116,25 @@ func (a *adapterLB) Report(service string, inst Instance, ok bool, latency time.
 
 func (a *adapterLB) Done(s *Stats, start int64, ok bool) { started{stats: s, start: start}.Done(ok) }
 
+// DoneObserved reports a call done when a CallObserver is set: to the
+// instance's Stats when s is not nil, and to the CallObserver with the
+// call's duration from start (on monoNow's clock).
+func (a *adapterLB) DoneObserved(service string, inst Instance, kind Kind, s *Stats, start int64, ok bool) {
+	if s != nil {
+		started{stats: s, start: start}.Done(ok)
+	}
+	if o := a.calls; o != nil {
+		o(service, inst, kind, ok, time.Duration(monoNow()-start))
+	}
+}
+
+// CallObserved reports whether a CallObserver is set: calls then need a
+// start time even without Stats.
+func (a *adapterLB) CallObserved() bool { return a.calls != nil }
+
+// Now is a call's start time on monoNow's clock.
+func (a *adapterLB) Now() int64 { return monoNow() }
+
 func (a *adapterLB) Discard(s *Stats) { started{stats: s}.Discard() }
 
 func (a *adapterLB) OnRulesChange(fn func()) (stop func()) { return a.lb().onRulesChange(fn) }
@@ -134,17 +159,18 @@ func (r *router) Route(ctx context.Context, call ContextHandler) (adapterDecisio
 
 func (n *node) Instances() []Instance { return n.instances }
 
-func (n *node) Picker() Picker { return n.picker }
+func (n *node) Picker() Picker { return n.pickerOf() }
 
-func (n *node) Next() int { return n.picker.Next() }
+func (n *node) Next() int { return n.next() }
 
 // Begin counts a call to candidate i in flight and returns its Stats and
 // start (nil and 0 when none are kept).
 func (n *node) Begin(i int) (*Stats, int64) {
-	if n.stats == nil {
+	st := n.statsOf()
+	if st == nil {
 		return nil, 0
 	}
-	s := n.stats[i]
+	s := st[i]
 	s.inflight.Add(1)
 	return s, monoNow()
 }

@@ -4,39 +4,85 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"unsafe"
 )
 
-// node is one node of the precomputed routing tree: an inner node holds a
-// stage and one child per subset; a leaf holds the final candidates and
-// their picker.
+// node is one node of the precomputed routing tree, one cache line (see
+// cacheLine): a leaf's candidates and, when its policy is round robin,
+// the turns of its rotation in place (see turns: one counter word until
+// its picks contend), so that the picks of one leaf write its own line
+// and no other, and a flat pick reads one line per leaf; an inner node's
+// stage and children, a leaf's picker of another policy and its Stats are
+// behind ext (nil for a plain round-robin leaf). An inner node's instances
+// are every candidate below it.
 type node struct {
-	stage     Stage
-	children  []*node
 	instances []Instance
-	stats     []*Stats // beside instances, when the LoadBalancer keeps Stats
-	picker    Picker
-	// tree is the tree the node belongs to (a route's leaf tells which
-	// routing the route was built from: see reroute).
-	tree *tree
-	_    [16]byte // whole cache lines (see cacheLine)
+	t         turns   // the round robin's turns (t.n: len(instances)), when ext holds no picker
+	m         modulus // for t.n
+	ext       *nodeExt
 }
+
+// nodeExt is what a node holds beyond a round-robin leaf.
+type nodeExt struct {
+	stage    Stage                // an inner node's stage
+	children []node               // an inner node's children, one array
+	picker   Picker               // a leaf's picker; nil: the node's own round robin
+	stats    []*Stats             // beside instances, when the LoadBalancer keeps Stats
+	_        [cacheLine - 16]byte // whole cache lines (see cacheLine)
+}
+
+// isLeaf reports whether n has no stage.
+func (n *node) isLeaf() bool { return n.ext == nil || n.ext.stage == nil }
+
+// pickerOf returns the leaf's Picker: its policy's, or the node itself
+// (its own round robin).
+func (n *node) pickerOf() Picker {
+	if e := n.ext; e != nil && e.picker != nil {
+		return e.picker
+	}
+	return n
+}
+
+// next picks with the leaf's policy: its picker, or its own round robin
+// on its turns.
+func (n *node) next() int {
+	if e := n.ext; e != nil && e.picker != nil {
+		return e.picker.Next()
+	}
+	return int(n.m.of(uint32(n.t.next(uint64(n.t.n))), n.t.n))
+}
+
+// statsOf returns the leaf's Stats, nil when none are kept.
+func (n *node) statsOf() []*Stats {
+	if n.ext == nil {
+		return nil
+	}
+	return n.ext.stats
+}
+
+// emptyLeaf is the leaf of every empty subset of the gray decision: no
+// candidate, so no route ever returns it, and no filter is built over
+// nothing.
+var emptyLeaf node
 
 // tree is the immutable routing snapshot of one service: the gray decision
 // at the root, one subtree of the user's filters per subset it yields.
 type tree struct {
 	service string
-	gray    *grayStage
+	gray    grayDecision
 	// plain: the rules classify no request (grayStage.plain) and the
 	// only filter, if any, is a VersionFilter; tree.pick then walks flat,
-	// with the gray key and whether any instance is gray kept here.
-	plain    bool
-	flat     [grayIdxAll + 1]flatRoute // by gray subset index, when plain
-	grayKey  string
-	anyGray  bool
-	children [grayIdxAll + 1]*node // by gray subset index
-	rules    *compiledRules        // the rules it was built with
-	ejected  [2]int                // instances left out as outliers, by kind
-	_        [cacheLine / 2]byte   // whole cache lines (see cacheLine)
+	// with the gray key, the version filter's key and own version kept
+	// here.
+	plain       bool
+	flat        [grayIdxAll + 1]flatRoute // by gray subset index, when plain
+	grayKey     string
+	versionKey  string
+	versionSelf string
+	children    [grayIdxAll + 1]*node // by gray subset index
+	rules       *compiledRules        // the rules it was built with
+	ejected     [2]int                // instances left out as outliers, by kind
+	_           [cacheLine - 16]byte  // whole cache lines (see cacheLine)
 }
 
 // statsFunc returns an instance's Stats; nil when none are kept.
@@ -45,6 +91,10 @@ type statsFunc func(Instance) *Stats
 // buildTree builds the routing of service over the usable instances: the
 // gray decision, then filters (sorted), then policy at each leaf. A filter
 // that panics fails the build.
+//
+// An empty subset of the gray decision gets emptyLeaf, and a subset equal
+// to one already built (every instance, when none is gray) shares its
+// subtree.
 func buildTree(service string, instances []Instance, gray *grayFilter, filters []ServerFilter, rules *compiledRules, policy Policy, stats statsFunc) (t *tree, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -52,54 +102,140 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 		}
 	}()
 	gs := gray.build(instances, rules)
-	t = &tree{service: service, gray: gs, rules: rules, grayKey: gray.header, anyGray: len(gs.gray) > 0}
-	for i, sub := range gs.subsets() {
-		t.children[i] = buildNode(t, BuildInfo{Service: service, Instances: sub}, filters, policy, stats)
+	t = &tree{service: service, gray: gs.decision(), rules: rules, grayKey: gray.header}
+	subs := gs.subsets()
+	for i, sub := range subs {
+		switch {
+		case len(sub) == 0:
+			t.children[i] = &emptyLeaf
+			continue
+		case i == grayIdxAll && sameList(sub, subs[grayIdxProd]):
+			t.children[i] = t.children[grayIdxProd]
+			continue
+		}
+		n := &node{}
+		// When the gray decision's lists are the tree's own copy, a
+		// VersionFilter right after it groups them in place.
+		owned := gs.owned && i != grayIdxAll
+		buildNode(n, BuildInfo{Service: service, Instances: sub}, owned, true, filters, policy, stats)
+		t.children[i] = n
 	}
 	if gs.plain && (len(filters) == 0 || len(filters) == 1 && isVersionFilter(filters[0])) {
 		t.plain = true
 		for i, n := range t.children {
 			t.flat[i] = flatten(n)
+			if !n.isLeaf() {
+				vs := n.ext.stage.(*versionStage)
+				t.versionKey, t.versionSelf = vs.header, vs.self
+			}
 		}
 	}
 	return t, nil
 }
 
-func buildNode(t *tree, in BuildInfo, filters []ServerFilter, policy Policy, stats statsFunc) *node {
-	if len(filters) == 0 {
-		n := newLeaf(in.Instances, policy, stats)
-		n.tree = t
-		return n
+// sameList reports whether a and b are one list (the same elements of the
+// same array).
+func sameList(a, b []Instance) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// grayLists returns the gray decision's lists (prod, gray, all), as the
+// tree's subtrees hold them.
+func (t *tree) grayLists() *grayStage {
+	return &grayStage{prod: t.children[grayIdxProd].instances, gray: t.children[grayIdxGray].instances, all: t.children[grayIdxAll].instances}
+}
+
+// holds reports whether leaf is one of t's leaves.
+func (t *tree) holds(leaf *node) bool {
+	var in func(n *node) bool
+	in = func(n *node) bool {
+		if n == leaf {
+			return true
+		}
+		if n.isLeaf() {
+			return false
+		}
+		for i := range n.ext.children {
+			if in(&n.ext.children[i]) {
+				return true
+			}
+		}
+		return false
 	}
-	st := filters[0].Build(in)
+	for _, n := range t.children {
+		if in(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// buildNode builds n over in: a leaf when no filter is left, else the
+// first filter's stage with its children, one array of nodes. owned: the
+// list is the tree's own, which a VersionFilter may reorder. ownLine: n
+// is on a cache line of its own, where a round-robin leaf keeps its turns.
+func buildNode(n *node, in BuildInfo, owned, ownLine bool, filters []ServerFilter, policy Policy, stats statsFunc) {
+	n.instances = in.Instances
+	if len(filters) == 0 {
+		newLeaf(n, in.Instances, policy, stats, ownLine)
+		return
+	}
+	var st Stage
+	if vf, ok := filters[0].(*VersionFilter); ok && owned {
+		st = vf.build(in, true)
+	} else {
+		st = filters[0].Build(in)
+	}
 	subs := st.Subsets()
-	n := &node{stage: st, children: make([]*node, len(subs)), tree: t}
+	if vs, ok := st.(*versionStage); ok {
+		vs.subsets = nil // read once, here (see Stage.Subsets)
+	}
+	kids := make([]node, len(subs))
+	n.ext = &nodeExt{stage: st, children: kids}
+	// An array of up to 512 bytes of nodes has each on a cache line of its
+	// own (see cacheLine); a longer one starts 8 bytes in.
+	own := len(kids)*int(unsafe.Sizeof(node{})) <= 512
 	for i, sub := range subs {
 		child := in
 		child.Instances = sub
-		n.children[i] = buildNode(t, child, filters[1:], policy, stats)
+		// A subset of an owned list that the stage grouped in place is a
+		// run of the tree's list, which its other subsets share: not owned.
+		buildNode(&kids[i], child, false, own, filters[1:], policy, stats)
 	}
-	return n
 }
 
-// newLeaf builds a leaf over list: its Stats, when kept, and its picker
-// (a StatsPolicy's picker reads the Stats).
-func newLeaf(list []Instance, policy Policy, stats statsFunc) *node {
-	n := &node{instances: list}
-	if stats != nil && len(list) > 0 {
-		n.stats = make([]*Stats, len(list))
+// newLeaf makes n a leaf over list: its Stats, when kept, and its picker
+// (a StatsPolicy's picker reads the Stats). A round-robin picker's turns
+// move into n when n is on a cache line of its own.
+func newLeaf(n *node, list []Instance, policy Policy, stats statsFunc, ownLine bool) {
+	n.instances = list
+	if len(list) == 0 {
+		return // never picked from: the routing skips empty leaves
+	}
+	var st []*Stats
+	var p Picker
+	if stats != nil {
+		st = make([]*Stats, len(list))
 		for i, in := range list {
-			if n.stats[i] = stats(in); n.stats[i] == nil {
-				n.stats[i] = &Stats{} // not tracked (a list the table has not seen)
+			if st[i] = stats(in); st[i] == nil {
+				st[i] = &Stats{} // not tracked (a list the table has not seen)
 			}
 		}
 		if sp, ok := policy.(StatsPolicy); ok {
-			n.picker = sp.NewStatsPicker(list, n.stats)
-			return n
+			p = sp.NewStatsPicker(list, st)
 		}
 	}
-	n.picker = policy.NewPicker(list)
-	return n
+	if p == nil {
+		p = policy.NewPicker(list)
+	}
+	if rr, ok := p.(*roundRobin); ok && ownLine {
+		n.t.n, n.m = rr.t.n, rr.m
+		n.t.one.Store(rr.t.one.Load())
+		p = nil
+	}
+	if p != nil || st != nil {
+		n.ext = &nodeExt{picker: p, stats: st}
+	}
 }
 
 // route walks the tree for one request. It returns the leaf (nil when a
@@ -109,20 +245,11 @@ func newLeaf(list []Instance, policy Policy, stats statsFunc) *node {
 func (t *tree) route(r *Request) (*node, decision) {
 	i, d := t.gray.decide(r)
 	r.lane = d.lane
-	n := t.children[i]
-	for n.stage != nil {
-		i = n.stage.Choose(*r)
-		if i < 0 || i >= len(n.children) {
-			d.outcome = Failed
-			return nil, d
-		}
-		n = n.children[i]
+	if n := walk(t.children[i], r); n != nil {
+		return n, d
 	}
-	if len(n.instances) == 0 {
-		d.outcome = Failed
-		return nil, d
-	}
-	return n, d
+	d.outcome = Failed
+	return nil, d
 }
 
 // pick is route followed by the leaf's policy for the call in ctx (not
@@ -144,7 +271,7 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 		r.init(ctx, t.service, h, vals)
 		var n *node
 		if n, d = t.route(&r); n != nil {
-			in = &n.instances[n.picker.Next()]
+			in = &n.instances[n.next()]
 		}
 	} else {
 		d = decision{kind: Prod, outcome: Selected} // what decided is not asked for
@@ -158,29 +285,35 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 		i := grayIdxProd
 		if IsGray(v) {
 			d.kind, i = Gray, grayIdxGray
-			if !t.anyGray {
+			if !t.gray.hasGray {
 				i, d.outcome = grayIdxAll, FellBack
 			}
 		}
 		fr := &t.flat[i]
 		leaf := &fr.leaves[0]
-		if fr.versioned {
+		if len(fr.leaves) > 1 { // a version stage's leaves
 			v = ""
 			if h != nil {
-				v = h.Value(ctx, fr.versionKey)
+				v = h.Value(ctx, t.versionKey)
 			}
 			if v == "" {
-				v = vals.get(fr.versionKey)
+				v = vals.get(t.versionKey)
 			}
-			leaf = &fr.leaves[fr.choice.choose(v)]
+			leaf = &fr.leaves[fr.choice.choose(v, t.versionSelf)]
 		}
 		switch {
 		case len(leaf.instances) == 0:
 			d.outcome = Failed
-		case leaf.rr != nil:
-			in = &leaf.instances[leaf.rr.Next()]
+		case leaf.ext == nil || leaf.ext.picker == nil:
+			// node.Next written out (it does not fit the inlining
+			// budget): the single counter's turn, else the slow path.
+			turn := leaf.t.one.Load()
+			if turn >= turnsSharded || !leaf.t.one.CompareAndSwap(turn, turn+1) {
+				turn = leaf.t.contended(uint64(leaf.t.n))
+			}
+			in = &leaf.instances[leaf.m.of(uint32(turn), leaf.t.n)]
 		default:
-			in = &leaf.instances[leaf.picker.Next()]
+			in = &leaf.instances[leaf.ext.picker.Next()]
 		}
 	}
 	if observe != nil {
@@ -205,17 +338,8 @@ func (t *tree) noInstance(kind Kind) error {
 // version filter's choice and its leaves, kept inline so that a pick
 // follows few pointers.
 type flatRoute struct {
-	versioned  bool // a VersionFilter follows the gray decision
-	versionKey string
-	choice     versionChoice
-	leaves     []flatLeaf // by the version filter's subset; one when !versioned
-}
-
-// flatLeaf is a leaf's candidates and picker (rr when it is round robin).
-type flatLeaf struct {
-	instances []Instance
-	picker    Picker
-	rr        *roundRobin
+	choice versionChoice // when versioned
+	leaves []node        // by the version filter's subset; one when not versioned
 }
 
 func isVersionFilter(f ServerFilter) bool {
@@ -223,23 +347,13 @@ func isVersionFilter(f ServerFilter) bool {
 	return ok
 }
 
+// flatten returns the flat form of n: n itself when it is a leaf, else
+// its version stage's choice and the array of its leaves.
 func flatten(n *node) flatRoute {
-	if n.stage == nil {
-		fr := flatRoute{leaves: lineSlice[flatLeaf](1)}
-		fr.leaves[0] = flatLeafOf(n)
-		return fr
+	if n.isLeaf() {
+		return flatRoute{leaves: unsafe.Slice(n, 1)}
 	}
-	vs := n.stage.(*versionStage)
-	fr := flatRoute{versioned: true, versionKey: vs.header, choice: vs.choice, leaves: lineSlice[flatLeaf](len(n.children))}
-	for i, c := range n.children {
-		fr.leaves[i] = flatLeafOf(c)
-	}
-	return fr
-}
-
-func flatLeafOf(n *node) flatLeaf {
-	rr, _ := n.picker.(*roundRobin)
-	return flatLeaf{instances: n.instances, picker: n.picker, rr: rr}
+	return flatRoute{choice: n.ext.stage.(*versionStage).choice, leaves: n.ext.children}
 }
 
 // sortFilters returns the user's filters by Order (stable, so equal orders

@@ -58,10 +58,15 @@ func NewVersionFilter(opts ...VersionOption) *VersionFilter {
 func (f *VersionFilter) Order() int { return f.order }
 
 // Build groups the candidates by version.
-func (f *VersionFilter) Build(in BuildInfo) Stage {
+func (f *VersionFilter) Build(in BuildInfo) Stage { return f.build(in, false) }
+
+// build is Build. inPlace: in.Instances is the routing tree's own list,
+// which build reorders so that each version's candidates are a run of it
+// (the unversioned first, then the versions in the order they first
+// appear, each in list order), instead of copying them into a new one.
+func (f *VersionFilter) build(in BuildInfo, inPlace bool) *versionStage {
 	// Two passes: count each group, then lay the groups out in one array.
-	st := &versionStage{header: f.header}
-	st.choice.self = f.self
+	st := &versionStage{header: f.header, self: f.self}
 	index := map[string]int{}
 	sizes := []int{len(in.Instances), 0} // 0: all, 1: no version, 2...: by version
 	group := make([]int32, len(in.Instances))
@@ -78,7 +83,12 @@ func (f *VersionFilter) Build(in BuildInfo) Stage {
 		group[k] = int32(i)
 		sizes[i]++
 	}
-	buf := lineSlice[Instance](len(in.Instances))
+	src, buf := in.Instances, in.Instances
+	if inPlace {
+		src = append([]Instance(nil), in.Instances...) // scratch, dropped after the build
+	} else {
+		buf = lineSlice[Instance](len(in.Instances))
+	}
 	st.subsets = make([][]Instance, len(sizes))
 	st.subsets[0] = in.Instances
 	off := 0
@@ -86,7 +96,7 @@ func (f *VersionFilter) Build(in BuildInfo) Stage {
 		st.subsets[i] = buf[off : off : off+sizes[i]]
 		off += sizes[i]
 	}
-	for k, inst := range in.Instances {
+	for k, inst := range src {
 		st.subsets[group[k]] = append(st.subsets[group[k]], inst)
 	}
 	if sizes[1] > 0 {
@@ -116,7 +126,6 @@ type versionIndex struct {
 // candidate list, whose subsets are: 0 every candidate, 1 those with no
 // version, 2... one per version.
 type versionChoice struct {
-	self     string         // the caller's own version
 	fallback int            // 1 when some candidate has no version, else 0
 	index    map[string]int // more than smallVersions versions
 	small    []versionIndex // else
@@ -136,10 +145,11 @@ func (c *versionChoice) lookup(v string) (int, bool) {
 }
 
 // choose returns the subset for a request whose version is v ("" when it
-// has none): that version's, else the unversioned, else every candidate.
-func (c *versionChoice) choose(v string) int {
+// has none, then self: the caller's own version): that version's, else
+// the unversioned, else every candidate.
+func (c *versionChoice) choose(v, self string) int {
 	if v == "" {
-		v = c.self
+		v = self
 	}
 	if i, ok := c.lookup(v); ok { // "" is never a version of the index
 		return i
@@ -148,10 +158,11 @@ func (c *versionChoice) choose(v string) int {
 }
 
 type versionStage struct {
-	header  string // the request key
-	subsets [][]Instance
+	header  string       // the request key
+	self    string       // the caller's own version
+	subsets [][]Instance // until the routing tree has read them
 	choice  versionChoice
-	_       [cacheLine / 2]byte // whole cache lines (see cacheLine)
+	_       [cacheLine - 32]byte // whole cache lines (see cacheLine)
 }
 
 func (s *versionStage) Subsets() [][]Instance { return s.subsets }
@@ -163,5 +174,5 @@ func (s *versionStage) Choose(r Request) int {
 	if v == "" {
 		v = r.lane
 	}
-	return s.choice.choose(v)
+	return s.choice.choose(v, s.self)
 }

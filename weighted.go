@@ -29,10 +29,12 @@ type weighted struct {
 	schedule []int32 // first level
 	rest     uint64  // residual slots in schedule
 	deeper   []wrrLevel
-	r        *rotor
+	t        turns
+	span     uint64                 // a rotor's counters start below span
+	_        [2*cacheLine - 88]byte // whole cache lines (see cacheLine)
 }
 
-func (p *weighted) Next() int { return p.at(p.r.next()) }
+func (p *weighted) Next() int { return p.at(p.t.next(p.span)) }
 
 // at returns the candidate of turn t.
 func (p *weighted) at(t uint64) int {
@@ -84,7 +86,7 @@ func (p *weighted) deeperAt(t uint64) int {
 func newWeighted(list []Instance) Picker {
 	n := len(list)
 	if n == 0 {
-		return &weighted{r: newRotor(0)}
+		return &weighted{}
 	}
 	// Normalise by the largest weight first so the total cannot overflow;
 	// +Inf weights share the traffic evenly between them.
@@ -119,7 +121,9 @@ func newWeighted(list []Instance) Picker {
 		for i := range s {
 			s[i] = int32(i)
 		}
-		return &weighted{schedule: s, r: newRotor(uint64(n))}
+		p := &weighted{schedule: s, span: uint64(n)}
+		p.t.init(p.span)
+		return p
 	}
 	tol := make([]float64, len(share))
 	for i := range share {
@@ -141,7 +145,8 @@ func newWeighted(list []Instance) Picker {
 		idx, share, tol = next.idx, next.share, next.tol
 	}
 	// A random start on every level, not only the first.
-	p.r = newRotor(uint64(len(p.schedule)) << 20)
+	p.span = uint64(len(p.schedule)) << 20
+	p.t.init(p.span)
 	return p
 }
 

@@ -40,6 +40,9 @@ type impl interface {
 	LaneToPass(ctx context.Context, call graylb.ContextHandler) string
 	Report(service string, inst graylb.Instance, ok bool, latency time.Duration)
 	Done(s *graylb.Stats, start int64, ok bool)
+	DoneObserved(service string, inst graylb.Instance, kind graylb.Kind, s *graylb.Stats, start int64, ok bool)
+	CallObserved() bool
+	Now() int64
 	Discard(s *graylb.Stats)
 	OnRulesChange(fn func()) (stop func())
 	OnEjectionChange(fn func(service string)) (stop func())
@@ -47,29 +50,52 @@ type impl interface {
 	Cache() *graylb.Cache
 }
 
-// Balancer is a LoadBalancer as an adapter uses it. It is safe for
-// concurrent use; an adapter obtains it once, with For, and keeps it.
+// Balancer is a LoadBalancer as an adapter uses it, obtained with For. It
+// is safe for concurrent use and never changes.
 type Balancer struct {
 	lb   *graylb.LoadBalancer
 	impl impl
 	// The gray and version keys, fixed when the LoadBalancer was made.
 	grayKey, versionKey string
+	// observed: the LoadBalancer has a graylb.CallObserver, so every call
+	// is timed and reported, with Stats or without.
+	observed bool
 }
 
-// For returns the adapter surface of lb, nil when lb is nil.
+// For returns the adapter surface of lb, nil when lb is nil. Each
+// LoadBalancer has one Balancer: For returns the same one every time and
+// allocates nothing after the first call, so code that is handed a
+// LoadBalancer per call may call For each time.
 func For(lb *graylb.LoadBalancer) *Balancer {
 	if lb == nil {
 		return nil
 	}
-	i, _ := adapterhook.Of(lb).(impl)
-	if i == nil {
+	b, _ := adapterhook.Of(lb, newBalancer).(*Balancer)
+	if b == nil {
 		// Package graylb and this package are one module, built together:
 		// a mismatch is a build defect, caught by this package's tests.
 		panic("adapter: graylb's adapter surface does not match package adapter")
 	}
-	k := lb.Keys()
-	return &Balancer{lb: lb, impl: i, grayKey: k.Gray, versionKey: k.Version}
+	return b
 }
+
+// newBalancer makes the Balancer of a LoadBalancer and its surface (see
+// internal/adapterhook.Of); nil when the surface does not match impl.
+func newBalancer(v, surface any) any {
+	lb, _ := v.(*graylb.LoadBalancer)
+	i, _ := surface.(impl)
+	if lb == nil || i == nil {
+		return nil
+	}
+	k := lb.Keys()
+	return &Balancer{lb: lb, impl: i, grayKey: k.Gray, versionKey: k.Version, observed: i.CallObserved()}
+}
+
+// CallObserved reports whether the LoadBalancer has a graylb.CallObserver
+// (graylb.WithCallObserver): an adapter that reports calls only when
+// something reads their results must then report every call, through
+// Route.Call and Call.Done.
+func (b *Balancer) CallObserved() bool { return b != nil && b.observed }
 
 // LoadBalancer returns the LoadBalancer b is the surface of.
 func (b *Balancer) LoadBalancer() *graylb.LoadBalancer { return b.lb }

@@ -149,3 +149,16 @@ func TestSurfaceAllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// For gives one Balancer per LoadBalancer and allocates nothing after the
+// first call: a function that takes a LoadBalancer per call (otelgraylb's
+// Outgoing) may call it each time.
+func TestForIsOnePerLoadBalancer(t *testing.T) {
+	lb := newLB(t)
+	b := adapter.For(lb)
+	require.NotNil(t, b)
+	assert.Same(t, b, adapter.For(lb))
+	assert.NotSame(t, b, adapter.For(newLB(t)), "each LoadBalancer has its own Balancer")
+	allocs := testing.AllocsPerRun(200, func() { _ = adapter.For(lb) })
+	assert.Zero(t, allocs)
+}

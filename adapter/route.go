@@ -105,6 +105,15 @@ func (r Route) Call(i int) Call {
 	}
 	c := Call{Instance: list[i], Service: r.Service, Kind: r.Kind, b: r.b}
 	c.stats, c.start = r.c.Begin(i)
+	if r.b != nil && r.b.observed {
+		c.served = r.Kind
+		if r.Outcome == graylb.FellBack {
+			c.served = graylb.Prod
+		}
+		if c.stats == nil {
+			c.start = r.b.impl.Now()
+		}
+	}
 	return c
 }
 
@@ -116,22 +125,26 @@ type Call struct {
 	Instance graylb.Instance
 	Service  string
 	Kind     graylb.Kind
+	served   graylb.Kind // the kind of the instances that serve it, for a graylb.CallObserver
 	b        *Balancer
 	stats    *graylb.Stats
-	start    int64 // on graylb's monotonic clock; 0 when no Stats are kept
+	start    int64 // on graylb's monotonic clock; 0 when neither Stats nor a CallObserver are kept
 }
 
 // Done reports the call's outcome: ok is false for a failure that counts
 // against the instance (a connection failure, a 5xx answer, gRPC
 // Unavailable; the adapter decides). It ends the call's in-flight count,
 // feeds its latency to the instance's estimate and, with outlier
-// detection, its success or failure to the ejection rule. Call Done or
+// detection, its success or failure to the ejection rule, and the call to
+// the LoadBalancer's graylb.CallObserver (WithCallObserver). Call Done or
 // Discard exactly once per call.
 func (c Call) Done(ok bool) {
-	if c.stats == nil {
-		return
+	switch {
+	case c.b != nil && c.b.observed:
+		c.b.impl.DoneObserved(c.Service, c.Instance, c.served, c.stats, c.start, ok)
+	case c.stats != nil:
+		c.b.impl.Done(c.stats, c.start, ok)
 	}
-	c.b.impl.Done(c.stats, c.start, ok)
 }
 
 // Discard ends the call without an outcome, for a call that says nothing

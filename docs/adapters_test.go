@@ -22,13 +22,14 @@ func (mapReader) Value(ctx context.Context, name string) string {
 func TestAdapterSurface(t *testing.T) {
 	reg := graylb.NewRegistry()
 	reg.Register(graylb.NewInstance("orders", "10.0.0.1", 80, nil))
-	reg.Register(graylb.NewInstance("orders", "10.0.0.2", 80, map[string]string{"gray": "true"}))
-	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{CanaryPercent: 100}))
+	reg.Register(graylb.NewInstance("orders", "10.0.0.2", 80, map[string]string{"gray": "true", "version": "v2"}))
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{CanaryPercent: 100,
+		Matches: []graylb.Match{{Key: "uid", Exact: "carol", Gray: true, Version: "v2"}}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lb.Close()
-	ctx := context.WithValue(context.Background(), mapKey{}, map[string]string{})
+	ctx := context.WithValue(context.Background(), mapKey{}, map[string]string{"uid": "carol"})
 	out := map[string]string{}
 	send := func(graylb.Instance, map[string]string) error { return nil }
 
@@ -40,14 +41,21 @@ func TestAdapterSurface(t *testing.T) {
 		t.Fatal(err) // a real adapter fails the call with err
 	}
 	call := route.Start() // pick
-	if p := b.Pass(route.Decision, graylb.UntrustedCaller(ctx)); p.GrayKey != "" {
-		out[p.GrayKey] = p.Gray // write the decision for the next hop
+
+	// write the decision for the next hop: the kind, and a match rule's lane
+	// unless the call carries a version
+	p := b.Pass(route.Decision, graylb.UntrustedCaller(ctx))
+	if p.GrayKey != "" {
+		out[p.GrayKey] = p.Gray
+	}
+	if p.VersionKey != "" && out[p.VersionKey] == "" {
+		out[p.VersionKey] = p.Version
 	}
 	err = send(call.Instance, out)
 	call.Done(err == nil) // report the outcome
 	// end snippet
 
-	if err != nil || call.Instance.Addr() != "10.0.0.2:80" || out["gray"] != "true" {
-		t.Fatalf("err %v, instance %s, written %v: want the gray instance and gray=true (the canary decided)", err, call.Instance.Addr(), out)
+	if err != nil || call.Instance.Addr() != "10.0.0.2:80" || out["gray"] != "true" || out["version"] != "v2" {
+		t.Fatalf("err %v, instance %s, written %v: want the gray instance, gray=true and version=v2 (the match rule's lane)", err, call.Instance.Addr(), out)
 	}
 }

@@ -141,9 +141,9 @@ func TestDocsRest(t *testing.T) {
 	}
 }
 
-// The README's first look: a rest server → a zrpc server (svc-a) →
+// The README's go-zero lines: a rest server → a zrpc server (svc-a) →
 // user-rpc, each line of the snippet in its place.
-func TestDocsFirstLook(t *testing.T) {
+func TestDocsWire(t *testing.T) {
 	reg := graylb.NewRegistry()
 	for _, gray := range []bool{false, true} {
 		zrpcServer(t, reg, "user-rpc", gray, &named{name: "user-" + kindName(gray)}, nil)
@@ -160,7 +160,7 @@ func TestDocsFirstLook(t *testing.T) {
 	}}
 	edge := restServer(t, func(restServer *rest.Server) {
 		zrpcServer(t, reg, "svc-a", false, srv, func(rpcServer *zrpc.RpcServer) {
-			// snippet: first-look-gozero
+			// snippet: gozero-wire
 			// A zrpc client (svc/servicecontext.go): the target through graylb, and graylb's options.
 			c.UserRpc.Target = gozero.Target("user-rpc") // graylb:///user-rpc
 			userRpc := zrpc.MustNewClient(c.UserRpc, gozero.ClientOptions(lb)...)

@@ -416,8 +416,9 @@ func (b *graylbBalancer) newRouters() (live, all *adapter.Router, err error) {
 // When the LoadBalancer keeps Stats, the result's Done reports the RPC's
 // outcome for the instance: with outlier detection alone it is made once
 // per connection (no allocation per pick); with a latency-aware policy
-// (graylb.P2C) it also carries the call's start, one small allocation per
-// pick.
+// (graylb.P2C) it also carries the call's start, in an object taken from
+// a pool and returned by Done (see timedDone): no allocation per pick
+// either.
 type picker struct {
 	router   atomic.Pointer[adapter.Router] // over the instances whose connection has not failed
 	all      atomic.Pointer[adapter.Router] // over every instance; router itself when none has failed
@@ -434,8 +435,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			res := balancer.PickResult{SubConn: rp.scs[j]}
 			switch {
 			case rp.timed:
-				call := rt.Call(rp.idx[j])
-				res.Done = func(di balancer.DoneInfo) { p.done(call, di) }
+				res.Done = newTimedDone(p, rt.Call(rp.idx[j]))
 			case rp.dones != nil:
 				res.Done = rp.dones[j]
 			}
@@ -474,12 +474,47 @@ func (p *picker) result(rt adapter.Route, rp *readyPicker, j int) balancer.PickR
 	res := balancer.PickResult{SubConn: rp.scs[j]}
 	switch {
 	case rp.timed:
-		call := rt.Call(rp.idx[j])
-		res.Done = func(di balancer.DoneInfo) { p.done(call, di) }
+		res.Done = newTimedDone(p, rt.Call(rp.idx[j]))
 	case rp.dones != nil:
 		res.Done = rp.dones[j]
 	}
 	return res
+}
+
+// timedDone is the Done of one RPC picked by a latency-aware policy: it
+// carries the RPC's Call (its start, for the latency). grpc-go calls a
+// pick's Done at most once (when the attempt finishes, or at once when
+// the picked connection turned out not to be ready), so once it has run
+// the object serves another pick: a pool of them keeps the pick from
+// allocating. One whose Done never runs is left to the collector.
+type timedDone struct {
+	p    *picker
+	call adapter.Call
+	fn   func(balancer.DoneInfo) // t.done, made once per object
+}
+
+var timedDones sync.Pool // of *timedDone
+
+func init() {
+	timedDones.New = func() any {
+		t := &timedDone{}
+		t.fn = t.done
+		return t
+	}
+}
+
+// newTimedDone returns the Done of an RPC picked as call.
+func newTimedDone(p *picker, call adapter.Call) func(balancer.DoneInfo) {
+	t := timedDones.Get().(*timedDone)
+	t.p, t.call = p, call
+	return t.fn
+}
+
+func (t *timedDone) done(di balancer.DoneInfo) {
+	p, call := t.p, t.call
+	t.p, t.call = nil, adapter.Call{}
+	timedDones.Put(t)
+	p.done(call, di)
 }
 
 // done reports one RPC's result.
@@ -543,6 +578,11 @@ func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*graylb.Stat
 	case stats != nil && timed:
 		rp.inner = sp.NewStatsPicker(readyList, readyStats)
 		rp.timed = true
+	case p.b.src.ab.CallObserved():
+		// The LoadBalancer's CallObserver is told of every RPC, timed
+		// (one closure per RPC, as with a latency-aware policy).
+		rp.inner = p.inner.NewPicker(readyList)
+		rp.timed = true
 	default:
 		rp.inner = p.inner.NewPicker(readyList)
 		if stats != nil {
@@ -570,7 +610,7 @@ type readyPicker struct {
 	inner      graylb.Picker             // over the READY instances
 	connecting bool                      // a candidate without a READY connection is still connecting
 	lastErr    error                     // else the last connection error among them
-	timed      bool                      // results carry the call's start (a latency-aware policy)
+	timed      bool                      // results carry the call's start (a latency-aware policy, a CallObserver)
 	dones      []func(balancer.DoneInfo) // per READY connection, when results are reported untimed
 }
 

@@ -169,28 +169,41 @@ func ServerOptions(lb *graylb.LoadBalancer, opts ...Option) []grpc.ServerOption 
 // match rule gave the call under the version key. The picker then reads
 // those keys, so the decision is made once per call, and every later hop
 // routes the same way.
+//
+// Everything is appended at once (each append costs a context and three
+// allocations): the kept values, then the decision.
 func outgoing(ctx context.Context, lb *adapter.Balancer, grayKey, versionKey string) context.Context {
+	var kv []string
 	if kept, ok := ctx.Value(keptKey{}).(metadata.MD); ok {
-		var kv []string
 		for k, v := range kept {
 			if len(metadata.ValueFromOutgoingContext(ctx, k)) == 0 {
 				kv = append(kv, k, v[0])
 			}
 		}
+	}
+	if lb == nil {
 		if len(kv) > 0 {
 			ctx = metadata.AppendToOutgoingContext(ctx, kv...)
 		}
-	}
-	if lb == nil {
 		return ctx
 	}
 	// The decision for the next hop, under the lower-case metadata keys.
+	// (The handler reads the kept values behind the call's own, as they
+	// go out.)
 	p := lb.PassFor(ctx, handler{})
+	var pairs [4]string // the decision's pairs, on the stack when alone
+	add := pairs[:0]
 	if p.GrayKey != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, grayKey, p.Gray)
+		add = append(add, grayKey, p.Gray)
 	}
 	if p.VersionKey != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, versionKey, p.Version)
+		add = append(add, versionKey, p.Version)
+	}
+	switch {
+	case len(kv) > 0:
+		ctx = metadata.AppendToOutgoingContext(ctx, append(kv, add...)...)
+	case len(add) > 0:
+		ctx = metadata.AppendToOutgoingContext(ctx, add...)
 	}
 	return ctx
 }

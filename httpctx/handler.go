@@ -100,3 +100,19 @@ func Incoming(ctx context.Context) http.Header {
 	h, _ := ctx.Value(incomingKey{}).(http.Header)
 	return h
 }
+
+// headerReader is the Transport's reader of a call's keys: the outgoing
+// request's header h, then the incoming request's headers Middleware kept
+// on the context (as Handler reads them, without a context carrying h).
+// A struct of one map, it is stored in an interface without allocating.
+type headerReader struct{ h http.Header }
+
+func (r headerReader) Value(ctx context.Context, name string) string {
+	if v := get(r.h, name); v != "" {
+		return v
+	}
+	if h, _ := ctx.Value(incomingKey{}).(http.Header); h != nil {
+		return get(h, name)
+	}
+	return ""
+}

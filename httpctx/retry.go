@@ -102,7 +102,7 @@ func connectFailure(err error) bool {
 // failure, then sends the request again to another instance while the
 // policy allows (see Transport) and returns the first response, or the
 // error saying why it stopped.
-func (t *Transport) retry(req *http.Request, routeCtx context.Context, rt http.RoundTripper, clone *tlsClone, host string, route adapter.Route, untrusted bool, call adapter.Call, err error) (*http.Response, error) {
+func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader graylb.ContextHandler, rt http.RoundTripper, clone *tlsClone, host string, route adapter.Route, untrusted bool, call adapter.Call, err error) (*http.Response, error) {
 	var tried []graylb.Instance
 	var addrs []string
 	isTried := func(in graylb.Instance) bool { // every spelling of an address tried (see Instance.SameAddr)
@@ -123,21 +123,21 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, rt http.R
 		if f == otherFailure {
 			return nil, err
 		}
-		addr := call.Instance.Addr()
+		addr := t.addrs.of(call.Instance)
 		tried = append(tried, call.Instance)
 		addrs = append(addrs, addr)
 		cerr := &ConnectionError{Method: methodOf(req), Service: host, Kind: route.Kind, Addr: addr, Tried: addrs, Sent: f == lost, Err: err}
 		if cerr.Reason = t.notRetried(req, f, len(tried)); cerr.Reason != "" {
 			return nil, cerr
 		}
-		next, rerr := t.lb.Reroute(routeCtx, route, isTried, handler{})
+		next, rerr := t.lb.Reroute(routeCtx, route, isTried, reader)
 		i, ok := next.NextUntried(isTried)
 		if rerr != nil || !ok {
 			cerr.Reason = fmt.Sprintf("no other instance can serve a %s request", route.Kind)
 			return nil, cerr
 		}
 		call = next.Call(i)
-		out := t.outgoing(req, host, call.Instance.Addr(), next, untrusted)
+		out := t.outgoing(req, host, t.addrs.of(call.Instance), next, untrusted)
 		if req.GetBody != nil {
 			body, gerr := req.GetBody()
 			if gerr != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/graylb/graylb"
@@ -20,11 +21,14 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 //
 // Contract, as net/http's RoundTripper:
 //   - it is safe for concurrent use;
-//   - it does not modify the caller's request: it sends a clone whose URL
-//     host is the picked instance's host:port;
+//   - it does not modify the caller's request: it sends a copy whose URL
+//     host is the picked instance's host:port. The copy is shallow, as
+//     Request.WithContext makes one: it shares the body and, until the
+//     Transport writes a header, the header map with the caller's request,
+//     which the base RoundTripper, by the same contract, does not modify;
 //   - it returns an error only when no response was obtained, and then
 //     the request body is closed;
-//   - on the clone it sets the propagated headers kept by Middleware that
+//   - on the copy it sets the propagated headers kept by Middleware that
 //     the caller did not set; the gray header to the kind it routed
 //     ("true" or "false") when rules (a gray user, a match, the canary), a
 //     context value or the caller's own flag decided it, and the version
@@ -129,6 +133,7 @@ type Transport struct {
 	instanceHost bool
 	serverName   func(service string) string
 	tls          *tlsClones // nil when base is not an *http.Transport
+	addrs        addrCache  // instances' host:port strings
 	failure      func(status int) bool
 }
 
@@ -216,12 +221,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	untrusted := graylb.UntrustedCaller(req.Context())
 	routed := req.Header
 	if untrusted {
-		routed = withoutKeys(req.Header, t.lb.MatchKeys())
+		routed, _ = withoutKeys(req.Header, t.lb.MatchKeys())
 	}
 	// The Transport reads the request's own headers (and those Middleware
-	// kept) itself, whether or not lb has a ContextHandler.
-	ctx := WithOutgoing(req.Context(), routed)
-	route, err := t.lb.Route(ctx, host, handler{})
+	// kept) itself, whether or not lb has a ContextHandler: as the call's
+	// reader, ahead of the ContextHandlers (no context is made for them).
+	ctx := req.Context()
+	route, err := t.lb.Route(ctx, host, headerReader{routed})
 	if err != nil {
 		if t.passthrough && errors.Is(err, graylb.ErrUnknownService) {
 			return t.base.RoundTrip(req)
@@ -242,9 +248,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	call := route.Start()
-	resp, err := rt.RoundTrip(t.outgoing(req, host, call.Instance.Addr(), route, untrusted))
+	resp, err := rt.RoundTrip(t.outgoing(req, host, t.addrs.of(call.Instance), route, untrusted))
 	if err != nil {
-		return t.retry(req, ctx, rt, clone, host, route, untrusted, call, err)
+		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, untrusted, call, err)
 	}
 	call.Done(!t.failure(resp.StatusCode))
 	if clone != nil {
@@ -253,13 +259,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// outgoing is the request sent to the instance at addr: a clone of req
-// with the instance's address, the Host it gets and the propagated
-// headers.
+// outgoing is the request sent to the instance at addr: a shallow copy of
+// req (as Request.WithContext makes; a RoundTripper does not modify the
+// request it sends) with its own URL holding the instance's address, the
+// Host it gets and the propagated headers, both in one allocation. The
+// header is req's own until something is written to it, then a clone.
 func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter.Route, untrusted bool) *http.Request {
-	out := req.Clone(req.Context())
+	c := &requestCopy{r: *req, u: *req.URL}
+	out := &c.r
+	out.URL = &c.u
+	owned := false
 	if untrusted {
-		out.Header = withoutKeys(out.Header, t.lb.MatchKeys())
+		out.Header, owned = withoutKeys(out.Header, t.lb.MatchKeys())
 	}
 	out.URL.Host = addr
 	switch {
@@ -271,17 +282,45 @@ func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter
 	case t.instanceHost && out.Host == host:
 		out.Host = addr
 	}
-	t.propagate(req, out, route, untrusted)
+	t.propagate(req, out, route, untrusted, owned)
 	return out
+}
+
+// requestCopy is an outgoing request and its URL.
+type requestCopy struct {
+	r http.Request
+	u url.URL
 }
 
 // propagate sets the incoming propagated headers the caller did not set,
 // the gray header to the routed kind when it does not travel on its own,
 // and the version header to the lane a match rule gave the request when it
 // carries no version.
-func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untrusted bool) {
-	for k, v := range Incoming(orig.Context()) {
+//
+// owned: out.Header is a clone already; else it is cloned before the first
+// write.
+func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untrusted, owned bool) {
+	in := Incoming(orig.Context())
+	var spare []string // room for the values written, in the clone's one array
+	own := func() {
+		if !owned {
+			out.Header, spare = cloneHeader(out.Header, len(in), 2)
+			owned = true
+		}
+	}
+	set := func(key, v string) {
+		own()
+		if len(spare) == 0 {
+			spare = make([]string, 2)
+		}
+		one := spare[:1:1]
+		one[0] = v
+		spare = spare[1:]
+		out.Header[canonical(key)] = one
+	}
+	for k, v := range in {
 		if _, ok := out.Header[k]; !ok {
+			own()
 			out.Header[k] = v
 		}
 	}
@@ -290,18 +329,48 @@ func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untr
 	// later hop routes the same way. Nothing is written for a request
 	// nobody classified: later hops' canary and match rules still apply.
 	p := t.lb.Pass(route.Decision, untrusted)
-	if p.VersionKey != "" && out.Header.Get(p.VersionKey) == "" {
-		out.Header.Set(p.VersionKey, p.Version)
+	if p.VersionKey != "" && get(out.Header, p.VersionKey) == "" {
+		set(p.VersionKey, p.Version)
 	}
 	if p.GrayKey != "" {
-		out.Header.Set(p.GrayKey, p.Gray)
+		if v := out.Header[canonical(p.GrayKey)]; len(v) != 1 || v[0] != p.Gray {
+			set(p.GrayKey, p.Gray)
+		}
 	}
 }
 
-// isServiceName: no port, not an IP address.
+// cloneHeader is h.Clone with room for keys more keys and extra more
+// values: the values in one array (two allocations in all, whatever the
+// number of keys); spare is the room left in it (extra values).
+func cloneHeader(h http.Header, keys, extra int) (out http.Header, spare []string) {
+	n := 0
+	for _, v := range h {
+		n += len(v)
+	}
+	vals := make([]string, n+extra)
+	out = make(http.Header, len(h)+keys+extra)
+	i := 0
+	for k, v := range h {
+		if v == nil {
+			out[k] = nil
+			continue
+		}
+		c := copy(vals[i:n], v)
+		out[k] = vals[i : i+c : i+c]
+		i += c
+	}
+	return out, vals[n : n+extra : n+extra]
+}
+
+// isServiceName: no port, not an IP address. (An IPv4 address is digits
+// and dots, an IPv6 one has colons: a name with any other byte is no IP
+// address, which it says without parsing, whose error allocates.)
 func isServiceName(host string) bool {
 	if strings.Contains(host, ":") || strings.HasPrefix(host, "[") {
 		return false
+	}
+	if strings.Trim(host, "0123456789.") != "" {
+		return true
 	}
 	return net.ParseIP(host) == nil
 }
@@ -316,7 +385,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 
 // withoutKeys returns h without the named keys (in any letter case), h
 // itself when it holds none of them.
-func withoutKeys(h http.Header, names []string) http.Header {
+func withoutKeys(h http.Header, names []string) (_ http.Header, cloned bool) {
 	var out http.Header
 	for k := range h {
 		if containsFold(names, k) {
@@ -327,7 +396,7 @@ func withoutKeys(h http.Header, names []string) http.Header {
 		}
 	}
 	if out == nil {
-		return h
+		return h, false
 	}
-	return out
+	return out, true
 }

@@ -105,9 +105,10 @@ while read -r dir path; do
 	if [ -f "$prog/commands" ]; then
 		while read -r pkg args; do
 			case $pkg in '' | '#'*) continue ;; esac
+			p=$path; [ "$pkg" = . ] || p=$path/$pkg
 			# shellcheck disable=SC2086 # the arguments are words
-			(cd "$tmp" && limit 300 env "${user_env[@]}" go run "$path/$pkg@$version" $args) </dev/null >>"$log" 2>&1 ||
-				fail "go run $path/$pkg@$version $args"
+			(cd "$tmp" && limit 300 env "${user_env[@]}" go run "$p@$version" $args) </dev/null >>"$log" 2>&1 ||
+				fail "go run $p@$version $args"
 			ran+=("go run $pkg${args:+ $args}")
 		done <"$prog/commands"
 	fi

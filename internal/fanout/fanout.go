@@ -4,40 +4,62 @@
 // delivering is written once.
 package fanout
 
-import (
-	"sort"
-	"sync"
-)
+import "sync"
 
 // Set is a set of watchers of type F (a func type). The zero value is
 // empty and ready; a Set is safe for concurrent use. It never calls the
 // watchers itself: the owner calls the ones Snapshot returns, in the order
 // and under the locking its own contract promises.
+//
+// The watchers are one slice in the order they were added: a set of one
+// watcher (a cache entry's LoadBalancer) costs one small allocation, and
+// removal is a scan, for sets of a few.
 type Set[F any] struct {
 	mu   sync.Mutex
 	next uint64
-	fns  map[uint64]F
+	fns  []entry[F]
+}
+
+type entry[F any] struct {
+	id uint64
+	fn F
 }
 
 // Add adds fn and returns a function that removes it; calling that more
 // than once is harmless.
 func (s *Set[F]) Add(fn F) (remove func()) {
+	id := s.AddID(fn)
+	return func() { s.Remove(id) }
+}
+
+// AddID adds fn and returns its id for Remove.
+func (s *Set[F]) AddID(fn F) uint64 {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	id := s.next
 	s.next++
-	if s.fns == nil {
-		s.fns = map[uint64]F{}
+	s.fns = append(s.fns, entry[F]{id, fn})
+	return id
+}
+
+// Remove removes the watcher added with id and reports whether it was
+// there (false once removed, or after Clear).
+func (s *Set[F]) Remove(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range s.fns {
+		if e.id == id {
+			var zero entry[F]
+			copy(s.fns[i:], s.fns[i+1:])
+			s.fns[len(s.fns)-1] = zero // let the removed watcher go
+			s.fns = s.fns[:len(s.fns)-1]
+			if len(s.fns) == 0 {
+				s.fns = nil
+			}
+			return true
+		}
 	}
-	s.fns[id] = fn
-	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			delete(s.fns, id)
-			s.mu.Unlock()
-		})
-	}
+	return false
 }
 
 // Len returns the number of watchers.
@@ -54,14 +76,9 @@ func (s *Set[F]) Snapshot() []F {
 	if len(s.fns) == 0 {
 		return nil
 	}
-	ids := make([]uint64, 0, len(s.fns))
-	for id := range s.fns {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	out := make([]F, len(ids))
-	for i, id := range ids {
-		out[i] = s.fns[id]
+	out := make([]F, len(s.fns))
+	for i, e := range s.fns {
+		out[i] = e.fn
 	}
 	return out
 }

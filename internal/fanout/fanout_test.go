@@ -51,3 +51,24 @@ func TestSet_Concurrent(t *testing.T) {
 		t.Fatalf("%d watchers left", s.Len())
 	}
 }
+
+func TestSet_RemoveByID(t *testing.T) {
+	var s Set[func() int]
+	a := s.AddID(func() int { return 1 })
+	b := s.AddID(func() int { return 2 })
+	c := s.AddID(func() int { return 3 })
+	if !s.Remove(b) || s.Remove(b) {
+		t.Fatal("Remove reports true once, then false")
+	}
+	var got []int
+	for _, fn := range s.Snapshot() {
+		got = append(got, fn())
+	}
+	if len(got) != 2 || got[0] != 1 || got[1] != 3 {
+		t.Fatalf("the others keep their order: %v", got)
+	}
+	s.Clear()
+	if s.Remove(a) || s.Remove(c) {
+		t.Fatal("Remove after Clear found a watcher")
+	}
+}

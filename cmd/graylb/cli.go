@@ -1,0 +1,568 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/nacos"
+	"github.com/graylb/graylb/redisrules"
+	"github.com/redis/go-redis/v9"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFailed   = 1 // the command failed (unreachable store, conflict, invalid rules)
+	exitUsage    = 2 // bad flags or arguments
+	exitRollback = 3 // rollout: gray was worse than prod and was rolled back
+	exitNoData   = 4 // rollout: no verdict within --max-wait; the rules stay where they were
+	exitSignal   = 130
+)
+
+// env is the command's world: its streams, its environment and its HTTP
+// client.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+	// http is the client for Nacos and Prometheus (its Timeout is replaced
+	// by --timeout).
+	http *http.Client
+}
+
+// globals are the flags every command takes (kubectl style: before or
+// after the command's own arguments).
+type globals struct {
+	nacos, namespace, group, dataID string
+	username, password              string
+	redis, redisKey, redisKeys      string
+	output                          string
+	timeout                         time.Duration
+	grayKey, versionKey             string
+}
+
+// Environment variables, each the default of a flag.
+const (
+	envNacos      = "GRAYLB_NACOS"           // --nacos
+	envNamespace  = "GRAYLB_NACOS_NAMESPACE" // --namespace
+	envGroup      = "GRAYLB_NACOS_GROUP"     // --group
+	envDataID     = "GRAYLB_NACOS_DATA_ID"   // --data-id
+	envUsername   = "GRAYLB_NACOS_USERNAME"  // (no flag: secrets stay out of process lists)
+	envPassword   = "GRAYLB_NACOS_PASSWORD"  // (no flag)
+	envRedis      = "GRAYLB_REDIS"           // --redis
+	envRedisKey   = "GRAYLB_REDIS_KEY"       // --redis-key
+	envRedisKeys  = "GRAYLB_REDIS_KEYS"      // --redis-keys
+	envOutput     = "GRAYLB_OUTPUT"          // --output
+	envPrometheus = "GRAYLB_PROMETHEUS"      // --prometheus
+)
+
+func (g *globals) register(fs *flag.FlagSet, e env) {
+	def := func(name, fallback string) string {
+		if v := e.getenv(name); v != "" {
+			return v
+		}
+		return fallback
+	}
+	fs.StringVar(&g.nacos, "nacos", def(envNacos, "127.0.0.1:8848"), "Nacos servers, host:port or http(s) URLs, comma-separated [$"+envNacos+"]; credentials from $"+envUsername+" and $"+envPassword)
+	fs.StringVar(&g.namespace, "namespace", def(envNamespace, ""), "Nacos namespace id (empty: public) [$"+envNamespace+"]")
+	fs.StringVar(&g.group, "group", def(envGroup, "DEFAULT_GROUP"), "Nacos group of the rule document and the services [$"+envGroup+"]")
+	fs.StringVar(&g.dataID, "data-id", def(envDataID, nacos.DefaultRulesDataID), "Nacos data id of the rule document [$"+envDataID+"]")
+	fs.StringVar(&g.redis, "redis", def(envRedis, ""), "keep the rules in Redis instead of Nacos: host:port or a redis:// URL [$"+envRedis+"]")
+	fs.StringVar(&g.redisKey, "redis-key", def(envRedisKey, ""), "Redis document layout: the key of the JSON rule document (default "+redisrules.DefaultDocumentKey+" unless --redis-keys) [$"+envRedisKey+"]")
+	fs.StringVar(&g.redisKeys, "redis-keys", def(envRedisKeys, ""), "Redis three-key layout: SWITCH,USERS,ADDRESSES key names, or \"default\" for "+redisrules.DefaultSwitchKey+",... [$"+envRedisKeys+"]")
+	fs.StringVar(&g.output, "output", def(envOutput, "text"), "output format: text or json [$"+envOutput+"]")
+	fs.StringVar(&g.output, "o", def(envOutput, "text"), "shorthand for --output")
+	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "bound of each call to Nacos or Redis")
+	fs.StringVar(&g.grayKey, "gray-key", graylb.DefaultGrayHeader, "instance metadata key that marks a gray instance (the clients' WithGrayKey)")
+	fs.StringVar(&g.versionKey, "version-key", graylb.DefaultVersionHeader, "instance metadata key of the version")
+	g.username, g.password = e.getenv(envUsername), e.getenv(envPassword)
+}
+
+func (g *globals) check() error {
+	if g.output != "text" && g.output != "json" {
+		return fmt.Errorf("--output %q: text or json", g.output)
+	}
+	if g.timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", g.timeout)
+	}
+	if g.redisKey != "" && g.redisKeys != "" {
+		return errors.New("--redis-key and --redis-keys choose different layouts: give one")
+	}
+	if g.redis == "" && (g.redisKey != "" || g.redisKeys != "") {
+		return errors.New("--redis-key/--redis-keys need --redis")
+	}
+	return nil
+}
+
+// openStore returns where the rules live: Redis when --redis is given,
+// else Nacos config.
+func (g *globals) openStore(e env) (store, error) {
+	if g.redis != "" {
+		return g.openRedis()
+	}
+	api, err := g.nacosAPI(e)
+	if err != nil {
+		return nil, err
+	}
+	return &nacosStore{api: api, dataID: g.dataID, group: g.group}, nil
+}
+
+func (g *globals) nacosAPI(e env) (*nacosAPI, error) {
+	c := e.http
+	if c == nil {
+		c = &http.Client{}
+	}
+	c2 := *c
+	c2.Timeout = g.timeout
+	return newNacosAPI(g.nacos, g.namespace, g.username, g.password, &c2)
+}
+
+func (g *globals) openRedis() (*redisStore, error) {
+	var opt *redis.Options
+	if strings.Contains(g.redis, "://") {
+		var err error
+		if opt, err = redis.ParseURL(g.redis); err != nil {
+			return nil, fmt.Errorf("--redis: %v", redactURL(err.Error()))
+		}
+	} else {
+		opt = &redis.Options{Addr: g.redis}
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = g.timeout, g.timeout, g.timeout
+	opt.MaxRetries = -1 // a retried transaction is the caller's decision
+	s := &redisStore{client: redis.NewClient(opt), addr: opt.Addr}
+	switch {
+	case g.redisKeys == "default":
+		s.switchKey, s.usersKey, s.addrsKey = redisrules.DefaultSwitchKey, redisrules.DefaultUsersKey, redisrules.DefaultAddressesKey
+	case g.redisKeys != "":
+		parts := strings.Split(g.redisKeys, ",")
+		if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+			s.client.Close()
+			return nil, fmt.Errorf("--redis-keys %q: three key names SWITCH,USERS,ADDRESSES, or default", g.redisKeys)
+		}
+		s.switchKey, s.usersKey, s.addrsKey = parts[0], parts[1], parts[2]
+	default:
+		s.docKey = g.redisKey
+		if s.docKey == "" {
+			s.docKey = redisrules.DefaultDocumentKey
+		}
+	}
+	return s, nil
+}
+
+// command is one subcommand.
+type command struct {
+	name, args, short, long string
+	// flags registers the command's own flags; run runs it.
+	flags func(fs *flag.FlagSet)
+	run   func(ctx context.Context, g *globals, e env, args []string) int
+	// minArgs, maxArgs bound the positional arguments (maxArgs < 0: any).
+	minArgs, maxArgs int
+	subs             []*command
+}
+
+// parseInterleaved parses flags that may come before, between or after
+// the positional arguments (as kubectl does); "--" ends the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// run is the command line: graylb COMMAND [ARG...] [FLAG...].
+func run(ctx context.Context, args []string, e env) int {
+	root := commands(e)
+	return dispatch(ctx, root, "graylb", args, e)
+}
+
+func dispatch(ctx context.Context, c *command, path string, args []string, e env) int {
+	if len(c.subs) > 0 {
+		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+			usageOf(c, path, e.stdout)
+			if len(args) == 0 {
+				return exitUsage
+			}
+			return exitOK
+		}
+		for _, s := range c.subs {
+			if s.name == args[0] {
+				return dispatch(ctx, s, path+" "+s.name, args[1:], e)
+			}
+		}
+		fmt.Fprintf(e.stderr, "%s: unknown command %q\n", path, args[0])
+		usageOf(c, path, e.stderr)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet(path, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	var g globals
+	g.register(fs, e)
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: %s %s\n\n%s\n", path, c.args, c.long)
+		fmt.Fprintln(out, "\nFlags:")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(e.stdout)
+		fs.Usage()
+		return exitOK
+	}
+	if err != nil {
+		return exitUsage // the flag package printed the error and the usage
+	}
+	if len(pos) < c.minArgs || (c.maxArgs >= 0 && len(pos) > c.maxArgs) {
+		fmt.Fprintf(e.stderr, "%s: wrong number of arguments (%d)\nUsage: %s %s\n", path, len(pos), path, c.args)
+		return exitUsage
+	}
+	if err := g.check(); err != nil {
+		fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
+		return exitUsage
+	}
+	return c.run(ctx, &g, e, pos)
+}
+
+func usageOf(c *command, path string, w io.Writer) {
+	fmt.Fprintf(w, "Usage: %s COMMAND [ARG...] [FLAG...]\n\n%s\n\nCommands:\n", path, c.long)
+	for _, s := range c.subs {
+		fmt.Fprintf(w, "  %-16s %s\n", s.name, s.short)
+	}
+	fmt.Fprintf(w, "\nRun '%s COMMAND --help' for a command's flags.\n", path)
+}
+
+func commands(e env) *command {
+	var dryRun bool
+	dry := func(fs *flag.FlagSet) {
+		fs.BoolVar(&dryRun, "dry-run", false, "show the change, write nothing")
+	}
+	shortcut := func(ctx context.Context, g *globals, e env, fn func(*graylb.Rules) error) int {
+		st, err := g.openStore(e)
+		if err != nil {
+			return fail(e, err)
+		}
+		defer st.close()
+		res, err := modify(ctx, st, dryRun, fn)
+		if err != nil {
+			return fail(e, err)
+		}
+		return printChange(g, e, res)
+	}
+	ro := &rolloutFlags{}
+	return &command{
+		name: "graylb",
+		long: "graylb operates gray releases of services that balance with graylb: it shows what the\n" +
+			"rules in force make of each instance, edits the rules with compare-and-set, and steps a\n" +
+			"canary while comparing gray with prod (rollout).\n\n" +
+			"The rules live in Nacos config (--nacos, --group, --data-id) or, with --redis, in Redis.",
+		subs: []*command{
+			{name: "status", args: "SERVICE...", short: "instances by kind, version, weight, health; what the rules make of them",
+				long: "Lists every instance of each SERVICE registered in Nacos, with what the rules in force make\n" +
+					"of it (gray by metadata or by address, the subsets it serves), and warnings: gray address\n" +
+					"entries that match no instance, gray instances nothing reaches, closed rules.\n" +
+					"Instances always come from Nacos; the rules from the store the flags choose.",
+				minArgs: 1, maxArgs: -1, run: runStatus},
+			{name: "rules", short: "validate, get, diff or apply a rule document",
+				long: "Reads and writes the rule document (graylb.Rules as JSON).",
+				subs: []*command{
+					{name: "validate", args: "FILE", short: "check a document with the clients' own parser",
+						long:    "Parses FILE (- for standard input) exactly as every client does (graylb.ParseRules).\nExit status 0 when valid; otherwise 1 and the error naming the problem.",
+						minArgs: 1, maxArgs: 1, run: runValidate},
+					{name: "get", args: "", short: "print the rules in force",
+						long:    "Prints the stored rule document (with --output json: the document, where it is, and its revision).",
+						maxArgs: 0, run: runGet},
+					{name: "diff", args: "FILE", short: "show what applying FILE would change",
+						long:    "Validates FILE and prints a line diff from the stored document to it. Exit status 0 when\nequal, 1 when they differ (as diff(1)), 2 on trouble.",
+						minArgs: 1, maxArgs: 1, run: runDiff},
+					{name: "apply", args: "FILE", short: "validate FILE, show the diff, write it with compare-and-set",
+						long: "Validates FILE (- for standard input), shows the diff from the stored document and writes\n" +
+							"FILE with compare-and-set: when the document changed between the read and the write,\n" +
+							"nothing is written and the command fails (run it again to see the new diff).",
+						minArgs: 1, maxArgs: 1, flags: dry,
+						run: func(ctx context.Context, g *globals, e env, args []string) int {
+							return runApply(ctx, g, e, args, dryRun)
+						}},
+				}},
+			{name: "canary", args: "PERCENT", short: "set canaryPercent (0-100, steps of 0.01)",
+				long:    "Sets canaryPercent: that share of the requests nobody chose a side for goes gray.\nA read-modify-write with compare-and-set; other rules are kept.",
+				minArgs: 1, maxArgs: 1, flags: dry,
+				run: func(ctx context.Context, g *globals, e env, args []string) int {
+					p, err := parsePercent(args[0])
+					if err != nil {
+						fmt.Fprintf(e.stderr, "graylb canary: %v\n", err)
+						return exitUsage
+					}
+					return shortcut(ctx, g, e, setCanary(p))
+				}},
+			{name: "users", short: "add or remove gray users",
+				long: "Adds user ids to grayUsers or removes them (their requests go gray whatever else says).",
+				subs: []*command{
+					{name: "add", args: "ID...", short: "add gray users", long: "Adds each ID to grayUsers (once).",
+						minArgs: 1, maxArgs: -1, flags: dry,
+						run: func(ctx context.Context, g *globals, e env, args []string) int {
+							return shortcut(ctx, g, e, addUsers(args))
+						}},
+					{name: "rm", args: "ID...", short: "remove gray users", long: "Removes each ID from grayUsers (an ID not there is no error).",
+						minArgs: 1, maxArgs: -1, flags: dry,
+						run: func(ctx context.Context, g *globals, e env, args []string) int {
+							return shortcut(ctx, g, e, removeUsers(args))
+						}},
+				}},
+			{name: "rollback", args: "", short: "close the rules: no request reaches a gray instance",
+				long:    "Sets closed: true, the rollback lever: gray requests go to prod. Other rules are kept, so\ngraylb resume restores them.",
+				maxArgs: 0, flags: dry,
+				run: func(ctx context.Context, g *globals, e env, _ []string) int {
+					return shortcut(ctx, g, e, setClosed(true))
+				}},
+			{name: "resume", args: "", short: "reopen closed rules",
+				long:    "Sets closed: false: the rules route to gray instances again.",
+				maxArgs: 0, flags: dry,
+				run: func(ctx context.Context, g *globals, e env, _ []string) int {
+					return shortcut(ctx, g, e, setClosed(false))
+				}},
+			{name: "rollout", args: "--service SERVICE [--steps 1,5,25,50,100] [--interval 5m]", short: "step the canary, judging gray against prod from Prometheus",
+				long:    rolloutLong,
+				maxArgs: 0, flags: func(fs *flag.FlagSet) { ro.register(fs, e.getenv) },
+				run: func(ctx context.Context, g *globals, e env, _ []string) int { return runRollout(ctx, g, e, ro) }},
+		},
+	}
+}
+
+// parsePercent parses a canary percentage the way the rules take it.
+func parsePercent(s string) (float64, error) {
+	p, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	if err := (graylb.Rules{CanaryPercent: p}).Validate(); err != nil {
+		return 0, err
+	}
+	return p, nil
+}
+
+func fail(e env, err error) int {
+	fmt.Fprintf(e.stderr, "graylb: %v\n", err)
+	return exitFailed
+}
+
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func printChange(g *globals, e env, res changeResult) int {
+	if g.output == "json" {
+		printJSON(e.stdout, res)
+		return exitOK
+	}
+	switch {
+	case !res.Changed:
+		fmt.Fprintf(e.stdout, "%s: unchanged\n", res.Where)
+	case res.DryRun:
+		fmt.Fprintf(e.stdout, "%s: would change (dry run, nothing written):\n%s", res.Where, res.Diff)
+	default:
+		fmt.Fprintf(e.stdout, "%s: written\n%s", res.Where, res.Diff)
+	}
+	return exitOK
+}
+
+func runValidate(_ context.Context, g *globals, e env, args []string) int {
+	data, err := readRulesFile(args[0], e.stdin)
+	if err == nil {
+		_, err = graylb.ParseRules(data)
+	}
+	if g.output == "json" {
+		out := map[string]any{"file": args[0], "valid": err == nil}
+		if err != nil {
+			out["error"] = err.Error()
+		}
+		printJSON(e.stdout, out)
+	}
+	if err != nil {
+		if g.output != "json" {
+			fmt.Fprintf(e.stderr, "%s: %v\n", args[0], err)
+		}
+		return exitFailed
+	}
+	if g.output != "json" {
+		fmt.Fprintf(e.stdout, "%s: valid\n", args[0])
+	}
+	return exitOK
+}
+
+func runGet(ctx context.Context, g *globals, e env, _ []string) int {
+	st, err := g.openStore(e)
+	if err != nil {
+		return fail(e, err)
+	}
+	defer st.close()
+	d, err := st.get(ctx)
+	if err != nil {
+		return fail(e, err)
+	}
+	rules, perr := parseStored(d)
+	if g.output == "json" {
+		out := map[string]any{"where": st.describe(), "exists": d.exists, "document": string(d.data), "valid": perr == nil}
+		if perr == nil {
+			out["rules"] = rules
+		} else {
+			out["error"] = perr.Error()
+		}
+		printJSON(e.stdout, out)
+	} else {
+		if !d.exists {
+			fmt.Fprintf(e.stderr, "%s: no rules stored\n", st.describe())
+		}
+		e.stdout.Write(d.data)
+		if len(d.data) > 0 && d.data[len(d.data)-1] != '\n' {
+			fmt.Fprintln(e.stdout)
+		}
+	}
+	if perr != nil {
+		fmt.Fprintf(e.stderr, "graylb: the stored document is refused by every client: %v\n", perr)
+		return exitFailed
+	}
+	return exitOK
+}
+
+func runDiff(ctx context.Context, g *globals, e env, args []string) int {
+	data, err := readRulesFile(args[0], e.stdin)
+	if err == nil {
+		_, err = graylb.ParseRules(data)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%s: %v\n", args[0], err)
+		return exitUsage
+	}
+	st, err := g.openStore(e)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "graylb: %v\n", err)
+		return exitUsage
+	}
+	defer st.close()
+	d, err := st.get(ctx)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "graylb: %v\n", err)
+		return exitUsage
+	}
+	diff := diffDocs(d.data, data)
+	if g.output == "json" {
+		printJSON(e.stdout, map[string]any{"where": st.describe(), "diff": diff, "equal": diff == ""})
+	} else {
+		fmt.Fprint(e.stdout, diff)
+	}
+	if diff != "" {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func runApply(ctx context.Context, g *globals, e env, args []string, dryRun bool) int {
+	data, err := readRulesFile(args[0], e.stdin)
+	if err != nil {
+		return fail(e, err)
+	}
+	after, err := graylb.ParseRules(data)
+	if err != nil {
+		return fail(e, fmt.Errorf("%s: %w (nothing written)", args[0], err))
+	}
+	st, err := g.openStore(e)
+	if err != nil {
+		return fail(e, err)
+	}
+	defer st.close()
+	cur, err := st.get(ctx)
+	if err != nil {
+		return fail(e, err)
+	}
+	before, _ := parseStored(cur) // an invalid stored document is what apply repairs
+	res := changeResult{Where: st.describe(), Before: before, After: after, Diff: diffDocs(cur.data, data), DryRun: dryRun, Attempts: 1}
+	res.Changed = res.Diff != "" || !cur.exists
+	if res.Changed && !dryRun {
+		if err := st.put(ctx, cur, data); err != nil {
+			if errors.Is(err, errConflict) {
+				err = fmt.Errorf("%w; run the command again to see the diff from the new document", err)
+			}
+			return fail(e, err)
+		}
+	}
+	return printChange(g, e, res)
+}
+
+func runStatus(ctx context.Context, g *globals, e env, services []string) int {
+	for _, s := range services {
+		if err := graylb.ValidateServiceName(s); err != nil {
+			fmt.Fprintf(e.stderr, "graylb status: %v\n", err)
+			return exitUsage
+		}
+	}
+	api, err := g.nacosAPI(e)
+	if err != nil {
+		return fail(e, err)
+	}
+	st, err := g.openStore(e)
+	if err != nil {
+		return fail(e, err)
+	}
+	defer st.close()
+	rep := statusReport{RulesWhere: st.describe(), Warnings: []string{}}
+	d, err := st.get(ctx)
+	if err != nil {
+		return fail(e, err)
+	}
+	if rep.Rules, err = parseStored(d); err != nil {
+		rep.RulesError = err.Error()
+		rep.Warnings = append(rep.Warnings, "the stored rules are refused by every client: each keeps the rules it had (or none, when it starts now); the kinds below are those of the zero rules")
+	}
+	if rep.Rules.Closed {
+		rep.Warnings = append(rep.Warnings, "the rules are closed (rolled back): no request reaches a gray instance")
+	}
+	for _, svc := range services {
+		list, err := api.instances(ctx, svc, g.group)
+		if err != nil {
+			return fail(e, err)
+		}
+		s, err := classify(ctx, svc, list, rep.Rules, g.grayKey, g.versionKey)
+		if err != nil {
+			return fail(e, err)
+		}
+		if len(list) == 0 {
+			s.Warnings = append(s.Warnings, svc+": no instance registered (in group "+g.group+")")
+		}
+		rep.Services = append(rep.Services, s)
+	}
+	for _, a := range unmatchedAddresses(rep.Rules, rep.Services) {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("grayAddresses entry %q matches no instance of %s", a, strings.Join(services, ", ")))
+	}
+	if g.output == "json" {
+		printJSON(e.stdout, rep)
+	} else {
+		printStatus(e.stdout, rep)
+	}
+	return exitOK
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+)
+
+func TestJudge(t *testing.T) {
+	th := thresholds{MinRequests: 100, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond}
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name       string
+		gray, prod sample
+		want       verdict
+		reason     string
+	}{
+		{"too few gray calls", sample{99, 50, 0.01}, sample{1000, 0, 0.01}, verdictWait, "at least 100"},
+		{"no gray calls", sample{0, 0, nan}, sample{1000, 0, 0.01}, verdictWait, "0 calls"},
+		{"NaN gray calls", sample{nan, nan, nan}, sample{1000, 0, 0.01}, verdictWait, "0 calls"},
+		{"Inf gray calls", sample{math.Inf(1), 5, 0.01}, sample{1000, 0, 0.01}, verdictWait, "0 calls"},
+		{"negative gray calls", sample{-500, 0, 0.01}, sample{1000, 0, 0.01}, verdictWait, ""},
+		{"equal", sample{200, 2, 0.02}, sample{2000, 20, 0.02}, verdictHealthy, "p99"},
+		{"20% errors", sample{200, 40, 0.02}, sample{2000, 2, 0.02}, verdictUnhealthy, "20.00%"},
+		{"within the increase", sample{1000, 19, 0.02}, sample{1000, 10, 0.02}, verdictHealthy, ""},
+		{"just beyond the increase", sample{1000, 21, 0.02}, sample{1000, 10, 0.02}, verdictUnhealthy, "exceeds prod's 1.00%"},
+		{"prod fails as much", sample{1000, 200, 0.02}, sample{1000, 200, 0.02}, verdictHealthy, ""},
+		{"errors above calls", sample{100, 1e9, 0.02}, sample{1000, 0, 0.02}, verdictUnhealthy, "100 of 100"},
+		{"slow gray", sample{200, 0, 0.5}, sample{2000, 0, 0.1}, verdictUnhealthy, "p99 latency 500ms"},
+		{"slow within slack", sample{200, 0, 0.008}, sample{2000, 0, 0.001}, verdictHealthy, ""},
+		{"prod p99 NaN", sample{200, 0, 5}, sample{2000, 0, nan}, verdictHealthy, "latency not compared"},
+		{"gray p99 +Inf", sample{200, 0, math.Inf(1)}, sample{2000, 0, 0.1}, verdictHealthy, "latency not compared"},
+		{"no prod to compare: clean gray", sample{500, 2, 0.02}, sample{3, 0, 0.01}, verdictHealthy, "taken as 0"},
+		{"no prod to compare: failing gray", sample{500, 100, 0.02}, sample{0, 0, nan}, verdictUnhealthy, "taken as 0"},
+		{"no prod to compare: latency unjudged", sample{500, 0, 9}, sample{0, 0, nan}, verdictHealthy, "latency not compared"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, why := judge(tc.gray, tc.prod, th)
+			if v != tc.want || !strings.Contains(why, tc.reason) {
+				t.Fatalf("judge = %v %q, want %v with %q", v, why, tc.want, tc.reason)
+			}
+		})
+	}
+	t.Run("latency check off", func(t *testing.T) {
+		off := th
+		off.MaxLatencyRatio = 0
+		if v, why := judge(sample{200, 0, 9}, sample{2000, 0, 0.1}, off); v != verdictHealthy {
+			t.Fatalf("%v %s", v, why)
+		}
+	})
+}
+
+// Property: more gray errors never turn an unhealthy verdict healthy.
+func TestJudgeMonotonic(t *testing.T) {
+	th := thresholds{MinRequests: 10, MaxErrorIncrease: 0.02, MaxLatencyRatio: 2}
+	for errs := 0.0; errs < 200; errs++ {
+		v1, _ := judge(sample{200, errs, 0.01}, sample{500, 5, 0.01}, th)
+		v2, _ := judge(sample{200, errs + 1, 0.01}, sample{500, 5, 0.01}, th)
+		if v1 == verdictUnhealthy && v2 != verdictUnhealthy {
+			t.Fatalf("%v errors unhealthy, %v errors %v", errs, errs+1, v2)
+		}
+	}
+}
+
+func Example_judge() {
+	th := thresholds{MinRequests: 100, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond}
+	prod := sample{Requests: 5000, Errors: 5, P99: 0.020}
+	fmt.Println(judge(sample{Requests: 40, Errors: 8, P99: 0.02}, prod, th))
+	fmt.Println(judge(sample{Requests: 400, Errors: 80, P99: 0.02}, prod, th))
+	fmt.Println(judge(sample{Requests: 400, Errors: 1, P99: 0.025}, prod, th))
+	// Output:
+	// wait gray completed 40 calls in the window, at least 100 needed to judge
+	// unhealthy gray error ratio 20.00% (80 of 400 calls) exceeds prod's 0.10% (5000 calls) by more than 1.00 points
+	// healthy gray error ratio 0.25% over 400 calls vs prod's 0.10% (5000 calls), p99 25ms vs prod's 20ms
+}
+
+func Example_queriesFor() {
+	q := queriesFor(defaultMetric, "user-service", 5*time.Minute)
+	fmt.Println(q.requests)
+	fmt.Println(q.errors)
+	fmt.Println(q.p99)
+	// Output:
+	// sum by (graylb_kind) (increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
+	// sum by (graylb_kind) (increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
+	// histogram_quantile(0.99, sum by (graylb_kind, le) (rate(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s])))
+}
+
+func Example_diffDocs() {
+	fmt.Print(diffDocs([]byte(`{"canaryPercent": 5, "grayUsers": ["u1"]}`), []byte(`{"canaryPercent": 25, "grayUsers": ["u1"]}`)))
+	// Output:
+	//   {
+	// -   "canaryPercent": 5,
+	// +   "canaryPercent": 25,
+	//     "grayUsers": [
+	//       "u1"
+	//     ]
+	//   }
+}
+
+func TestPromString(t *testing.T) {
+	for in, want := range map[string]string{
+		`svc`:       `"svc"`,
+		`a"b`:       `"a\"b"`,
+		`a\b`:       `"a\\b"`,
+		"a\nb":      `"a\x0ab"`,
+		`"}) or up`: `"\"}) or up"`,
+	} {
+		if got := promString(in); got != want {
+			t.Errorf("promString(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got := promDuration(1500 * time.Millisecond); got != "1500ms" {
+		t.Errorf("promDuration = %s", got)
+	}
+}
+
+// fakeProm answers instant queries with fn's answer body.
+func fakeProm(t testing.TB, fn func(query string) string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/query" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(fn(r.URL.Query().Get("query"))))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func vector(pairs ...any) string {
+	var parts []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_kind":%q},"value":[1700000000.1,%q]}`, pairs[i], pairs[i+1]))
+	}
+	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(parts, ",") + `]}}`
+}
+
+func TestPromHostileAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       string // in the error; "" = no error
+	}{
+		{"empty vector", vector(), ""},
+		{"NaN", vector("gray", "NaN", "prod", "+Inf"), ""},
+		{"garbage", "<html>oops", "no query result"},
+		{"empty", "", "no query result"},
+		{"error status", `{"status":"error","errorType":"bad_data","error":"parse error"}`, "bad_data"},
+		{"matrix", `{"status":"success","data":{"resultType":"matrix","result":[]}}`, "not a vector"},
+		{"short sample", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1]}]}}`, "not [time, value]"},
+		{"number value", `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1, 5]}]}}`, "not a string"},
+		{"word value", vector("gray", "many"), `sample value "many"`},
+		{"duplicate series", vector("gray", "1", "gray", "2"), "two series"},
+		{"huge", `{"status":"success","data":{"resultType":"vector","result":[` + strings.Repeat(`{"metric":{},"value":[1,"1"]},`, 1<<20) + `]}}`, "larger than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeProm(t, func(string) string { return tc.body })
+			p := &prometheus{base: srv.URL, client: &http.Client{Timeout: 10 * time.Second}}
+			gray, prod, err := p.compare(context.Background(), queriesFor(defaultMetric, "svc", time.Minute))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, _ := judge(gray, prod, thresholds{MinRequests: 1}); v != verdictWait {
+					t.Fatalf("judged %v on %s", v, tc.name)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// promTraffic serves a fake Prometheus whose gray and prod callers made
+// calls with the given error ratios.
+func promTraffic(t testing.TB, grayCalls, grayErrRatio, prodCalls, prodErrRatio float64) *httptest.Server {
+	return fakeProm(t, func(q string) string {
+		switch {
+		case strings.Contains(q, "histogram_quantile"):
+			return vector("gray", "0.02", "prod", "0.02")
+		case strings.Contains(q, `outcome="error"`):
+			return vector("gray", fmt.Sprint(grayCalls*grayErrRatio), "prod", fmt.Sprint(prodCalls*prodErrRatio))
+		default:
+			return vector("gray", fmt.Sprint(grayCalls), "prod", fmt.Sprint(prodCalls))
+		}
+	})
+}
+
+func storedRules(t testing.TB, f *fakeNacos) graylb.Rules {
+	t.Helper()
+	r, err := graylb.ParseRules([]byte(f.get("DEFAULT_GROUP", "graylb-rules.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func rolloutArgs(f *fakeNacos, prom string, more ...string) []string {
+	return append([]string{"rollout", "--service", "svc", "--nacos", f.addr(), "--prometheus", prom,
+		"--steps", "1,5,100", "--interval", "100ms", "--poll", "20ms", "--window", "5s", "--min-requests", "50", "--max-wait", "300ms"}, more...)
+}
+
+func TestRolloutRollsBack(t *testing.T) {
+	f := newFakeNacos(t)
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"grayUsers": ["qa"]}`)
+	prom := promTraffic(t, 500, 0.20, 5000, 0.001)
+	code, out, errOut := runCLI(t, nil, rolloutArgs(f, prom.URL)...)
+	if code != exitRollback {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	r := storedRules(t, f)
+	if !r.Closed || r.CanaryPercent != 1 || len(r.GrayUsers) != 1 {
+		t.Fatalf("stored %+v, want closed at canary 1 with the gray users kept", r)
+	}
+	if !strings.Contains(out, "rolled back at canary 1%") || !strings.Contains(out, "20.00%") {
+		t.Fatalf("no evidence in the output:\n%s", out)
+	}
+}
+
+func TestRolloutHealthy(t *testing.T) {
+	f := newFakeNacos(t)
+	prom := promTraffic(t, 500, 0.002, 5000, 0.001)
+	code, out, errOut := runCLI(t, nil, rolloutArgs(f, prom.URL, "-o", "json")...)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); r.Closed || r.CanaryPercent != 100 {
+		t.Fatalf("stored %+v, want canary 100", r)
+	}
+	for _, want := range []string{`"outcome": "healthy"`, `"canaryPercent": 100`, "promote"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRolloutNeverAdvancesBlind(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		prom func(t testing.TB) string
+		says string
+	}{
+		{"too little traffic", func(t testing.TB) string { return promTraffic(t, 10, 0, 5000, 0).URL }, "at least 50 needed"},
+		{"no series", func(t testing.TB) string { return fakeProm(t, func(string) string { return vector() }).URL }, "0 calls"},
+		{"garbage", func(t testing.TB) string { return fakeProm(t, func(string) string { return "garbage" }).URL }, "prometheus unreachable"},
+		{"unreachable", func(t testing.TB) string {
+			srv := httptest.NewServer(http.NotFoundHandler())
+			srv.Close()
+			return srv.URL
+		}, "prometheus unreachable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNacos(t)
+			code, out, errOut := runCLI(t, nil, rolloutArgs(f, tc.prom(t))...)
+			if code != exitNoData {
+				t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+			}
+			if r := storedRules(t, f); r.Closed || r.CanaryPercent != 1 {
+				t.Fatalf("stored %+v, want canary 1 (the first step) left as it is", r)
+			}
+			if !strings.Contains(errOut, "waiting, not advancing blind") || !strings.Contains(errOut, tc.says) || !strings.Contains(out, "stay at canary 1%") {
+				t.Fatalf("it did not say why it waits (%q):\n%s%s", tc.says, out, errOut)
+			}
+		})
+	}
+}
+
+func TestRolloutInterrupted(t *testing.T) {
+	f := newFakeNacos(t)
+	var queries atomic.Int64
+	prom := fakeProm(t, func(q string) string {
+		queries.Add(1)
+		return vector("gray", "1000", "prod", "1000")
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, rolloutArgs(f, prom.URL, "--interval", "1h"), env{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut,
+			getenv: func(string) string { return "" }, http: &http.Client{}})
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for queries.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the rollout never queried Prometheus within 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitSignal {
+			t.Fatalf("exit %d:\n%s%s", code, out.String(), errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the rollout did not stop within 20s of its interruption")
+	}
+	if r := storedRules(t, f); r.Closed || r.CanaryPercent != 1 {
+		t.Fatalf("stored %+v, want canary 1 as it was", r)
+	}
+	if !strings.Contains(out.String(), "interrupted: the rules stay where they were, canary 1%") {
+		t.Fatalf("it did not say where the rules are:\n%s", out.String())
+	}
+}
+
+func TestRolloutRefusesClosedRules(t *testing.T) {
+	f := newFakeNacos(t)
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"closed": true}`)
+	prom := promTraffic(t, 500, 0, 500, 0)
+	code, out, _ := runCLI(t, nil, rolloutArgs(f, prom.URL)...)
+	if code != exitFailed || !strings.Contains(out, "graylb resume first") || f.publishes != 0 {
+		t.Fatalf("exit %d, %d writes:\n%s", code, f.publishes, out)
+	}
+}
+
+func TestRolloutStopsWhenClosedByOthers(t *testing.T) {
+	f := newFakeNacos(t)
+	var queries atomic.Int64
+	prom := fakeProm(t, func(q string) string {
+		if queries.Add(1) == 6 { // someone runs graylb rollback by hand
+			f.set("DEFAULT_GROUP", "graylb-rules.json", `{"closed": true, "canaryPercent": 1}`)
+		}
+		return vector("gray", "1000", "prod", "1000")
+	})
+	code, out, errOut := runCLI(t, nil, rolloutArgs(f, prom.URL, "--interval", "1h")...)
+	if code != exitFailed || !strings.Contains(out, "someone closed the rules during step 1") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); !r.Closed {
+		t.Fatalf("stored %+v: the rollout reopened closed rules", r)
+	}
+}

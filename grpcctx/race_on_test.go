@@ -1,0 +1,5 @@
+//go:build race
+
+package grpcctx
+
+const raceEnabled = true

@@ -1,0 +1,5 @@
+//go:build race
+
+package kratosnacos_test
+
+const raceEnabled = true

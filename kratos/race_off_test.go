@@ -1,0 +1,5 @@
+//go:build !race
+
+package graylbkratos_test
+
+const raceEnabled = false

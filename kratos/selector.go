@@ -1,0 +1,400 @@
+package graylbkratos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/selector"
+	"github.com/graylb/graylb"
+)
+
+// Builder builds graylb's Selectors for Kratos' clients:
+//
+//	selector.SetGlobalSelector(graylbkratos.NewBuilder(lb))
+//
+// Kratos v2's HTTP and gRPC clients take their selector from the global
+// one only (a client's own option is a NodeFilter, which graylb's
+// Selector honours, see Selector.Select), so set it once, before the
+// clients are made.
+//
+// A Builder follows lb's rule changes and its ejections and readmissions
+// (WithOutlierDetection) for every Selector it built, until Close. It is
+// safe for concurrent use.
+type Builder struct {
+	lb   *graylb.LoadBalancer
+	ab   *balancer
+	gen  atomic.Uint64 // bumped by every change a routing snapshot does not follow
+	stop func()
+}
+
+// NewBuilder returns a Builder of Selectors that route with lb: the gray
+// rule first, then lb's rules, filters (version routing), outlier
+// ejection and policy (round robin, weighted, random, P2C), over the nodes
+// Kratos' discovery hands each Selector. With a nil lb (graylb.New
+// failed) every Select fails with an error wrapping selector.ErrNoAvailable
+// that says so.
+//
+// The request's keys are read from the call's Kratos transport header
+// (the client middleware, Client, writes the kind decided for the call
+// there) and from the values the server middleware, Server, kept from the
+// request being served; then from graylb.WithValue and lb's own flag
+// (graylb.WithSelfGray).
+//
+// Outlier ejection and latency-aware policies follow the instances by
+// address through lb: build lb over the Supplier the Discovery reads
+// (NewDiscovery), so that lb knows the services the clients call.
+func NewBuilder(lb *graylb.LoadBalancer) *Builder {
+	b := &Builder{lb: lb, ab: balancerOf(lb), stop: func() {}}
+	if b.ab != nil {
+		b.stop = onRoutingChange(b.ab, func() { b.gen.Add(1) })
+	}
+	return b
+}
+
+// errNoLoadBalancer is the error of a Builder made without a LoadBalancer.
+var errNoLoadBalancer = errors.New("graylbkratos: the Builder has no LoadBalancer")
+
+// Build returns a new Selector.
+func (b *Builder) Build() selector.Selector {
+	return &Selector{b: b, h: newHandler(b.lb.Keys())}
+}
+
+// Close stops following lb's changes: Selectors built before keep routing
+// under the rules and ejections in force at Close.
+func (b *Builder) Close() { b.stop() }
+
+// Selector picks one of the nodes Kratos applied to it for each call with
+// graylb's routing. Apply builds a routing snapshot (the gray partition,
+// the rules' and filters' subsets, each with its policy's picker), so
+// Select runs in O(1) in the number of nodes and, without NodeFilters,
+// allocates nothing beyond what the policy needs (P2C: one small
+// allocation for the call's start). A change of lb's rules, or an
+// ejection or readmission, rebuilds the snapshot at the next Select.
+type Selector struct {
+	b    *Builder
+	h    *handler
+	snap atomic.Pointer[snapshot]
+	mu   sync.Mutex // Apply and rebuilds
+	rr   atomic.Uint32
+}
+
+// snapshot is the routing of one node list under one generation of lb's
+// rules and ejections.
+type snapshot struct {
+	gen    uint64
+	nodes  []selector.Node
+	router *router // nil when err != nil
+	err    error
+}
+
+// Apply replaces the node list. The nodes' service is their ServiceName
+// (the name the client dialled: discovery:///<name>); a node's instance
+// carries its Metadata (the gray and version keys), its Version under the
+// version key when the metadata has none, and its weight (the Metadata's
+// "weight", which NewDiscovery sets to the registry's weight, else
+// InitialWeight, else 1).
+func (s *Selector) Apply(nodes []selector.Node) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snap.Store(s.build(nodes))
+}
+
+// build makes the snapshot of nodes under the current generation; s.mu is
+// held.
+func (s *Selector) build(nodes []selector.Node) *snapshot {
+	sn := &snapshot{gen: s.b.gen.Load(), nodes: nodes}
+	if s.b.ab == nil {
+		sn.err = errNoLoadBalancer
+		return sn
+	}
+	if len(nodes) == 0 {
+		sn.err = errors.New("no node")
+		return sn
+	}
+	service := nodes[0].ServiceName()
+	if service == "" {
+		// A client dialled an address, not discovery:///<name>: route over
+		// it as a service named by the address.
+		service = directService(nodes[0].Address())
+	}
+	list := make([]graylb.Instance, 0, len(nodes))
+	byAddr := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		in, ok := instanceOf(service, n)
+		if !ok {
+			continue
+		}
+		if _, dup := byAddr[in.Addr()]; dup {
+			continue
+		}
+		byAddr[in.Addr()] = i
+		list = append(list, in)
+	}
+	sn.router, sn.err = newRouter(s.b.ab, service, list, nodePolicy{nodes: nodes, byAddr: byAddr, inner: policyOf(s.b.ab)})
+	return sn
+}
+
+// directService names the service of a client that dialled addr: addr,
+// with each byte a service name may not hold ('[', ']' and '%' of an IPv6
+// address and its zone, say) replaced by '_', at most
+// graylb.MaxServiceNameLen bytes.
+func directService(addr string) string {
+	if graylb.ValidateServiceName(addr) == nil {
+		return addr
+	}
+	b := []byte(addr)
+	if len(b) > graylb.MaxServiceNameLen {
+		b = b[:graylb.MaxServiceNameLen]
+	}
+	for i, c := range b {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`/\?#%[]<>"`+"`", c) >= 0 || c == '.' && i > 0 && b[i-1] == '.' {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		return "_"
+	}
+	return string(b)
+}
+
+// current returns the snapshot to route with, rebuilt when lb changed
+// since it was built.
+func (s *Selector) current() *snapshot {
+	sn := s.snap.Load()
+	if sn == nil || sn.gen == s.b.gen.Load() {
+		return sn
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sn = s.snap.Load(); sn.gen != s.b.gen.Load() {
+		sn = s.build(sn.nodes)
+		s.snap.Store(sn)
+	}
+	return sn
+}
+
+// Select picks a node for the call in ctx. The call's kind and version
+// decide the candidates as graylb's rule says: a prod call never reaches
+// a gray node; a gray call reaches the gray nodes, or every node when the
+// list has no gray node at all. When none is left, the error wraps both
+// selector.ErrNoAvailable (so Kratos answers 503) and graylb.ErrNoInstance
+// (naming the service and the kind).
+//
+// NodeFilters given with the call (a client's http.WithNodeFilter or
+// grpc.WithNodeFilter) narrow the candidates graylb's routing left, never
+// widen them; they cost what they cost under Kratos' own selectors (a
+// copy of the candidates per call), and the pick among what they leave
+// is round robin.
+//
+// done reports the call's outcome for the node (outlier ejection, P2C's
+// latency): a nil error is a success; an error Kratos maps to 500, 502,
+// 503 or another 5xx but 501 (Unimplemented) and 504 (the caller's
+// deadline) is a failure; a cancelled call reports nothing.
+func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (selector.Node, selector.DoneFunc, error) {
+	sn := s.current()
+	if sn == nil {
+		return nil, nil, selector.ErrNoAvailable
+	}
+	if sn.err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", selector.ErrNoAvailable, sn.err)
+	}
+	rt, err := routeCall(ctx, sn.router, s.h)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", selector.ErrNoAvailable, err)
+	}
+	np, _ := rt.Picker().(*nodePicker)
+	if np == nil || np.inner == nil {
+		return nil, nil, fmt.Errorf("%w: %w", selector.ErrNoAvailable, graylb.ErrNoInstance)
+	}
+	var filters []selector.NodeFilter
+	if len(opts) > 0 {
+		// Kratos' clients pass their NodeFilters (often none) as an
+		// option; a pooled SelectOptions keeps reading them allocation-free.
+		o := optionsPool.Get().(*selector.SelectOptions)
+		*o = selector.SelectOptions{}
+		for _, opt := range opts {
+			opt(o)
+		}
+		filters = o.NodeFilters
+		*o = selector.SelectOptions{}
+		optionsPool.Put(o)
+	}
+	var j int
+	if len(filters) > 0 {
+		var ok bool
+		if j, ok = s.filtered(ctx, np, filters); !ok {
+			return nil, nil, selector.ErrNoAvailable
+		}
+	} else {
+		j = np.inner.Next()
+	}
+	node := np.nodes[j]
+	if p, ok := selector.FromPeerContext(ctx); ok {
+		p.Node = node
+	}
+	switch {
+	case np.timed:
+		c := rt.Call(j)
+		return node, func(_ context.Context, di selector.DoneInfo) { finish(c, di.Err) }, nil
+	case np.dones != nil:
+		return node, np.dones[j], nil
+	}
+	return node, noDone, nil
+}
+
+// filtered applies the call's NodeFilters to the leaf's nodes and picks
+// one of what they leave, round robin; the slow path.
+func (s *Selector) filtered(ctx context.Context, np *nodePicker, filters []selector.NodeFilter) (int, bool) {
+	cand := make([]selector.Node, len(np.nodes))
+	copy(cand, np.nodes)
+	for _, f := range filters {
+		cand = f(ctx, cand)
+	}
+	if len(cand) == 0 {
+		return 0, false
+	}
+	// By address (unique in a leaf): a Node's dynamic type need not be
+	// comparable.
+	pick := cand[int((s.rr.Add(1)-1)%uint32(len(cand)))].Address()
+	for j, n := range np.nodes {
+		if n.Address() == pick {
+			return j, true
+		}
+	}
+	return 0, false // a filter returned a node of its own
+}
+
+var optionsPool = sync.Pool{New: func() any { return new(selector.SelectOptions) }}
+
+// noDone is the done of a call whose result nobody keeps.
+func noDone(context.Context, selector.DoneInfo) {}
+
+// outcome classifies a call's error: discard when the caller cancelled it,
+// else whether it counts as a success of the node.
+func outcome(err error) (ok, discard bool) {
+	if err == nil {
+		return true, false
+	}
+	if errors.Is(err, context.Canceled) {
+		return false, true
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true, false
+	}
+	switch code := kerrors.FromError(err).Code; {
+	case code == 499: // Kratos' code for a cancelled gRPC call
+		return false, true
+	case code == 501, code == 504:
+		return true, false
+	default:
+		return code < 500 || code > 599, false
+	}
+}
+
+// finish reports a timed call's result.
+func finish(c call, err error) {
+	ok, discard := outcome(err)
+	if discard {
+		c.Discard()
+		return
+	}
+	c.Done(ok)
+}
+
+// instanceOf is the graylb instance of node n of service.
+func instanceOf(service string, n selector.Node) (graylb.Instance, bool) {
+	host, port, ok := splitHostPort(n.Address())
+	if !ok {
+		return graylb.Instance{}, false
+	}
+	md := n.Metadata()
+	if v := n.Version(); v != "" && md[graylb.DefaultVersionKey] == "" {
+		c := make(map[string]string, len(md)+1)
+		for k, x := range md {
+			c[k] = x
+		}
+		c[graylb.DefaultVersionKey] = v
+		md = c
+	}
+	in := graylb.NewInstance(service, host, port, md)
+	if w, err := strconv.ParseFloat(md[weightKey], 64); err == nil && !math.IsNaN(w) {
+		in.Weight = w
+	} else if w := n.InitialWeight(); w != nil {
+		in.Weight = float64(*w)
+	}
+	return in, true
+}
+
+// weightKey is the metadata key of an instance's weight, as Kratos' nodes
+// read it.
+const weightKey = "weight"
+
+// nodePolicy builds, for each leaf of the routing tree, lb's policy over
+// the leaf's instances, and the leaf's nodes.
+type nodePolicy struct {
+	nodes  []selector.Node
+	byAddr map[string]int // node index by the instance's address
+	inner  lbPolicy
+}
+
+func (p nodePolicy) NewPicker(list []graylb.Instance) lbPicker { return p.NewStatsPicker(list, nil) }
+
+// NewStatsPicker is NewPicker over instances whose Stats lb keeps: the
+// leaf's done functions report each call's result to them, and a
+// latency-aware policy reads them.
+func (p nodePolicy) NewStatsPicker(list []graylb.Instance, stats []*lbStats) lbPicker {
+	np := &nodePicker{nodes: make([]selector.Node, len(list))}
+	for i, in := range list {
+		np.nodes[i] = p.nodes[p.byAddr[in.Addr()]]
+	}
+	if len(list) == 0 {
+		return np
+	}
+	sp, timed := p.inner.(statsPolicy)
+	switch {
+	case stats != nil && timed:
+		np.inner = sp.NewStatsPicker(list, stats)
+		np.timed = true
+	default:
+		np.inner = p.inner.NewPicker(list)
+		if stats != nil {
+			np.dones = make([]selector.DoneFunc, len(stats))
+			for j, st := range stats {
+				np.dones[j] = func(_ context.Context, di selector.DoneInfo) {
+					if ok, discard := outcome(di.Err); !discard {
+						st.Report(ok, 0)
+					}
+				}
+			}
+		}
+	}
+	return np
+}
+
+// nodePicker picks among a leaf's nodes.
+type nodePicker struct {
+	nodes []selector.Node // the leaf's nodes, in the order of its instances
+	inner lbPicker        // nil when the leaf is empty
+	timed bool            // results carry the call's start (a latency-aware policy)
+	dones []selector.DoneFunc
+}
+
+func (p *nodePicker) Next() int {
+	if p.inner == nil {
+		return 0
+	}
+	return p.inner.Next()
+}
+
+var (
+	_ selector.Builder  = (*Builder)(nil)
+	_ selector.Selector = (*Selector)(nil)
+	_ statsPolicy       = nodePolicy{}
+)
