@@ -48,7 +48,9 @@ test: lint
 	echo "== go test ./cmd/graylb: the command and a rollout against Nacos, Prometheus and Redis (without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) cmd/graylb $(GO) test -count=1 -timeout 5m -run Integration -v .; \
 	echo "== go test ./docs Nacos snippets (real Nacos at $$addr; without -race)"; \
-	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .
+	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .; \
+	echo "== go test ./gozero: a go-zero chain over the Nacos supplier (real Nacos at $$addr; without -race)"; \
+	GRAYLB_NACOS_ADDR=$$addr $(IN) gozero $(GO) test -count=1 -timeout 5m -run Integration -v .
 
 ## test-install: every module installs from a tag as users install it: the committed HEAD, tagged
 ## by scripts/release.sh in a temporary copy, fetched with go get from a user module outside the

@@ -132,10 +132,29 @@ func markdownFiles(t *testing.T) []string {
 	return append([]string{filepath.Join("..", "README.md")}, guides...)
 }
 
+// moduleSnippets are the folders of the modules whose guide's snippets
+// their own tests compile and run, because this module does not depend on
+// the framework they integrate: docs/go-zero.md's are in
+// gozero/snippets_test.go.
+var moduleSnippets = []string{"../gozero"}
+
 func TestSnippets(t *testing.T) {
 	regions, err := readRegions(".")
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, dir := range moduleSnippets {
+		more, err := readRegions(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, r := range more {
+			if regions[name] != nil {
+				t.Fatalf("snippet %q is defined twice: in %s and in %s", name, regions[name].file, filepath.Join(dir, r.file))
+			}
+			r.file = filepath.Join(dir, r.file)
+			regions[name] = r
+		}
 	}
 	for _, file := range markdownFiles(t) {
 		data, err := os.ReadFile(file)

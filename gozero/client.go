@@ -1,0 +1,58 @@
+package gozero
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/grpcctx"
+	"github.com/zeromicro/go-zero/zrpc"
+)
+
+// ErrNotGraylbTarget is wrapped by NewClient's error when the configuration
+// would not resolve through graylb: Endpoints or Etcd set (zrpc prefers
+// them to Target), or a Target of another scheme.
+var ErrNotGraylbTarget = errors.New("gozero: the client's target is not graylb:///<service>")
+
+// Target returns the zrpc target of service through graylb,
+// graylb:///<service>, for RpcClientConf.Target. It replaces what the
+// configuration named before: Etcd (go-zero's discov:// and etcd://
+// resolvers), Endpoints (direct://) or a k8s:// target.
+func Target(service string) string { return grpcctx.Scheme + ":///" + service }
+
+// ClientOptions returns the zrpc client options that route a client by lb:
+// the graylb resolver over lb's Supplier, the service config that selects
+// graylb's balancer instead of zrpc's p2c, and graylb's client
+// interceptors, which pass the routing keys of the request being served on
+// and write the kind lb's rules decided. Give them to zrpc.NewClient or
+// zrpc.MustNewClient with RpcClientConf.Target set to Target(service).
+func ClientOptions(lb *graylb.LoadBalancer) []zrpc.ClientOption {
+	dial := grpcctx.DialOptions(lb)
+	opts := make([]zrpc.ClientOption, len(dial))
+	for i, o := range dial {
+		opts[i] = zrpc.WithDialOption(o)
+	}
+	return opts
+}
+
+// NewClient is zrpc.NewClient with ClientOptions(lb) added after opts. It
+// refuses (ErrNotGraylbTarget) a configuration that would not resolve
+// through graylb: c.Endpoints or c.Etcd.Hosts set, or a c.Target that is
+// not graylb:///<service>.
+func NewClient(lb *graylb.LoadBalancer, c zrpc.RpcClientConf, opts ...zrpc.ClientOption) (zrpc.Client, error) {
+	if lb == nil {
+		return nil, errors.New("gozero: NewClient needs a LoadBalancer")
+	}
+	switch {
+	case len(c.Endpoints) > 0:
+		return nil, fmt.Errorf("%w: Endpoints are set (zrpc dials them directly)", ErrNotGraylbTarget)
+	case len(c.Etcd.Hosts) > 0:
+		return nil, fmt.Errorf("%w: Etcd is set (zrpc resolves through etcd)", ErrNotGraylbTarget)
+	case !strings.HasPrefix(c.Target, grpcctx.Scheme+":///"):
+		return nil, fmt.Errorf("%w: Target is %q", ErrNotGraylbTarget, c.Target)
+	}
+	all := make([]zrpc.ClientOption, 0, len(opts)+4)
+	all = append(append(all, opts...), ClientOptions(lb)...)
+	return zrpc.NewClient(c, all...)
+}

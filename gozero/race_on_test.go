@@ -1,0 +1,5 @@
+//go:build race
+
+package gozero_test
+
+const raceEnabled = true
