@@ -1,12 +1,12 @@
-// Command example runs a go-zero rest edge → zrpc order-rpc → zrpc
+// Command gozero runs a go-zero rest edge → zrpc order-rpc → zrpc
 // user-rpc chain routed by graylb on the in-memory registry: order-rpc and
 // user-rpc each have a prod and a gray instance, every process has its own
 // LoadBalancer, and the gray header a caller sends to the edge (or the
 // canary, -canary) decides every hop.
 //
-//	go run ./example                  # from gozero/: until Ctrl-C, prints the curl commands to try
-//	go run ./example -once            # free ports, a few requests, exit
-//	go run ./example -once -canary 50 # half of the requests with no gray header go gray, whole chains
+//	go run .                  # from examples/gozero/: until Ctrl-C, prints the curl commands to try
+//	go run . -once            # free ports, a few requests, exit
+//	go run . -once -canary 50 # half of the requests with no gray header go gray, whole chains
 package main
 
 import (
