@@ -79,10 +79,11 @@ bench:
 	@scripts/nacos.sh start
 	@trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; $(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR)
 
-## fuzz: each fuzz target for FUZZTIME.
+## fuzz: each fuzz target of every module for FUZZTIME.
 fuzz:
-	@set -e; for t in $$($(GO) test -list '^Fuzz' . | grep '^Fuzz'); do \
-		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) . ; done
+	@set -e; for m in $(MODULES); do \
+		$(IN) $$m $(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { t[n++] = $$0 } /^ok / { for (i = 0; i < n; i++) print $$2, t[i]; n = 0 }' | \
+		while read -r p t; do echo "== $$p $$t"; $(IN) $$m $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$p </dev/null; done; done
 
 ## lint: gofmt, go vet and staticcheck over every module; every go.mod and go.sum tidy; go.work
 ## as scripts/gowork.sh writes it.
