@@ -92,9 +92,13 @@ type statsFunc func(Instance) *Stats
 // gray decision, then filters (sorted), then policy at each leaf. A filter
 // that panics fails the build.
 //
-// An empty subset of the gray decision gets emptyLeaf, and a subset equal
-// to one already built (every instance, when none is gray) shares its
-// subtree.
+// An empty subset of the gray decision gets emptyLeaf. Every other subset
+// gets a subtree of its own, even over the very list of another (every
+// instance, when none is gray, is prod's list): a subtree holds its
+// leaves' pick state (a round robin's turns), and two kinds of request
+// taking turns from one rotation lock each other onto part of it (a caller
+// alternating prod and gray requests would reach only every other
+// instance with each kind).
 func buildTree(service string, instances []Instance, gray *grayFilter, filters []ServerFilter, rules *compiledRules, policy Policy, stats statsFunc) (t *tree, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -105,12 +109,8 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 	t = &tree{service: service, gray: gs.decision(), rules: rules, grayKey: gray.header}
 	subs := gs.subsets()
 	for i, sub := range subs {
-		switch {
-		case len(sub) == 0:
+		if len(sub) == 0 {
 			t.children[i] = &emptyLeaf
-			continue
-		case i == grayIdxAll && sameList(sub, subs[grayIdxProd]):
-			t.children[i] = t.children[grayIdxProd]
 			continue
 		}
 		n := &node{}
@@ -130,12 +130,6 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 		}
 	}
 	return t, nil
-}
-
-// sameList reports whether a and b are one list (the same elements of the
-// same array).
-func sameList(a, b []Instance) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // grayLists returns the gray decision's lists (prod, gray, all), as the
