@@ -114,9 +114,10 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 			continue
 		}
 		n := &node{}
-		// The gray decision's lists are the tree's own: a VersionFilter
-		// right after it groups them in place.
-		buildNode(n, BuildInfo{Service: service, Instances: sub}, true, true, filters, policy, stats)
+		// When the gray decision's lists are the tree's own copy, a
+		// VersionFilter right after it groups them in place.
+		owned := gs.owned && i != grayIdxAll
+		buildNode(n, BuildInfo{Service: service, Instances: sub}, owned, true, filters, policy, stats)
 		t.children[i] = n
 	}
 	if gs.plain && (len(filters) == 0 || len(filters) == 1 && isVersionFilter(filters[0])) {
