@@ -245,3 +245,29 @@ func TestTree_ListInOrderIsNotCopied(t *testing.T) {
 		})
 	}
 }
+
+// With no gray instance, the "all" subtree is over prod's very list: it
+// shares the groupings of prod's version stage, not its leaves (each kind
+// keeps a rotation of its own: TestTree_EachKindRotatesOverItsOwnLeaf).
+func TestTree_AllOverProdsListSharesItsGroupings(t *testing.T) {
+	list := make([]Instance, 9)
+	for i := range list {
+		list[i] = NewInstance("svc", "10.0.0.1", 8000+i, map[string]string{"version": "v" + strconv.Itoa(i%3)})
+	}
+	lb, err := New(footprintSource{"svc": list}, WithFilters(NewVersionFilter()))
+	require.NoError(t, err)
+	defer lb.Close()
+	_, err = lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	tr := lb.services.Load().get("svc").tree.Load()
+	prod, all := tr.children[grayIdxProd], tr.children[grayIdxAll]
+	require.NotSame(t, prod, all)
+	require.False(t, prod.isLeaf())
+	require.Same(t, prod.ext.stage, all.ext.stage, "one version stage")
+	require.Len(t, all.ext.children, len(prod.ext.children))
+	for i := range prod.ext.children {
+		p, a := &prod.ext.children[i], &all.ext.children[i]
+		assert.NotSame(t, p, a, "leaf %d: a leaf of its own", i)
+		assert.True(t, sameList(p.instances, a.instances), "leaf %d: prod's grouping", i)
+	}
+}

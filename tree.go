@@ -98,7 +98,8 @@ type statsFunc func(Instance) *Stats
 // leaves' pick state (a round robin's turns), and two kinds of request
 // taking turns from one rotation lock each other onto part of it (a caller
 // alternating prod and gray requests would reach only every other
-// instance with each kind).
+// instance with each kind). Such a subtree shares the other's version
+// groupings (see freshCopy) rather than grouping the list again.
 func buildTree(service string, instances []Instance, gray *grayFilter, filters []ServerFilter, rules *compiledRules, policy Policy, stats statsFunc) (t *tree, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -114,10 +115,18 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 			continue
 		}
 		n := &node{}
+		in := BuildInfo{Service: service, Instances: sub}
+		if prod := t.children[grayIdxProd]; i == grayIdxAll && sameList(sub, prod.instances) {
+			// Every instance is prod's very list: its subtree's groupings,
+			// with leaves of its own.
+			freshCopy(n, prod, in, true, filters, policy, stats)
+			t.children[i] = n
+			continue
+		}
 		// When the gray decision's lists are the tree's own copy, a
 		// VersionFilter right after it groups them in place.
 		owned := gs.owned && i != grayIdxAll
-		buildNode(n, BuildInfo{Service: service, Instances: sub}, owned, true, filters, policy, stats)
+		buildNode(n, in, owned, true, filters, policy, stats)
 		t.children[i] = n
 	}
 	if gs.plain && (len(filters) == 0 || len(filters) == 1 && isVersionFilter(filters[0])) {
@@ -131,6 +140,38 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 		}
 	}
 	return t, nil
+}
+
+// sameList reports whether a and b are one list (the same elements of the
+// same array).
+func sameList(a, b []Instance) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// freshCopy makes m, over in, a copy of n (built over the same list from
+// filters) with pick state of its own: n's version stages and the lists
+// they grouped are shared (they hold no pick state and are never written
+// once built), any other stage is built again from the filters left, and
+// every leaf gets a picker of its own. ownLine: m is on a cache line of
+// its own.
+func freshCopy(m, n *node, in BuildInfo, ownLine bool, filters []ServerFilter, policy Policy, stats statsFunc) {
+	var vs *versionStage
+	if !n.isLeaf() {
+		vs, _ = n.ext.stage.(*versionStage)
+	}
+	if vs == nil { // a leaf, or a stage of the user's filters
+		buildNode(m, in, false, ownLine, filters, policy, stats)
+		return
+	}
+	m.instances = in.Instances
+	kids := make([]node, len(n.ext.children))
+	m.ext = &nodeExt{stage: vs, children: kids}
+	own := len(kids)*int(unsafe.Sizeof(node{})) <= 512 // as buildNode
+	for i := range kids {
+		child := in
+		child.Instances = n.ext.children[i].instances
+		freshCopy(&kids[i], &n.ext.children[i], child, own, filters[1:], policy, stats)
+	}
 }
 
 // grayLists returns the gray decision's lists (prod, gray, all), as the
