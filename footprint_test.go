@@ -205,3 +205,69 @@ func TestLeavesOwnTheirLines(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, marked, leaf.t.one.Load(), "a sharded leaf wrote its counter word")
 }
+
+// A list whose prod instances all come before its gray ones (every list
+// without a gray instance) is routed without a copy: the tree's lists are
+// runs of the supplier's own, which a VersionFilter then leaves as they are.
+func TestTree_ListInOrderIsNotCopied(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		gray  func(i int) bool
+		opts  []Option
+		share bool
+	}{
+		{"no gray instance", func(int) bool { return false }, nil, true},
+		{"prod first, then gray", func(i int) bool { return i >= 6 }, nil, true},
+		{"mixed", func(i int) bool { return i%2 == 1 }, nil, false},
+		{"no gray instance, versions", func(int) bool { return false }, []Option{WithFilters(NewVersionFilter())}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			list := make([]Instance, 10)
+			for i := range list {
+				list[i] = NewInstance("svc", "10.0.0.1", 8000+i, map[string]string{"gray": strconv.FormatBool(c.gray(i)), "version": "v" + strconv.Itoa(i%3)})
+			}
+			orig := append([]Instance(nil), list...)
+			lb, err := New(footprintSource{"svc": list}, c.opts...)
+			require.NoError(t, err)
+			defer lb.Close()
+			for _, g := range []string{"true", "false"} {
+				in, err := lb.Pick(WithValue(WithValue(context.Background(), "gray", g), "version", "v1"), "svc")
+				require.NoError(t, err)
+				if len(c.opts) > 0 {
+					require.Equal(t, "v1", in.Metadata["version"])
+				}
+			}
+			tr := lb.services.Load().get("svc").tree.Load()
+			prod := tr.children[grayIdxProd].instances
+			require.NotEmpty(t, prod)
+			assert.Equal(t, c.share, &prod[0] == &list[0], "the prod list is the supplier's own")
+			assert.Equal(t, orig, list, "the supplier's list is unchanged")
+		})
+	}
+}
+
+// With no gray instance, the "all" subtree is over prod's very list: it
+// shares the groupings of prod's version stage, not its leaves (each kind
+// keeps a rotation of its own: TestTree_EachKindRotatesOverItsOwnLeaf).
+func TestTree_AllOverProdsListSharesItsGroupings(t *testing.T) {
+	list := make([]Instance, 9)
+	for i := range list {
+		list[i] = NewInstance("svc", "10.0.0.1", 8000+i, map[string]string{"version": "v" + strconv.Itoa(i%3)})
+	}
+	lb, err := New(footprintSource{"svc": list}, WithFilters(NewVersionFilter()))
+	require.NoError(t, err)
+	defer lb.Close()
+	_, err = lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	tr := lb.services.Load().get("svc").tree.Load()
+	prod, all := tr.children[grayIdxProd], tr.children[grayIdxAll]
+	require.NotSame(t, prod, all)
+	require.False(t, prod.isLeaf())
+	require.Same(t, prod.ext.stage, all.ext.stage, "one version stage")
+	require.Len(t, all.ext.children, len(prod.ext.children))
+	for i := range prod.ext.children {
+		p, a := &prod.ext.children[i], &all.ext.children[i]
+		assert.NotSame(t, p, a, "leaf %d: a leaf of its own", i)
+		assert.True(t, sameList(p.instances, a.instances), "leaf %d: prod's grouping", i)
+	}
+}

@@ -25,31 +25,57 @@ func defaultGrayFilter() grayFilter {
 	return grayFilter{header: DefaultGrayHeader, metaKey: DefaultGrayKey, userHeader: DefaultUserHeader}
 }
 
-// build partitions the candidates into prod, gray and all.
+// build partitions the candidates into prod, gray and all. A list already
+// in that order (every prod instance before every gray one, as a list with
+// no gray instance is) is not copied: prod and gray are runs of it, which
+// the tree does not own (see grayStage.owned). Otherwise prod and gray are
+// one copy. all is every instance: prod itself when no instance is gray,
+// else the list itself.
 func (f *grayFilter) build(instances []Instance, rl *compiledRules) *grayStage {
-	// One backing array: prod fills it from the front, gray from the back.
 	n := len(instances)
-	buf := lineSlice[Instance](n)
-	p, g := 0, n
+	p, inOrder, seenGray := 0, true, false
 	for _, inst := range instances {
-		if f.instanceKind(inst, rl) == Gray {
-			g--
-			buf[g] = inst
-		} else {
-			buf[p] = inst
+		switch {
+		case f.instanceKind(inst, rl) == Gray:
+			seenGray = true
+		case seenGray:
+			inOrder = false // a prod instance after a gray one
+			p++
+		default:
 			p++
 		}
 	}
-	gray := buf[g:]
-	for i, j := 0, len(gray)-1; i < j; i, j = i+1, j-1 { // keep the list's order
-		gray[i], gray[j] = gray[j], gray[i]
+	st := &grayStage{f: f, rules: rl}
+	if inOrder {
+		st.prod, st.gray = instances[:p:p], instances[p:n:n]
+	} else {
+		// One backing array: prod fills it from the front, gray from the back.
+		buf := lineSlice[Instance](n)
+		q, g := 0, n
+		for _, inst := range instances {
+			if f.instanceKind(inst, rl) == Gray {
+				g--
+				buf[g] = inst
+			} else {
+				buf[q] = inst
+				q++
+			}
+		}
+		gray := buf[g:]
+		for i, j := 0, len(gray)-1; i < j; i, j = i+1, j-1 { // keep the list's order
+			gray[i], gray[j] = gray[j], gray[i]
+		}
+		st.prod, st.gray, st.owned = buf[:q:q], gray, true
 	}
-	st := &grayStage{f: f, rules: rl, prod: buf[:p:p], gray: gray}
 	st.plain = rl.enabled && !rl.closed && !f.selfGray && len(rl.users) == 0 && len(rl.matches) == 0 && rl.canary == 0
 	// "all" is reachable only when routing is off or no gray instance
 	// exists; otherwise leave it empty so later filters skip building it.
-	if !rl.closed && (!rl.enabled || len(gray) == 0) {
-		st.all = append(lineSlice[Instance](len(instances))[:0], instances...) // whole cache lines (see cacheLine)
+	switch {
+	case rl.closed:
+	case len(st.gray) == 0:
+		st.all = st.prod
+	case !rl.enabled:
+		st.all = instances[:n:n]
 	}
 	return st
 }
@@ -150,6 +176,10 @@ type grayStage struct {
 	f               *grayFilter
 	rules           *compiledRules
 	prod, gray, all []Instance
+	// owned: prod and gray are a copy of the tree's own (a VersionFilter
+	// after the gray decision may reorder them in place); all is owned
+	// when it is prod.
+	owned bool
 	// plain: routing is on and open, and neither the rules (gray users,
 	// match rules, canary) nor the caller's own flag classify a request:
 	// its own value alone decides (tree.pick's flat walk).

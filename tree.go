@@ -92,9 +92,14 @@ type statsFunc func(Instance) *Stats
 // gray decision, then filters (sorted), then policy at each leaf. A filter
 // that panics fails the build.
 //
-// An empty subset of the gray decision gets emptyLeaf, and a subset equal
-// to one already built (every instance, when none is gray) shares its
-// subtree.
+// An empty subset of the gray decision gets emptyLeaf. Every other subset
+// gets a subtree of its own, even over the very list of another (every
+// instance, when none is gray, is prod's list): a subtree holds its
+// leaves' pick state (a round robin's turns), and two kinds of request
+// taking turns from one rotation lock each other onto part of it (a caller
+// alternating prod and gray requests would reach only every other
+// instance with each kind). Such a subtree shares the other's version
+// groupings (see freshCopy) rather than grouping the list again.
 func buildTree(service string, instances []Instance, gray *grayFilter, filters []ServerFilter, rules *compiledRules, policy Policy, stats statsFunc) (t *tree, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -105,18 +110,23 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 	t = &tree{service: service, gray: gs.decision(), rules: rules, grayKey: gray.header}
 	subs := gs.subsets()
 	for i, sub := range subs {
-		switch {
-		case len(sub) == 0:
+		if len(sub) == 0 {
 			t.children[i] = &emptyLeaf
-			continue
-		case i == grayIdxAll && sameList(sub, subs[grayIdxProd]):
-			t.children[i] = t.children[grayIdxProd]
 			continue
 		}
 		n := &node{}
-		// The gray decision's lists are the tree's own: a VersionFilter
-		// right after it groups them in place.
-		buildNode(n, BuildInfo{Service: service, Instances: sub}, true, true, filters, policy, stats)
+		in := BuildInfo{Service: service, Instances: sub}
+		if prod := t.children[grayIdxProd]; i == grayIdxAll && sameList(sub, prod.instances) {
+			// Every instance is prod's very list: its subtree's groupings,
+			// with leaves of its own.
+			freshCopy(n, prod, in, true, filters, policy, stats)
+			t.children[i] = n
+			continue
+		}
+		// When the gray decision's lists are the tree's own copy, a
+		// VersionFilter right after it groups them in place.
+		owned := gs.owned && i != grayIdxAll
+		buildNode(n, in, owned, true, filters, policy, stats)
 		t.children[i] = n
 	}
 	if gs.plain && (len(filters) == 0 || len(filters) == 1 && isVersionFilter(filters[0])) {
@@ -136,6 +146,32 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 // same array).
 func sameList(a, b []Instance) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// freshCopy makes m, over in, a copy of n (built over the same list from
+// filters) with pick state of its own: n's version stages and the lists
+// they grouped are shared (they hold no pick state and are never written
+// once built), any other stage is built again from the filters left, and
+// every leaf gets a picker of its own. ownLine: m is on a cache line of
+// its own.
+func freshCopy(m, n *node, in BuildInfo, ownLine bool, filters []ServerFilter, policy Policy, stats statsFunc) {
+	var vs *versionStage
+	if !n.isLeaf() {
+		vs, _ = n.ext.stage.(*versionStage)
+	}
+	if vs == nil { // a leaf, or a stage of the user's filters
+		buildNode(m, in, false, ownLine, filters, policy, stats)
+		return
+	}
+	m.instances = in.Instances
+	kids := make([]node, len(n.ext.children))
+	m.ext = &nodeExt{stage: vs, children: kids}
+	own := len(kids)*int(unsafe.Sizeof(node{})) <= 512 // as buildNode
+	for i := range kids {
+		child := in
+		child.Instances = n.ext.children[i].instances
+		freshCopy(&kids[i], &n.ext.children[i], child, own, filters[1:], policy, stats)
+	}
 }
 
 // grayLists returns the gray decision's lists (prod, gray, all), as the

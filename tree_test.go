@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -139,5 +141,73 @@ func TestTree_PlainOnlyWithoutClassifyingRules(t *testing.T) {
 		tr, err := buildTree("svc", list, &g, c.filters, c.rules, RoundRobin(), nil)
 		require.NoError(t, err)
 		require.Equal(t, c.plain, tr.plain, name)
+	}
+}
+
+// TestTree_EachKindRotatesOverItsOwnLeaf: once no instance is gray (a
+// promotion flipped the only gray one to prod, or there never was one),
+// prod requests and gray requests (which fall back to every instance)
+// route over one list, but each kind keeps a rotation of its own. A
+// caller that alternates prod and gray requests (a gateway forwarding
+// both, the deploy flows' load) then reaches every instance with each
+// kind. A rotation shared by both kinds moves two turns per pair of
+// requests: over an even number of instances each kind is locked on half
+// of them, and prod requests may never reach the promoted instance.
+func TestTree_EachKindRotatesOverItsOwnLeaf(t *testing.T) {
+	const n = 4
+	policies := []struct {
+		name   string
+		policy Policy
+	}{{"round robin", RoundRobin()}, {"strict round robin", StrictRoundRobin()}, {"weighted round robin", WeightedRoundRobin()}}
+	setups := []struct {
+		name     string
+		opts     []Option
+		promoted bool // the last instance starts gray and is flipped to prod
+	}{
+		{"promotion", nil, true},
+		{"no gray instance", nil, false},
+		{"promotion, versions", []Option{WithFilters(NewVersionFilter())}, true},
+		{"promotion, gray users (no flat walk)", []Option{WithRules(Rules{GrayUsers: []string{"u1"}})}, true},
+	}
+	for _, p := range policies {
+		for _, s := range setups {
+			t.Run(p.name+"/"+s.name, func(t *testing.T) {
+				reg := NewRegistry()
+				for i := 0; i < n; i++ {
+					gray := s.promoted && i == n-1
+					require.NoError(t, reg.Register(NewInstance("svc", "10.0.0.1", 8000+i, map[string]string{"gray": strconv.FormatBool(gray), "version": "v1"})))
+				}
+				lb, err := New(reg, append([]Option{WithPolicy(p.policy)}, s.opts...)...)
+				require.NoError(t, err)
+				defer lb.Close()
+				kinds := [2]context.Context{
+					Prod: WithValue(context.Background(), "gray", "false"),
+					Gray: WithValue(context.Background(), "gray", "true"),
+				}
+				for _, ctx := range kinds { // routed before the flip
+					_, err := lb.Pick(ctx, "svc")
+					require.NoError(t, err)
+				}
+				if s.promoted {
+					require.NoError(t, reg.SetMetadata("svc", "10.0.0.1:"+strconv.Itoa(8000+n-1), "gray", "false"))
+					st, ok := lb.Snapshot("svc")
+					require.True(t, ok)
+					require.Equal(t, [2]int{n, 0}, [2]int{st.Prod, st.Gray}, "the flip is routed")
+				}
+				var reached [2]map[int]int
+				for k := range reached {
+					reached[k] = map[int]int{}
+				}
+				for i := 0; i < 4*n; i++ { // gray, prod, gray, prod, ...
+					k := Kind(1 - i%2)
+					in, err := lb.Pick(kinds[k], "svc")
+					require.NoError(t, err)
+					reached[k][in.Port]++
+				}
+				for k := range reached {
+					assert.Len(t, reached[k], n, "%v requests, alternating with the other kind, reach every instance: %v", Kind(k), reached[k])
+				}
+			})
+		}
 	}
 }
