@@ -210,18 +210,18 @@ func (r *rollout) run(ctx context.Context) int {
 	q := queriesFor(r.f.metric, r.f.service, r.f.window)
 	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus)
 	for i, p := range r.steps {
-		res, err := modify(ctx, r.st, false, setCanary(p))
+		_, err := modify(ctx, r.st, false, raiseCanary(p))
+		if errors.Is(err, errClosedByOthers) {
+			r.res.Outcome, r.res.Closed = "failed", true
+			r.res.Message = fmt.Sprintf("someone closed the rules before step %d (canary %v%%) was written; stopping, they stay closed in %s", i+1, p, r.st.describe())
+			return exitFailed
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
 			}
 			r.res.Outcome = "failed"
 			r.res.Message = fmt.Sprintf("could not set canary %v%%: %v; the rules are as %s holds them (canary %v%%)", p, err, r.st.describe(), r.res.Canary)
-			return exitFailed
-		}
-		if res.After.Closed {
-			r.res.Outcome, r.res.Closed = "failed", true
-			r.res.Message = "someone closed the rules during the rollout; stopping (they stay closed)"
 			return exitFailed
 		}
 		r.res.Canary = p
@@ -288,6 +288,23 @@ func (r *rollout) run(ctx context.Context) int {
 		r.res.Next = "continue: graylb rollout --steps " + strconv.FormatFloat(last, 'f', -1, 64) + ",...,100, or promote"
 	}
 	return exitOK
+}
+
+// errClosedByOthers: a step's write found the rules closed.
+var errClosedByOthers = errors.New("the rules are closed")
+
+// raiseCanary is a step's write: the canary, unless the rules are closed
+// (someone rolled back between the rollout's reads and this write, which
+// may be the retry after a conflict): closed rules are left untouched, so
+// graylb resume reopens them at the canary they were closed at.
+func raiseCanary(p float64) func(*graylb.Rules) error {
+	return func(r *graylb.Rules) error {
+		if r.Closed {
+			return errClosedByOthers
+		}
+		r.CanaryPercent = p
+		return nil
+	}
 }
 
 // closedByOthers reads the rules: closed by someone else (graylb rollback
