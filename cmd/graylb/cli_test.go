@@ -196,6 +196,7 @@ func TestFlagParsing(t *testing.T) {
 		{"nacos with credentials", nil, []string{"rules", "get", "--nacos", "http://u:secret@127.0.0.1:1"}, exitFailed, "GRAYLB_NACOS_USERNAME"},
 		{"nacos empty", nil, []string{"rules", "get", "--nacos", " , "}, exitFailed, "no nacos server"},
 		{"redis bad url", nil, []string{"rules", "get", "--redis", "redis://u:secret@[::1"}, exitFailed, "--redis"},
+		{"redis bad escape in the password", nil, []string{"rules", "get", "--redis", "redis://u:se%zzcret@127.0.0.1:1"}, exitFailed, "--redis"},
 		{"redis bad keys", nil, []string{"rules", "get", "--redis", "127.0.0.1:1", "--redis-keys", "a,b"}, exitFailed, "three key names"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,7 +204,7 @@ func TestFlagParsing(t *testing.T) {
 			if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
 				t.Fatalf("exit %d (want %d); want %q in the output:\n%s%s", code, tc.code, tc.want, stdout, stderr)
 			}
-			if strings.Contains(stdout+stderr, "secret") {
+			if strings.Contains(stdout+stderr, "secret") || strings.Contains(stdout+stderr, "%zz") {
 				t.Fatalf("a password shows in the output:\n%s%s", stdout, stderr)
 			}
 		})
