@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -132,6 +133,12 @@ func (g *globals) openRedis() (*redisStore, error) {
 	if strings.Contains(g.redis, "://") {
 		var err error
 		if opt, err = redis.ParseURL(g.redis); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				// url.Parse's reasons quote the part of the URL at fault,
+				// which may be in the password.
+				return nil, fmt.Errorf("--redis %q: not a URL (a character or %%-escape out of place, not shown: it may be in the password)", redactURL(g.redis))
+			}
 			return nil, fmt.Errorf("--redis: %v", redactURL(err.Error()))
 		}
 	} else {
