@@ -341,6 +341,14 @@ func TestDiffExitStatus(t *testing.T) {
 	if code != 1 || !strings.Contains(out, `-   "canaryPercent": 1`) || !strings.Contains(out, `+   "canaryPercent": 2`) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
+	// Trouble is 2, as diff(1) (docs/operations.md): an invalid file, an
+	// unreachable store.
+	if code, _, errOut := runCLI(t, nil, "rules", "diff", writeFile(t, `{"Closed":true}`), "--nacos", f.addr()); code != 2 || !strings.Contains(errOut, `"Closed"`) {
+		t.Fatalf("invalid file: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, nil, "rules", "diff", writeFile(t, `{}`), "--nacos", "127.0.0.1:1", "--timeout", "2s"); code != 2 || !strings.Contains(errOut, "no nacos server answered") {
+		t.Fatalf("unreachable store: exit %d: %s", code, errOut)
+	}
 }
 
 func TestNacosUnreachable(t *testing.T) {
