@@ -442,3 +442,24 @@ func TestNacosLogin(t *testing.T) {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
 }
+
+// Nacos refusing a compare-and-set write for a reason of its own (an
+// error status while the document did not change): after its attempts
+// the shortcut's error carries the server's answer, not only "changed
+// since they were read".
+func TestShortcutConflictSaysWhatNacosAnswered(t *testing.T) {
+	f := newFakeNacos(t)
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			http.Error(w, "config storage full", http.StatusInternalServerError)
+			return
+		}
+		f.serve(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	code, _, errOut := runCLI(t, nil, "canary", "5", "--nacos", strings.TrimPrefix(srv.URL, "http://"))
+	if code != exitFailed || !strings.Contains(errOut, "config storage full") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
