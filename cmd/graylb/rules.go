@@ -86,6 +86,7 @@ type changeResult struct {
 // not parse is never modified: fix it with rules apply.
 func modify(ctx context.Context, st store, dryRun bool, fn func(*graylb.Rules) error) (changeResult, error) {
 	res := changeResult{Where: st.describe(), DryRun: dryRun}
+	var conflict error // the last attempt's, which may carry the server's answer
 	for res.Attempts < maxCASAttempts {
 		res.Attempts++
 		cur, err := st.get(ctx)
@@ -112,11 +113,12 @@ func modify(ctx context.Context, st store, dryRun bool, fn func(*graylb.Rules) e
 		}
 		err = st.put(ctx, cur, data)
 		if errors.Is(err, errConflict) {
+			conflict = err
 			continue
 		}
 		return res, err
 	}
-	return res, fmt.Errorf("%w, %d times in a row", errConflict, maxCASAttempts)
+	return res, fmt.Errorf("%d times in a row: %w", maxCASAttempts, conflict)
 }
 
 func cloneRules(r graylb.Rules) graylb.Rules {
