@@ -378,3 +378,25 @@ func TestRolloutDoesNotRaiseClosedRules(t *testing.T) {
 		t.Fatalf("stored %+v, want closed at canary 1 as they were closed", r)
 	}
 }
+
+// Gray routing switched off by someone during the rollout (enabled: false:
+// every instance serves every request, so the callers' gray and prod calls
+// no longer tell the builds apart) stops it: no later step is written and
+// no verdict is given on metrics that cannot hold one.
+func TestRolloutStopsWhenRoutingSwitchedOff(t *testing.T) {
+	f := newFakeNacos(t)
+	var publishes atomic.Int64
+	f.beforePublish = func() {
+		if publishes.Add(1) == 2 { // while step 2 (canary 5) is written
+			f.set("DEFAULT_GROUP", "graylb-rules.json", `{"enabled": false, "canaryPercent": 1}`)
+		}
+	}
+	prom := promTraffic(t, 500, 0.002, 5000, 0.001)
+	code, out, errOut := runCLI(t, nil, rolloutArgs(f, prom.URL)...)
+	if code != exitFailed || !strings.Contains(out, "gray routing") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); r.Enabled == nil || *r.Enabled || r.CanaryPercent != 1 {
+		t.Fatalf("stored %+v, want routing off at canary 1 as it was left", r)
+	}
+}
