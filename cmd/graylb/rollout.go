@@ -216,6 +216,12 @@ func (r *rollout) run(ctx context.Context) int {
 			r.res.Message = fmt.Sprintf("someone closed the rules before step %d (canary %v%%) was written; stopping, they stay closed in %s", i+1, p, r.st.describe())
 			return exitFailed
 		}
+		if errors.Is(err, errRoutingOff) {
+			r.res.Outcome = "failed"
+			r.res.Message = fmt.Sprintf("someone switched gray routing off (enabled: false) before step %d (canary %v%%) was written; stopping: %s; the rules stay at canary %v%% in %s",
+				i+1, p, routingOffNote, r.res.Canary, r.st.describe())
+			return exitFailed
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
@@ -236,10 +242,17 @@ func (r *rollout) run(ctx context.Context) int {
 			case <-time.After(r.f.poll):
 			}
 			elapsed := time.Since(start)
-			if closed, err := r.closedByOthers(ctx); err == nil && closed {
+			switch err := r.changedByOthers(ctx); {
+			case errors.Is(err, errClosedByOthers):
 				r.res.Steps = append(r.res.Steps, step)
 				r.res.Outcome, r.res.Closed = "failed", true
 				r.res.Message = fmt.Sprintf("someone closed the rules during step %d (canary %v%%); stopping, they stay closed in %s", i+1, p, r.st.describe())
+				return exitFailed
+			case errors.Is(err, errRoutingOff):
+				r.res.Steps = append(r.res.Steps, step)
+				r.res.Outcome = "failed"
+				r.res.Message = fmt.Sprintf("someone switched gray routing off (enabled: false) during step %d (canary %v%%); stopping: %s; the rules stay as they are in %s",
+					i+1, p, routingOffNote, r.st.describe())
 				return exitFailed
 			}
 			gray, prod, err := r.prom.compare(ctx, q)
@@ -293,29 +306,49 @@ func (r *rollout) run(ctx context.Context) int {
 // errClosedByOthers: a step's write found the rules closed.
 var errClosedByOthers = errors.New("the rules are closed")
 
+// errRoutingOff: a step's write found gray routing switched off.
+var errRoutingOff = errors.New("gray routing is switched off (enabled: false)")
+
+// routingOffNote says why a rollout stops when gray routing is off.
+const routingOffNote = "every instance serves every request, so the callers' gray and prod calls no longer tell the builds apart"
+
 // raiseCanary is a step's write: the canary, unless the rules are closed
-// (someone rolled back between the rollout's reads and this write, which
-// may be the retry after a conflict): closed rules are left untouched, so
-// graylb resume reopens them at the canary they were closed at.
+// or gray routing is switched off (someone changed them between the
+// rollout's reads and this write, which may be the retry after a
+// conflict): such rules are left untouched, so graylb resume reopens them
+// at the canary they were closed at.
 func raiseCanary(p float64) func(*graylb.Rules) error {
 	return func(r *graylb.Rules) error {
 		if r.Closed {
 			return errClosedByOthers
+		}
+		if r.Enabled != nil && !*r.Enabled {
+			return errRoutingOff
 		}
 		r.CanaryPercent = p
 		return nil
 	}
 }
 
-// closedByOthers reads the rules: closed by someone else (graylb rollback
-// by hand, a console) stops the rollout.
-func (r *rollout) closedByOthers(ctx context.Context) (bool, error) {
+// changedByOthers reads the rules: closed by someone else (graylb
+// rollback by hand, a console: errClosedByOthers) or gray routing switched
+// off (errRoutingOff) stops the rollout. A failed read or a document that
+// does not parse is neither (the step's judging goes on).
+func (r *rollout) changedByOthers(ctx context.Context) error {
 	d, err := r.st.get(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	rules, err := parseStored(d)
-	return err == nil && rules.Closed, err
+	switch {
+	case err != nil:
+		return err
+	case rules.Closed:
+		return errClosedByOthers
+	case rules.Enabled != nil && !*rules.Enabled:
+		return errRoutingOff
+	}
+	return nil
 }
 
 // rollback closes the rules, on a context a signal does not cancel: a

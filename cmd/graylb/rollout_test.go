@@ -400,3 +400,23 @@ func TestRolloutStopsWhenRoutingSwitchedOff(t *testing.T) {
 		t.Fatalf("stored %+v, want routing off at canary 1 as it was left", r)
 	}
 }
+
+// Gray routing switched off during a step (read at a poll) stops the
+// rollout as closing the rules does.
+func TestRolloutStopsWhenRoutingSwitchedOffDuringAStep(t *testing.T) {
+	f := newFakeNacos(t)
+	var queries atomic.Int64
+	prom := fakeProm(t, func(q string) string {
+		if queries.Add(1) == 6 {
+			f.set("DEFAULT_GROUP", "graylb-rules.json", `{"enabled": false, "canaryPercent": 1}`)
+		}
+		return vector("gray", "1000", "prod", "1000")
+	})
+	code, out, errOut := runCLI(t, nil, rolloutArgs(f, prom.URL, "--interval", "1h")...)
+	if code != exitFailed || !strings.Contains(out, "switched gray routing off (enabled: false) during step 1") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); r.Enabled == nil || *r.Enabled || r.CanaryPercent != 1 {
+		t.Fatalf("stored %+v, want routing off at canary 1 as it was left", r)
+	}
+}
