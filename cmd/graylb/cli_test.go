@@ -463,3 +463,36 @@ func TestShortcutConflictSaysWhatNacosAnswered(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
+
+// Interrupted (SIGINT) while its write is in flight, a shortcut cannot
+// know whether the write landed: it reads the rules back and says where
+// they are, with the exit status of an interruption, rather than report a
+// failure of a write that Nacos applied.
+func TestShortcutInterruptedDuringItsWrite(t *testing.T) {
+	f := newFakeNacos(t)
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			f.serve(w, r)
+			return
+		}
+		f.serve(httptest.NewRecorder(), r) // the write lands; its answer is lost
+		cancel()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"canary", "5", "--nacos", strings.TrimPrefix(srv.URL, "http://")}, env{stdin: strings.NewReader(""),
+		stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }, http: &http.Client{}})
+	if got := storedRules(t, f); got.CanaryPercent != 5 {
+		t.Fatalf("stored %+v: the write did not land", got)
+	}
+	if code != exitSignal || !strings.Contains(out.String()+errOut.String(), "canary 5%") {
+		t.Fatalf("exit %d (want %d, saying the rules are at canary 5%%):\n%s%s", code, exitSignal, out.String(), errOut.String())
+	}
+}
