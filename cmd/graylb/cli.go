@@ -274,6 +274,9 @@ func commands(e env) *command {
 		}
 		defer st.close()
 		res, err := modify(ctx, st, dryRun, fn)
+		if err != nil && ctx.Err() != nil {
+			return interruptedWrite(ctx, g, e, st, err)
+		}
 		if err != nil {
 			return fail(e, err)
 		}
@@ -369,6 +372,24 @@ func parsePercent(s string) (float64, error) {
 		return 0, err
 	}
 	return p, nil
+}
+
+// interruptedWrite reports a command interrupted (SIGINT, SIGTERM) during
+// its read-modify-write: a write in flight may have landed or not, so the
+// rules are read back, on a context the signal does not cancel, and shown.
+func interruptedWrite(ctx context.Context, g *globals, e env, st store, err error) int {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
+	defer cancel()
+	msg := fmt.Sprintf("interrupted (%v): a write in flight may have landed or not", err)
+	if d, rerr := st.get(rctx); rerr != nil {
+		msg += fmt.Sprintf("; reading the rules back failed (%v): see graylb rules get", rerr)
+	} else if r, perr := parseStored(d); perr != nil {
+		msg += fmt.Sprintf("; %s holds rules every client refuses: %v", st.describe(), perr)
+	} else {
+		msg += fmt.Sprintf("; %s holds canary %v%% (closed: %t, %d gray users): see graylb rules get", st.describe(), r.CanaryPercent, r.Closed, len(r.GrayUsers))
+	}
+	fmt.Fprintf(e.stderr, "graylb: %s\n", msg)
+	return exitSignal
 }
 
 func fail(e env, err error) int {
@@ -512,6 +533,9 @@ func runApply(ctx context.Context, g *globals, e env, args []string, dryRun bool
 	res.Changed = res.Diff != "" || !cur.exists
 	if res.Changed && !dryRun {
 		if err := st.put(ctx, cur, data); err != nil {
+			if ctx.Err() != nil {
+				return interruptedWrite(ctx, g, e, st, err)
+			}
 			if errors.Is(err, errConflict) {
 				err = fmt.Errorf("%w; run the command again to see the diff from the new document", err)
 			}
