@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -494,5 +495,56 @@ func TestShortcutInterruptedDuringItsWrite(t *testing.T) {
 	}
 	if code != exitSignal || !strings.Contains(out.String()+errOut.String(), "canary 5%") {
 		t.Fatalf("exit %d (want %d, saying the rules are at canary 5%%):\n%s%s", code, exitSignal, out.String(), errOut.String())
+	}
+}
+
+// An access token that expired (Nacos' tokenTtl, 5 hours by default: a
+// long rollout outlives it) is replaced by a new login, not reported as a
+// failure of every later read and write (the rollout's rollback
+// included).
+func TestNacosTokenExpires(t *testing.T) {
+	f := newFakeNacos(t)
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`)
+	var mu sync.Mutex
+	logins, valid := 0, ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		mu.Lock()
+		if r.URL.Path == "/nacos/v1/auth/login" {
+			logins++
+			valid = fmt.Sprintf("tok-%d", logins)
+			mu.Unlock()
+			fmt.Fprintf(w, `{"accessToken":%q,"tokenTtl":18000}`, valid)
+			return
+		}
+		ok := r.Form.Get("accessToken") == valid
+		mu.Unlock()
+		if !ok {
+			http.Error(w, "token expired!", http.StatusForbidden)
+			return
+		}
+		f.serve(w, r)
+	}))
+	defer srv.Close()
+	api, err := newNacosAPI(strings.TrimPrefix(srv.URL, "http://"), "", "ops", "s3cret", &http.Client{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &nacosStore{api: api, dataID: "graylb-rules.json", group: "DEFAULT_GROUP"}
+	ctx := context.Background()
+	if _, err := st.get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	valid = "" // the token expires
+	mu.Unlock()
+	if _, err := modify(ctx, st, false, setClosed(true)); err != nil {
+		t.Fatalf("after the token expired: %v", err)
+	}
+	if r := storedRules(t, f); !r.Closed {
+		t.Fatalf("stored %+v, want closed", r)
+	}
+	if logins != 2 {
+		t.Fatalf("%d logins, want 2 (the first, and one when the token expired)", logins)
 	}
 }
