@@ -548,3 +548,24 @@ func TestNacosTokenExpires(t *testing.T) {
 		t.Fatalf("%d logins, want 2 (the first, and one when the token expired)", logins)
 	}
 }
+
+// The rollback lever works on a stored document every client refuses
+// (they keep the rules they had, a canary included): graylb rollback
+// replaces it with closed rules, which they take at once, and shows the
+// text it replaced. The other shortcuts still refuse it.
+func TestRollbackOverInvalidStoredRules(t *testing.T) {
+	f := newFakeNacos(t)
+	const invalid = `{"canaryPercent": 50, "Closed": true}`
+	f.set("DEFAULT_GROUP", "graylb-rules.json", invalid)
+	code, out, errOut := runCLI(t, nil, "rollback", "--nacos", f.addr())
+	if code != exitOK || !strings.Contains(out, `"Closed"`) {
+		t.Fatalf("exit %d, want 0 with the replaced text in the diff:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); !r.Closed {
+		t.Fatalf("stored %+v, want closed", r)
+	}
+	f.set("DEFAULT_GROUP", "graylb-rules.json", invalid)
+	if code, _, _ := runCLI(t, nil, "resume", "--nacos", f.addr()); code != exitFailed || f.get("DEFAULT_GROUP", "graylb-rules.json") != invalid {
+		t.Fatalf("resume over an invalid document: exit %d, stored %s", code, f.get("DEFAULT_GROUP", "graylb-rules.json"))
+	}
+}
