@@ -264,16 +264,20 @@ func usageOf(c *command, path string, w io.Writer) {
 
 func commands(e env) *command {
 	var dryRun bool
+	var shortcutOver func(ctx context.Context, g *globals, e env, change func(context.Context, store) (changeResult, error)) int
 	dry := func(fs *flag.FlagSet) {
 		fs.BoolVar(&dryRun, "dry-run", false, "show the change, write nothing")
 	}
 	shortcut := func(ctx context.Context, g *globals, e env, fn func(*graylb.Rules) error) int {
+		return shortcutOver(ctx, g, e, func(ctx context.Context, st store) (changeResult, error) { return modify(ctx, st, dryRun, fn) })
+	}
+	shortcutOver = func(ctx context.Context, g *globals, e env, change func(context.Context, store) (changeResult, error)) int {
 		st, err := g.openStore(e)
 		if err != nil {
 			return fail(e, err)
 		}
 		defer st.close()
-		res, err := modify(ctx, st, dryRun, fn)
+		res, err := change(ctx, st)
 		if err != nil && ctx.Err() != nil {
 			return interruptedWrite(ctx, g, e, st, err)
 		}
@@ -343,10 +347,10 @@ func commands(e env) *command {
 						}},
 				}},
 			{name: "rollback", args: "", short: "close the rules: no request reaches a gray instance",
-				long:    "Sets closed: true, the rollback lever: gray requests go to prod. Other rules are kept, so\ngraylb resume restores them.",
+				long:    "Sets closed: true, the rollback lever: gray requests go to prod. Other rules are kept, so\ngraylb resume restores them. A stored document every client refuses (they keep the rules\nthey had) is replaced by {\"closed\": true} alone; the diff shows the text replaced.",
 				maxArgs: 0, flags: dry,
 				run: func(ctx context.Context, g *globals, e env, _ []string) int {
-					return shortcut(ctx, g, e, setClosed(true))
+					return shortcutOver(ctx, g, e, func(ctx context.Context, st store) (changeResult, error) { return closeRules(ctx, st, dryRun) })
 				}},
 			{name: "resume", args: "", short: "reopen closed rules",
 				long:    "Sets closed: false: the rules route to gray instances again.",

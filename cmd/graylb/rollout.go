@@ -357,7 +357,7 @@ func (r *rollout) rollback(ctx context.Context, why string) int {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*r.g.timeout)
 	defer cancel()
 	r.logf("gray is worse than prod: %s; rolling back (closed: true)", why)
-	if _, err := modify(wctx, r.st, false, setClosed(true)); err != nil {
+	if _, err := closeRules(wctx, r.st, false); err != nil {
 		r.res.Outcome = "failed"
 		r.res.Message = fmt.Sprintf("gray is worse than prod (%s) but the rollback failed: %v; the rules stay at canary %v%%: close them by hand (graylb rollback)", why, err, r.res.Canary)
 		return exitFailed
