@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -132,6 +133,12 @@ func (g *globals) openRedis() (*redisStore, error) {
 	if strings.Contains(g.redis, "://") {
 		var err error
 		if opt, err = redis.ParseURL(g.redis); err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				// url.Parse's reasons quote the part of the URL at fault,
+				// which may be in the password.
+				return nil, fmt.Errorf("--redis %q: not a URL (a character or %%-escape out of place, not shown: it may be in the password)", redactURL(g.redis))
+			}
 			return nil, fmt.Errorf("--redis: %v", redactURL(err.Error()))
 		}
 	} else {
@@ -257,16 +264,23 @@ func usageOf(c *command, path string, w io.Writer) {
 
 func commands(e env) *command {
 	var dryRun bool
+	var shortcutOver func(ctx context.Context, g *globals, e env, change func(context.Context, store) (changeResult, error)) int
 	dry := func(fs *flag.FlagSet) {
 		fs.BoolVar(&dryRun, "dry-run", false, "show the change, write nothing")
 	}
 	shortcut := func(ctx context.Context, g *globals, e env, fn func(*graylb.Rules) error) int {
+		return shortcutOver(ctx, g, e, func(ctx context.Context, st store) (changeResult, error) { return modify(ctx, st, dryRun, fn) })
+	}
+	shortcutOver = func(ctx context.Context, g *globals, e env, change func(context.Context, store) (changeResult, error)) int {
 		st, err := g.openStore(e)
 		if err != nil {
 			return fail(e, err)
 		}
 		defer st.close()
-		res, err := modify(ctx, st, dryRun, fn)
+		res, err := change(ctx, st)
+		if err != nil && ctx.Err() != nil {
+			return interruptedWrite(ctx, g, e, st, err)
+		}
 		if err != nil {
 			return fail(e, err)
 		}
@@ -333,10 +347,10 @@ func commands(e env) *command {
 						}},
 				}},
 			{name: "rollback", args: "", short: "close the rules: no request reaches a gray instance",
-				long:    "Sets closed: true, the rollback lever: gray requests go to prod. Other rules are kept, so\ngraylb resume restores them.",
+				long:    "Sets closed: true, the rollback lever: gray requests go to prod. Other rules are kept, so\ngraylb resume restores them. A stored document every client refuses (they keep the rules\nthey had) is replaced by {\"closed\": true} alone; the diff shows the text replaced.",
 				maxArgs: 0, flags: dry,
 				run: func(ctx context.Context, g *globals, e env, _ []string) int {
-					return shortcut(ctx, g, e, setClosed(true))
+					return shortcutOver(ctx, g, e, func(ctx context.Context, st store) (changeResult, error) { return closeRules(ctx, st, dryRun) })
 				}},
 			{name: "resume", args: "", short: "reopen closed rules",
 				long:    "Sets closed: false: the rules route to gray instances again.",
@@ -362,6 +376,24 @@ func parsePercent(s string) (float64, error) {
 		return 0, err
 	}
 	return p, nil
+}
+
+// interruptedWrite reports a command interrupted (SIGINT, SIGTERM) during
+// its read-modify-write: a write in flight may have landed or not, so the
+// rules are read back, on a context the signal does not cancel, and shown.
+func interruptedWrite(ctx context.Context, g *globals, e env, st store, err error) int {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
+	defer cancel()
+	msg := fmt.Sprintf("interrupted (%v): a write in flight may have landed or not", err)
+	if d, rerr := st.get(rctx); rerr != nil {
+		msg += fmt.Sprintf("; reading the rules back failed (%v): see graylb rules get", rerr)
+	} else if r, perr := parseStored(d); perr != nil {
+		msg += fmt.Sprintf("; %s holds rules every client refuses: %v", st.describe(), perr)
+	} else {
+		msg += fmt.Sprintf("; %s holds canary %v%% (closed: %t, %d gray users): see graylb rules get", st.describe(), r.CanaryPercent, r.Closed, len(r.GrayUsers))
+	}
+	fmt.Fprintf(e.stderr, "graylb: %s\n", msg)
+	return exitSignal
 }
 
 func fail(e env, err error) int {
@@ -505,6 +537,9 @@ func runApply(ctx context.Context, g *globals, e env, args []string, dryRun bool
 	res.Changed = res.Diff != "" || !cur.exists
 	if res.Changed && !dryRun {
 		if err := st.put(ctx, cur, data); err != nil {
+			if ctx.Err() != nil {
+				return interruptedWrite(ctx, g, e, st, err)
+			}
 			if errors.Is(err, errConflict) {
 				err = fmt.Errorf("%w; run the command again to see the diff from the new document", err)
 			}

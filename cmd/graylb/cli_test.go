@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -196,6 +197,7 @@ func TestFlagParsing(t *testing.T) {
 		{"nacos with credentials", nil, []string{"rules", "get", "--nacos", "http://u:secret@127.0.0.1:1"}, exitFailed, "GRAYLB_NACOS_USERNAME"},
 		{"nacos empty", nil, []string{"rules", "get", "--nacos", " , "}, exitFailed, "no nacos server"},
 		{"redis bad url", nil, []string{"rules", "get", "--redis", "redis://u:secret@[::1"}, exitFailed, "--redis"},
+		{"redis bad escape in the password", nil, []string{"rules", "get", "--redis", "redis://u:se%zzcret@127.0.0.1:1"}, exitFailed, "--redis"},
 		{"redis bad keys", nil, []string{"rules", "get", "--redis", "127.0.0.1:1", "--redis-keys", "a,b"}, exitFailed, "three key names"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,7 +205,7 @@ func TestFlagParsing(t *testing.T) {
 			if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
 				t.Fatalf("exit %d (want %d); want %q in the output:\n%s%s", code, tc.code, tc.want, stdout, stderr)
 			}
-			if strings.Contains(stdout+stderr, "secret") {
+			if strings.Contains(stdout+stderr, "secret") || strings.Contains(stdout+stderr, "%zz") {
 				t.Fatalf("a password shows in the output:\n%s%s", stdout, stderr)
 			}
 		})
@@ -340,6 +342,14 @@ func TestDiffExitStatus(t *testing.T) {
 	if code != 1 || !strings.Contains(out, `-   "canaryPercent": 1`) || !strings.Contains(out, `+   "canaryPercent": 2`) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
+	// Trouble is 2, as diff(1) (docs/operations.md): an invalid file, an
+	// unreachable store.
+	if code, _, errOut := runCLI(t, nil, "rules", "diff", writeFile(t, `{"Closed":true}`), "--nacos", f.addr()); code != 2 || !strings.Contains(errOut, `"Closed"`) {
+		t.Fatalf("invalid file: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, nil, "rules", "diff", writeFile(t, `{}`), "--nacos", "127.0.0.1:1", "--timeout", "2s"); code != 2 || !strings.Contains(errOut, "no nacos server answered") {
+		t.Fatalf("unreachable store: exit %d: %s", code, errOut)
+	}
 }
 
 func TestNacosUnreachable(t *testing.T) {
@@ -431,5 +441,131 @@ func TestNacosLogin(t *testing.T) {
 	code, out, errOut := runCLI(t, vars, "rules", "get")
 	if code != exitFailed || !strings.Contains(errOut, `login as "ops"`) || strings.Contains(out+errOut, "wrong") {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+}
+
+// Nacos refusing a compare-and-set write for a reason of its own (an
+// error status while the document did not change): after its attempts
+// the shortcut's error carries the server's answer, not only "changed
+// since they were read".
+func TestShortcutConflictSaysWhatNacosAnswered(t *testing.T) {
+	f := newFakeNacos(t)
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			http.Error(w, "config storage full", http.StatusInternalServerError)
+			return
+		}
+		f.serve(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	code, _, errOut := runCLI(t, nil, "canary", "5", "--nacos", strings.TrimPrefix(srv.URL, "http://"))
+	if code != exitFailed || !strings.Contains(errOut, "config storage full") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+// Interrupted (SIGINT) while its write is in flight, a shortcut cannot
+// know whether the write landed: it reads the rules back and says where
+// they are, with the exit status of an interruption, rather than report a
+// failure of a write that Nacos applied.
+func TestShortcutInterruptedDuringItsWrite(t *testing.T) {
+	f := newFakeNacos(t)
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			f.serve(w, r)
+			return
+		}
+		f.serve(httptest.NewRecorder(), r) // the write lands; its answer is lost
+		cancel()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"canary", "5", "--nacos", strings.TrimPrefix(srv.URL, "http://")}, env{stdin: strings.NewReader(""),
+		stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }, http: &http.Client{}})
+	if got := storedRules(t, f); got.CanaryPercent != 5 {
+		t.Fatalf("stored %+v: the write did not land", got)
+	}
+	if code != exitSignal || !strings.Contains(out.String()+errOut.String(), "canary 5%") {
+		t.Fatalf("exit %d (want %d, saying the rules are at canary 5%%):\n%s%s", code, exitSignal, out.String(), errOut.String())
+	}
+}
+
+// An access token that expired (Nacos' tokenTtl, 5 hours by default: a
+// long rollout outlives it) is replaced by a new login, not reported as a
+// failure of every later read and write (the rollout's rollback
+// included).
+func TestNacosTokenExpires(t *testing.T) {
+	f := newFakeNacos(t)
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`)
+	var mu sync.Mutex
+	logins, valid := 0, ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		mu.Lock()
+		if r.URL.Path == "/nacos/v1/auth/login" {
+			logins++
+			valid = fmt.Sprintf("tok-%d", logins)
+			mu.Unlock()
+			fmt.Fprintf(w, `{"accessToken":%q,"tokenTtl":18000}`, valid)
+			return
+		}
+		ok := r.Form.Get("accessToken") == valid
+		mu.Unlock()
+		if !ok {
+			http.Error(w, "token expired!", http.StatusForbidden)
+			return
+		}
+		f.serve(w, r)
+	}))
+	defer srv.Close()
+	api, err := newNacosAPI(strings.TrimPrefix(srv.URL, "http://"), "", "ops", "s3cret", &http.Client{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &nacosStore{api: api, dataID: "graylb-rules.json", group: "DEFAULT_GROUP"}
+	ctx := context.Background()
+	if _, err := st.get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	valid = "" // the token expires
+	mu.Unlock()
+	if _, err := modify(ctx, st, false, setClosed(true)); err != nil {
+		t.Fatalf("after the token expired: %v", err)
+	}
+	if r := storedRules(t, f); !r.Closed {
+		t.Fatalf("stored %+v, want closed", r)
+	}
+	if logins != 2 {
+		t.Fatalf("%d logins, want 2 (the first, and one when the token expired)", logins)
+	}
+}
+
+// The rollback lever works on a stored document every client refuses
+// (they keep the rules they had, a canary included): graylb rollback
+// replaces it with closed rules, which they take at once, and shows the
+// text it replaced. The other shortcuts still refuse it.
+func TestRollbackOverInvalidStoredRules(t *testing.T) {
+	f := newFakeNacos(t)
+	const invalid = `{"canaryPercent": 50, "Closed": true}`
+	f.set("DEFAULT_GROUP", "graylb-rules.json", invalid)
+	code, out, errOut := runCLI(t, nil, "rollback", "--nacos", f.addr())
+	if code != exitOK || !strings.Contains(out, `"Closed"`) {
+		t.Fatalf("exit %d, want 0 with the replaced text in the diff:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); !r.Closed {
+		t.Fatalf("stored %+v, want closed", r)
+	}
+	f.set("DEFAULT_GROUP", "graylb-rules.json", invalid)
+	if code, _, _ := runCLI(t, nil, "resume", "--nacos", f.addr()); code != exitFailed || f.get("DEFAULT_GROUP", "graylb-rules.json") != invalid {
+		t.Fatalf("resume over an invalid document: exit %d, stored %s", code, f.get("DEFAULT_GROUP", "graylb-rules.json"))
 	}
 }

@@ -61,8 +61,11 @@ func (v verdict) String() string {
 // Without enough prod calls to compare with (the canary at 100 %, or a
 // quiet service) gray is held to prod's ideal: an error ratio of at most
 // MaxErrorIncrease, and no latency bound. NaN and negative counts (a
-// counter reset, garbage from the server) count as no calls.
+// counter reset, garbage from the server) count as no calls; a gray
+// failed-call count that is not a finite, non-negative number says nothing
+// of gray's errors, so the judge waits rather than take it as none.
 func judge(gray, prod sample, th thresholds) (verdict, string) {
+	grayErrs := gray.Errors
 	clean := func(s sample) sample {
 		if !(s.Requests >= 0) || math.IsInf(s.Requests, 0) {
 			s.Requests = 0
@@ -76,6 +79,9 @@ func judge(gray, prod sample, th thresholds) (verdict, string) {
 	gray, prod = clean(gray), clean(prod)
 	if gray.Requests < th.MinRequests || gray.Requests == 0 {
 		return verdictWait, fmt.Sprintf("gray completed %.0f calls in the window, at least %.0f needed to judge", gray.Requests, th.MinRequests)
+	}
+	if !(grayErrs >= 0) || math.IsInf(grayErrs, 0) {
+		return verdictWait, fmt.Sprintf("gray's failed-call count in the window is %v, not a number of calls: no verdict on it", grayErrs)
 	}
 	prodBase := prod.Requests >= th.MinRequests && prod.Requests > 0
 	baseRatio := 0.0

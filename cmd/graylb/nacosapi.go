@@ -123,11 +123,36 @@ func (a *nacosAPI) do(ctx context.Context, method, path string, params url.Value
 	return nil, fmt.Errorf("no nacos server answered: %w", errors.Join(errs...))
 }
 
+// doOn sends one request to base. Logged in, a refusal (401, 403) of the
+// token it carried is answered by a new login and the request sent again,
+// once: the token may have expired (Nacos' tokenTtl, 5 hours by default,
+// which a long rollout outlives).
 func (a *nacosAPI) doOn(ctx context.Context, base, method, path string, params url.Values) ([]byte, error) {
+	body, tok, err := a.doOnce(ctx, base, method, path, params)
+	var se *statusError
+	if tok != "" && errors.As(err, &se) && (se.code == http.StatusForbidden || se.code == http.StatusUnauthorized) {
+		a.forget(tok)
+		body, _, err = a.doOnce(ctx, base, method, path, params)
+	}
+	return body, err
+}
+
+// forget drops tok, so that the next request logs in again.
+func (a *nacosAPI) forget(tok string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.token == tok {
+		a.token = ""
+	}
+}
+
+// doOnce sends one request to base, with the access token it returns when
+// logged in.
+func (a *nacosAPI) doOnce(ctx context.Context, base, method, path string, params url.Values) (_ []byte, tok string, _ error) {
 	if a.username != "" {
-		tok, err := a.login(ctx, base)
-		if err != nil {
-			return nil, err
+		var err error
+		if tok, err = a.login(ctx, base); err != nil {
+			return nil, "", err
 		}
 		params = cloneValues(params)
 		params.Set("accessToken", tok)
@@ -143,24 +168,24 @@ func (a *nacosAPI) doOn(ctx context.Context, base, method, path string, params u
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, tok, err
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, cause(err))
+		return nil, tok, fmt.Errorf("%s %s: %w", method, path, cause(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
+		return nil, tok, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
 	if len(body) > maxBody {
-		return nil, fmt.Errorf("%s %s: answer larger than %d bytes", method, path, maxBody)
+		return nil, tok, fmt.Errorf("%s %s: answer larger than %d bytes", method, path, maxBody)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return body, &statusError{code: resp.StatusCode, body: string(body)}
+		return body, tok, &statusError{code: resp.StatusCode, body: string(body)}
 	}
-	return body, nil
+	return body, tok, nil
 }
 
 func cloneValues(v url.Values) url.Values {

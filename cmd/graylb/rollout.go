@@ -210,18 +210,24 @@ func (r *rollout) run(ctx context.Context) int {
 	q := queriesFor(r.f.metric, r.f.service, r.f.window)
 	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus)
 	for i, p := range r.steps {
-		res, err := modify(ctx, r.st, false, setCanary(p))
+		_, err := modify(ctx, r.st, false, raiseCanary(p))
+		if errors.Is(err, errClosedByOthers) {
+			r.res.Outcome, r.res.Closed = "failed", true
+			r.res.Message = fmt.Sprintf("someone closed the rules before step %d (canary %v%%) was written; stopping, they stay closed in %s", i+1, p, r.st.describe())
+			return exitFailed
+		}
+		if errors.Is(err, errRoutingOff) {
+			r.res.Outcome = "failed"
+			r.res.Message = fmt.Sprintf("someone switched gray routing off (enabled: false) before step %d (canary %v%%) was written; stopping: %s; the rules stay at canary %v%% in %s",
+				i+1, p, routingOffNote, r.res.Canary, r.st.describe())
+			return exitFailed
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
 			}
 			r.res.Outcome = "failed"
 			r.res.Message = fmt.Sprintf("could not set canary %v%%: %v; the rules are as %s holds them (canary %v%%)", p, err, r.st.describe(), r.res.Canary)
-			return exitFailed
-		}
-		if res.After.Closed {
-			r.res.Outcome, r.res.Closed = "failed", true
-			r.res.Message = "someone closed the rules during the rollout; stopping (they stay closed)"
 			return exitFailed
 		}
 		r.res.Canary = p
@@ -236,10 +242,17 @@ func (r *rollout) run(ctx context.Context) int {
 			case <-time.After(r.f.poll):
 			}
 			elapsed := time.Since(start)
-			if closed, err := r.closedByOthers(ctx); err == nil && closed {
+			switch err := r.changedByOthers(ctx); {
+			case errors.Is(err, errClosedByOthers):
 				r.res.Steps = append(r.res.Steps, step)
 				r.res.Outcome, r.res.Closed = "failed", true
 				r.res.Message = fmt.Sprintf("someone closed the rules during step %d (canary %v%%); stopping, they stay closed in %s", i+1, p, r.st.describe())
+				return exitFailed
+			case errors.Is(err, errRoutingOff):
+				r.res.Steps = append(r.res.Steps, step)
+				r.res.Outcome = "failed"
+				r.res.Message = fmt.Sprintf("someone switched gray routing off (enabled: false) during step %d (canary %v%%); stopping: %s; the rules stay as they are in %s",
+					i+1, p, routingOffNote, r.st.describe())
 				return exitFailed
 			}
 			gray, prod, err := r.prom.compare(ctx, q)
@@ -290,15 +303,52 @@ func (r *rollout) run(ctx context.Context) int {
 	return exitOK
 }
 
-// closedByOthers reads the rules: closed by someone else (graylb rollback
-// by hand, a console) stops the rollout.
-func (r *rollout) closedByOthers(ctx context.Context) (bool, error) {
+// errClosedByOthers: a step's write found the rules closed.
+var errClosedByOthers = errors.New("the rules are closed")
+
+// errRoutingOff: a step's write found gray routing switched off.
+var errRoutingOff = errors.New("gray routing is switched off (enabled: false)")
+
+// routingOffNote says why a rollout stops when gray routing is off.
+const routingOffNote = "every instance serves every request, so the callers' gray and prod calls no longer tell the builds apart"
+
+// raiseCanary is a step's write: the canary, unless the rules are closed
+// or gray routing is switched off (someone changed them between the
+// rollout's reads and this write, which may be the retry after a
+// conflict): such rules are left untouched, so graylb resume reopens them
+// at the canary they were closed at.
+func raiseCanary(p float64) func(*graylb.Rules) error {
+	return func(r *graylb.Rules) error {
+		if r.Closed {
+			return errClosedByOthers
+		}
+		if r.Enabled != nil && !*r.Enabled {
+			return errRoutingOff
+		}
+		r.CanaryPercent = p
+		return nil
+	}
+}
+
+// changedByOthers reads the rules: closed by someone else (graylb
+// rollback by hand, a console: errClosedByOthers) or gray routing switched
+// off (errRoutingOff) stops the rollout. A failed read or a document that
+// does not parse is neither (the step's judging goes on).
+func (r *rollout) changedByOthers(ctx context.Context) error {
 	d, err := r.st.get(ctx)
 	if err != nil {
-		return false, err
+		return err
 	}
 	rules, err := parseStored(d)
-	return err == nil && rules.Closed, err
+	switch {
+	case err != nil:
+		return err
+	case rules.Closed:
+		return errClosedByOthers
+	case rules.Enabled != nil && !*rules.Enabled:
+		return errRoutingOff
+	}
+	return nil
 }
 
 // rollback closes the rules, on a context a signal does not cancel: a
@@ -307,7 +357,7 @@ func (r *rollout) rollback(ctx context.Context, why string) int {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*r.g.timeout)
 	defer cancel()
 	r.logf("gray is worse than prod: %s; rolling back (closed: true)", why)
-	if _, err := modify(wctx, r.st, false, setClosed(true)); err != nil {
+	if _, err := closeRules(wctx, r.st, false); err != nil {
 		r.res.Outcome = "failed"
 		r.res.Message = fmt.Sprintf("gray is worse than prod (%s) but the rollback failed: %v; the rules stay at canary %v%%: close them by hand (graylb rollback)", why, err, r.res.Canary)
 		return exitFailed

@@ -342,3 +342,81 @@ func TestRolloutStopsWhenClosedByOthers(t *testing.T) {
 		t.Fatalf("stored %+v: the rollout reopened closed rules", r)
 	}
 }
+
+// A failed-call count that is not a finite, non-negative number (a hostile
+// or broken Prometheus) says nothing of gray's errors: the judge waits
+// rather than take it as no error and advance blind.
+func TestJudgeWaitsOnErrorsNotANumber(t *testing.T) {
+	th := thresholds{MinRequests: 100, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond}
+	prod := sample{2000, 2, 0.02}
+	for _, errs := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -40} {
+		if v, why := judge(sample{200, errs, 0.02}, prod, th); v != verdictWait {
+			t.Errorf("gray errors %v: judge = %v %q, want wait", errs, v, why)
+		}
+	}
+}
+
+// Rules closed by someone else while the rollout writes the next step
+// (graylb rollback by hand, between the step's read and its write) stay as
+// they were closed: the compare-and-set fails and the retry, which reads
+// the closed rules, does not write the step's canary into them, so graylb
+// resume does not reopen them at a canary nobody judged.
+func TestRolloutDoesNotRaiseClosedRules(t *testing.T) {
+	f := newFakeNacos(t)
+	var publishes atomic.Int64
+	f.beforePublish = func() {
+		if publishes.Add(1) == 2 { // the write of step 2 (canary 5)
+			f.set("DEFAULT_GROUP", "graylb-rules.json", `{"closed": true, "canaryPercent": 1}`)
+		}
+	}
+	prom := promTraffic(t, 500, 0.002, 5000, 0.001)
+	code, out, errOut := runCLI(t, nil, rolloutArgs(f, prom.URL)...)
+	if code != exitFailed || !strings.Contains(out, "someone closed the rules") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); !r.Closed || r.CanaryPercent != 1 {
+		t.Fatalf("stored %+v, want closed at canary 1 as they were closed", r)
+	}
+}
+
+// Gray routing switched off by someone during the rollout (enabled: false:
+// every instance serves every request, so the callers' gray and prod calls
+// no longer tell the builds apart) stops it: no later step is written and
+// no verdict is given on metrics that cannot hold one.
+func TestRolloutStopsWhenRoutingSwitchedOff(t *testing.T) {
+	f := newFakeNacos(t)
+	var publishes atomic.Int64
+	f.beforePublish = func() {
+		if publishes.Add(1) == 2 { // while step 2 (canary 5) is written
+			f.set("DEFAULT_GROUP", "graylb-rules.json", `{"enabled": false, "canaryPercent": 1}`)
+		}
+	}
+	prom := promTraffic(t, 500, 0.002, 5000, 0.001)
+	code, out, errOut := runCLI(t, nil, rolloutArgs(f, prom.URL)...)
+	if code != exitFailed || !strings.Contains(out, "gray routing") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); r.Enabled == nil || *r.Enabled || r.CanaryPercent != 1 {
+		t.Fatalf("stored %+v, want routing off at canary 1 as it was left", r)
+	}
+}
+
+// Gray routing switched off during a step (read at a poll) stops the
+// rollout as closing the rules does.
+func TestRolloutStopsWhenRoutingSwitchedOffDuringAStep(t *testing.T) {
+	f := newFakeNacos(t)
+	var queries atomic.Int64
+	prom := fakeProm(t, func(q string) string {
+		if queries.Add(1) == 6 {
+			f.set("DEFAULT_GROUP", "graylb-rules.json", `{"enabled": false, "canaryPercent": 1}`)
+		}
+		return vector("gray", "1000", "prod", "1000")
+	})
+	code, out, errOut := runCLI(t, nil, rolloutArgs(f, prom.URL, "--interval", "1h")...)
+	if code != exitFailed || !strings.Contains(out, "switched gray routing off (enabled: false) during step 1") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if r := storedRules(t, f); r.Enabled == nil || *r.Enabled || r.CanaryPercent != 1 {
+		t.Fatalf("stored %+v, want routing off at canary 1 as it was left", r)
+	}
+}

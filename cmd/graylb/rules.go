@@ -85,7 +85,23 @@ type changeResult struct {
 // what it finds, up to maxCASAttempts times. A stored document that does
 // not parse is never modified: fix it with rules apply.
 func modify(ctx context.Context, st store, dryRun bool, fn func(*graylb.Rules) error) (changeResult, error) {
+	return modifyOver(ctx, st, dryRun, fn, false)
+}
+
+// closeRules is the rollback lever (closed: true) as a read-modify-write,
+// which also works over a stored document every client refuses: the
+// clients keep the rules they had (a canary included), so closing matters
+// most then. Such a document is replaced by the closed rules alone (the
+// diff shows the text replaced).
+func closeRules(ctx context.Context, st store, dryRun bool) (changeResult, error) {
+	return modifyOver(ctx, st, dryRun, setClosed(true), true)
+}
+
+// modifyOver is modify; with replaceInvalid a stored document that does
+// not parse is taken as the zero Rules and replaced.
+func modifyOver(ctx context.Context, st store, dryRun bool, fn func(*graylb.Rules) error, replaceInvalid bool) (changeResult, error) {
 	res := changeResult{Where: st.describe(), DryRun: dryRun}
+	var conflict error // the last attempt's, which may carry the server's answer
 	for res.Attempts < maxCASAttempts {
 		res.Attempts++
 		cur, err := st.get(ctx)
@@ -93,7 +109,8 @@ func modify(ctx context.Context, st store, dryRun bool, fn func(*graylb.Rules) e
 			return res, err
 		}
 		before, err := parseStored(cur)
-		if err != nil {
+		invalid := err != nil
+		if invalid && !replaceInvalid {
 			return res, fmt.Errorf("the stored rules do not parse, so they are not modified (every client refuses them too; fix them with rules apply): %w", err)
 		}
 		after := cloneRules(before)
@@ -106,17 +123,18 @@ func modify(ctx context.Context, st store, dryRun bool, fn func(*graylb.Rules) e
 		}
 		res.Before, res.After = before, after
 		res.Diff = diffDocs(cur.data, data)
-		res.Changed = !sameRules(before, after)
+		res.Changed = invalid || !sameRules(before, after)
 		if !res.Changed || dryRun {
 			return res, nil
 		}
 		err = st.put(ctx, cur, data)
 		if errors.Is(err, errConflict) {
+			conflict = err
 			continue
 		}
 		return res, err
 	}
-	return res, fmt.Errorf("%w, %d times in a row", errConflict, maxCASAttempts)
+	return res, fmt.Errorf("%d times in a row: %w", maxCASAttempts, conflict)
 }
 
 func cloneRules(r graylb.Rules) graylb.Rules {
