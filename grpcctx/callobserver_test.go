@@ -1,11 +1,18 @@
 package grpcctx
 
 import (
+	"context"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/graylb/graylb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -37,4 +44,60 @@ func TestBalancer_CallObserver(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, map[string]int{grayIn.Addr() + " gray ok": 3, prod.Addr() + " prod ok": 3}, seen)
+}
+
+// hangServer answers nothing until its call's context ends.
+type hangServer struct{ testServer }
+
+func (s *hangServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// An RPC that runs past its caller's deadline is told to the CallObserver
+// as failed (DeadlineExceeded is not a failure of the instance by default,
+// but its caller saw the call fail, and a gray build that hangs must show
+// in the call metrics a rollout judges); a cancelled one is not told.
+func TestBalancer_CallObserverSeesTimedOutCalls(t *testing.T) {
+	reg := graylb.NewRegistry()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := grpc.NewServer()
+	testgrpc.RegisterTestServiceServer(s, &hangServer{})
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	addr := lis.Addr().(*net.TCPAddr)
+	in := graylb.NewInstance("svc", "127.0.0.1", addr.Port, map[string]string{"gray": "true"})
+	require.NoError(t, reg.Register(in))
+	var mu sync.Mutex
+	var seen []string
+	obs := func(service string, inst graylb.Instance, kind graylb.Kind, ok bool, latency time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, inst.Addr()+" "+kind.String()+" "+map[bool]string{true: "ok", false: "error"}[ok])
+	}
+	c := dial(t, reg, "svc", graylb.WithCallObserver(obs))
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "gray", "true"), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+	ctx, cancel = context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "gray", "true"))
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+	require.Equal(t, codes.Canceled, status.Code(err), "%v", err)
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		if n >= 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // a wrongly told cancelled call would be in by now
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{in.Addr() + " gray error"}, seen)
 }
