@@ -84,8 +84,9 @@ func Observers(a Observer, more ...Observer) Observer {
 // closed) is prod, and with gray routing off (any instance serves) it is
 // the request's kind. ok is false for a failure that counts against the
 // instance (the adapter's rule: a connection failure, a 5xx answer, gRPC
-// Unavailable). A call discarded without an outcome (the caller cancelled
-// it) is not told.
+// Unavailable) and for a call that ran past its caller's deadline (its
+// caller saw it fail: package adapter's Call.TimedOut). A call discarded
+// without an outcome (the caller cancelled it) is not told.
 //
 // It runs on the caller's goroutine after each call: keep it short and
 // non-blocking (the otelgraylb module's CallObserver records a histogram

@@ -121,14 +121,14 @@ func (a *adapterLB) Report(service string, inst Instance, ok bool, latency time.
 func (a *adapterLB) Done(s *Stats, start int64, ok bool) { started{stats: s, start: start}.Done(ok) }
 
 // DoneObserved reports a call done when a CallObserver is set: to the
-// instance's Stats when s is not nil, and to the CallObserver with the
-// call's duration from start (on monoNow's clock).
-func (a *adapterLB) DoneObserved(service string, inst Instance, kind Kind, s *Stats, start int64, ok bool) {
+// instance's Stats as statsOK when s is not nil, and to the CallObserver
+// as callOK with the call's duration from start (on monoNow's clock).
+func (a *adapterLB) DoneObserved(service string, inst Instance, kind Kind, s *Stats, start int64, statsOK, callOK bool) {
 	if s != nil {
-		started{stats: s, start: start}.Done(ok)
+		started{stats: s, start: start}.Done(statsOK)
 	}
 	if o := a.calls; o != nil {
-		o(service, inst, kind, ok, time.Duration(monoNow()-start))
+		o(service, inst, kind, callOK, time.Duration(monoNow()-start))
 	}
 }
 

@@ -41,7 +41,7 @@ type impl interface {
 	PassWith(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool, string)
 	Report(service string, inst graylb.Instance, ok bool, latency time.Duration)
 	Done(s *graylb.Stats, start int64, ok bool)
-	DoneObserved(service string, inst graylb.Instance, kind graylb.Kind, s *graylb.Stats, start int64, ok bool)
+	DoneObserved(service string, inst graylb.Instance, kind graylb.Kind, s *graylb.Stats, start int64, statsOK, callOK bool)
 	CallObserved() bool
 	Now() int64
 	Discard(s *graylb.Stats)

@@ -141,9 +141,34 @@ type Call struct {
 func (c Call) Done(ok bool) {
 	switch {
 	case c.b != nil && c.b.observed:
-		c.b.impl.DoneObserved(c.Service, c.Instance, c.served, c.stats, c.start, ok)
+		c.b.impl.DoneObserved(c.Service, c.Instance, c.served, c.stats, c.start, ok, ok)
 	case c.stats != nil:
 		c.b.impl.Done(c.stats, c.start, ok)
+	}
+}
+
+// TimedOut ends a call whose caller's deadline passed before it ended. The
+// call is told to the LoadBalancer's graylb.CallObserver as failed, with
+// its duration: its caller saw it fail, and a build that hangs must show
+// in the call metrics. To the instance's Stats (outlier detection, latency
+// estimates) it is Done(true) when answered is true (the instance answered,
+// as a gRPC DeadlineExceeded status is an answer: its latency feeds the
+// estimate and it does not count toward ejection), else nothing, as Discard
+// (the deadline was the caller's choice). Call it instead of Done or Discard.
+func (c Call) TimedOut(answered bool) {
+	if c.b == nil {
+		return
+	}
+	stats := c.stats
+	if !answered && stats != nil {
+		c.b.impl.Discard(stats)
+		stats = nil
+	}
+	switch {
+	case c.b.observed:
+		c.b.impl.DoneObserved(c.Service, c.Instance, c.served, stats, c.start, true, false)
+	case stats != nil:
+		c.b.impl.Done(stats, c.start, true)
 	}
 }
 

@@ -523,11 +523,14 @@ func (t *timedDone) done(di balancer.DoneInfo) {
 
 // done reports one RPC's result.
 func (p *picker) done(call adapter.Call, di balancer.DoneInfo) {
-	if status.Code(di.Err) == codes.Canceled {
+	switch {
+	case status.Code(di.Err) == codes.Canceled:
 		call.Discard()
-		return
+	case status.Code(di.Err) == codes.DeadlineExceeded && !p.failures.failed(di.Err):
+		call.TimedOut(true) // an answer as far as the instance goes; a failure for its caller
+	default:
+		call.Done(!p.failures.failed(di.Err))
 	}
-	call.Done(!p.failures.failed(di.Err))
 }
 
 // errPicker fails every RPC with err.

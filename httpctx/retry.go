@@ -114,8 +114,12 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 		return false
 	}
 	for {
-		if req.Context().Err() != nil {
-			call.Discard()
+		if cerr := req.Context().Err(); cerr != nil {
+			if errors.Is(cerr, context.DeadlineExceeded) {
+				call.TimedOut(false) // the caller saw it fail; the instance did not answer in time
+			} else {
+				call.Discard()
+			}
 			return nil, err
 		}
 		call.Done(false)
