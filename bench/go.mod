@@ -73,3 +73,7 @@ require (
 	gopkg.in/ini.v1 v1.67.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
 )
+
+replace github.com/graylb/graylb => ..
+
+replace github.com/graylb/graylb/nacos => ../nacos

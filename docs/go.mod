@@ -88,3 +88,17 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+replace github.com/graylb/graylb => ..
+
+replace github.com/graylb/graylb/grpcctx => ../grpcctx
+
+replace github.com/graylb/graylb/kratos => ../kratos
+
+replace github.com/graylb/graylb/nacos => ../nacos
+
+replace github.com/graylb/graylb/otelgraylb => ../otelgraylb
+
+replace github.com/graylb/graylb/otelgraylb/grpcbaggage => ../otelgraylb/grpcbaggage
+
+replace github.com/graylb/graylb/redisrules => ../redisrules

@@ -134,3 +134,9 @@ require (
 	sigs.k8s.io/structured-merge-diff/v4 v4.2.3 // indirect
 	sigs.k8s.io/yaml v1.3.0 // indirect
 )
+
+replace github.com/graylb/graylb => ..
+
+replace github.com/graylb/graylb/grpcctx => ../grpcctx
+
+replace github.com/graylb/graylb/nacos => ../nacos

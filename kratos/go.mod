@@ -82,3 +82,7 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+replace github.com/graylb/graylb => ..
+
+replace github.com/graylb/graylb/nacos => ../nacos

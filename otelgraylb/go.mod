@@ -20,3 +20,5 @@ require (
 	golang.org/x/sys v0.14.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+replace github.com/graylb/graylb => ..

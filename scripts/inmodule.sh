@@ -34,6 +34,8 @@ while read -r d p; do
 	if [ "$d" = . ]; then edits+=("-replace=$p=$root"); else edits+=("-replace=$p=$root/$d"); fi
 	drops+=("-dropreplace=$p")
 done < <("$root/scripts/modules.sh")
+# DIR/go.mod's own replace directives, as go mod edit flags.
+mapfile -t keeps < <("$root/scripts/replaces.sh" "$dir/go.mod")
 cp "$dir/go.mod" "$tmp/go.mod"
 [ ! -f "$dir/go.sum" ] || cp "$dir/go.sum" "$tmp/go.sum"
 [ ${#edits[@]} -eq 0 ] || go mod edit "${edits[@]}" "$tmp/go.mod"
@@ -55,6 +57,8 @@ chmod +x "$tmp/bin/go"
 
 if ! cmp -s "$tmp/go.mod" "$tmp/generated.mod"; then
 	[ ${#drops[@]} -eq 0 ] || go mod edit "${drops[@]}" "$tmp/go.mod"
+	# DIR/go.mod's own replace directives (its siblings by relative directory) go back as they were.
+	[ ${#keeps[@]} -eq 0 ] || go mod edit "${keeps[@]}" "$tmp/go.mod"
 	cp "$tmp/go.mod" "$dir/go.mod"
 fi
 if [ -f "$tmp/go.sum" ] && ! cmp -s "$tmp/go.sum" "$dir/go.sum"; then

@@ -10,7 +10,9 @@
 #      what a user gets;
 #   3. rewrites go.work (scripts/gowork.sh) and commits these changes (when there are any);
 #   4. tags that commit once per module: VERSION for the root, <dir>/VERSION for a nested module
-#      (grpcctx/v0.2.0, otelgraylb/grpcbaggage/v0.2.0, ...): annotated tags, in dependency order.
+#      (grpcctx/v0.2.0, otelgraylb/grpcbaggage/v0.2.0, ...): annotated tags, in dependency order;
+#   5. commits each module's replace directives back (step 2 drops them from the released go.mod
+#      files: `go install` of a command at a version refuses a go.mod that has one).
 #
 # Nothing is pushed. Publishing is the maintainer's step: push the commit and every tag in ONE
 # atomic push (the command is printed at the end), so that no module is ever visible at VERSION
@@ -35,13 +37,10 @@ while read -r dir path; do
 	if [ "$dir" = . ]; then tag=$version; else tag=$dir/$version; fi
 	! git rev-parse -q --verify "refs/tags/$tag" >/dev/null || die "tag $tag exists already"
 	tags+=("$tag")
-	# A published go.mod has no replace directive (the go command would ignore it in a dependency,
-	# and in the module itself it would hide what users get).
-	if go mod edit -json "$dir/go.mod" | grep -q '"Replace": \['; then
-		die "$dir/go.mod has a replace directive; during development scripts/inmodule.sh takes the siblings from the tree"
-	fi
 done <<<"$modules"
 
+devmods=$(mktemp -d)
+trap 'rm -rf "$devmods"' EXIT
 echo "== requirements between the modules, in dependency order"
 changed=()
 while read -r dir path; do
@@ -54,7 +53,13 @@ while read -r dir path; do
 		fi
 	done <<<"$modules"
 	if [ ${#reqs[@]} -gt 0 ]; then
-		go mod edit "${reqs[@]}" "$dir/go.mod"
+		# A released go.mod has no replace directive: `go install <module>/<package>@VERSION` refuses
+		# one, and a dependency's would be ignored anyway. The development tree's come back after the
+		# tags (step 5).
+		cp "$dir/go.mod" "$devmods/$(echo "$dir" | tr / _).mod"
+		drops=()
+		while read -r _ sibling; do drops+=("-dropreplace=$sibling"); done <<<"$modules"
+		go mod edit "${reqs[@]}" "${drops[@]}" "$dir/go.mod"
 		echo "$dir: ${reqs[*]#-require=}"
 		git diff --quiet -- "$dir/go.mod" || changed+=("$dir/go.mod")
 	else
@@ -75,6 +80,22 @@ fi
 
 for tag in "${tags[@]}"; do git tag -a -m "graylb $tag" "$tag"; done
 echo "== tagged (locally): ${tags[*]}"
+
+# Back to development: each module's replace directives (its siblings from this tree) again, over
+# the requirements at VERSION.
+restored=()
+while read -r dir _; do
+	saved="$devmods/$(echo "$dir" | tr / _).mod"
+	[ -f "$saved" ] || continue
+	mapfile -t keeps < <(scripts/replaces.sh "$saved")
+	[ ${#keeps[@]} -gt 0 ] || continue
+	go mod edit "${keeps[@]}" "$dir/go.mod"
+	restored+=("$dir/go.mod")
+done <<<"$modules"
+if [ ${#restored[@]} -gt 0 ]; then
+	git commit -q -m "After $version: the modules take their siblings from this tree again (replace directives)" -- "${restored[@]}"
+	echo "== committed $(git rev-parse --short HEAD): the replace directives back for development"
+fi
 branch=$(git symbolic-ref -q --short HEAD || echo "<branch>")
 echo "== to publish, in one atomic push:"
 echo "git push --atomic origin $branch ${tags[*]}"

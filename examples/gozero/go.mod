@@ -103,3 +103,11 @@ require (
 )
 
 require github.com/stretchr/objx v0.5.2 // indirect
+
+replace github.com/graylb/graylb => ../..
+
+replace github.com/graylb/graylb/gozero => ../../gozero
+
+replace github.com/graylb/graylb/grpcctx => ../../grpcctx
+
+replace github.com/graylb/graylb/nacos => ../../nacos

@@ -28,3 +28,9 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250825161204-c5933d9347a5 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+replace github.com/graylb/graylb => ../..
+
+replace github.com/graylb/graylb/kratos => ../../kratos
+
+replace github.com/graylb/graylb/nacos => ../../nacos

@@ -24,3 +24,9 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
+
+replace github.com/graylb/graylb => ../..
+
+replace github.com/graylb/graylb/grpcctx => ../../grpcctx
+
+replace github.com/graylb/graylb/otelgraylb => ..
