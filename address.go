@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/graylb/graylb/internal/routestate"
 )
 
 // hostKey is a host in canonical form, comparable with ==: an IP address
@@ -210,17 +212,4 @@ func allDigits(s string) bool {
 
 // lowerASCII returns s in ASCII lower case; s itself (no copy) when it
 // has no upper-case letter.
-func lowerASCII(s string) string {
-	for i := 0; i < len(s); i++ {
-		if 'A' <= s[i] && s[i] <= 'Z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if 'A' <= b[j] && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return s
-}
+func lowerASCII(s string) string { return routestate.Lower(s) }

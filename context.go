@@ -1,6 +1,10 @@
 package graylb
 
-import "context"
+import (
+	"context"
+
+	"github.com/graylb/graylb/internal/routestate"
+)
 
 // ContextHandler reads a named request value (a header) for the call
 // described by ctx. It returns "" when the value is absent. Names are
@@ -66,7 +70,11 @@ type Request struct {
 	// read. A filter that replaces Context gets the new one's values.
 	vals *valuesCtx
 	read context.Context
-	lane string // set by a match rule (see Lane)
+	// state is the routing state a server side admitted for the request
+	// being served (routestate.From(read)): its keys are asked after the
+	// call's and the ContextHandlers', before WithValue's.
+	state *routestate.State
+	lane  string // set by a match rule (see Lane)
 }
 
 // init makes r the Request of one call (ctx not nil) whose context has
@@ -81,10 +89,13 @@ func (r *Request) init(ctx context.Context, service string, h ContextHandler, va
 		vals = noValues
 	}
 	r.Context, r.Service, r.handler, r.vals, r.read = ctx, service, h, vals, ctx
+	r.state = routestate.From(ctx)
 }
 
 // Value returns the request's named value: from the keys of the call (an
-// adapter's call, then the ContextHandlers), else from WithValue, else "".
+// adapter's call, then the ContextHandlers, then the keys the server side
+// admitted from the request being served, over whatever transport), else
+// from WithValue, else "".
 func (r Request) Value(name string) string { return r.value(name) }
 
 // value is Value without copying the Request.
@@ -96,17 +107,30 @@ func (r *Request) value(name string) string {
 }
 
 // handlerValue returns the call's value under name: the adapter's reader
-// first, then the ContextHandlers; "" when neither has one.
+// first, then the ContextHandlers, then the admitted keys of the request
+// being served; "" when none has one.
 func (r *Request) handlerValue(name string) string {
 	if r.call != nil {
 		if v := r.call.Value(r.Context, name); v != "" {
 			return v
 		}
 	}
-	if r.handler == nil {
-		return ""
+	if r.handler != nil {
+		if v := r.handler.Value(r.Context, name); v != "" {
+			return v
+		}
 	}
-	return r.handler.Value(r.Context, name)
+	return r.admitted(name)
+}
+
+// admitted returns the value under name that a server side admitted for
+// the request being served ("" when none). A filter that replaced Context
+// reads the new one's state.
+func (r *Request) admitted(name string) string {
+	if r.read == r.Context {
+		return r.state.Get(name)
+	}
+	return routestate.From(r.Context).Get(name)
 }
 
 // contextValue returns the request's value set by WithValue under name.
@@ -116,10 +140,6 @@ func (r *Request) contextValue(name string) string {
 	}
 	return r.vals.get(name)
 }
-
-// untrustedKey marks a context that serves a caller outside the trust
-// boundary.
-type untrustedKey struct{}
 
 // WithUntrustedCaller returns a copy of ctx marked as serving a caller
 // outside the trust boundary. The server adapters' trust boundaries set it
@@ -132,14 +152,14 @@ func WithUntrustedCaller(ctx context.Context) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return context.WithValue(ctx, untrustedKey{}, true)
+	s := routestate.From(ctx)
+	if s.IsUntrusted() {
+		return ctx
+	}
+	return routestate.With(ctx, s.Untrusted())
 }
 
 // UntrustedCaller reports whether ctx was marked by WithUntrustedCaller.
 func UntrustedCaller(ctx context.Context) bool {
-	if ctx == nil {
-		return false
-	}
-	v, _ := ctx.Value(untrustedKey{}).(bool)
-	return v
+	return routestate.From(ctx).IsUntrusted()
 }

@@ -1,6 +1,10 @@
 package graylb
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/graylb/graylb/internal/routestate"
+)
 
 // Default key names.
 const (
@@ -111,6 +115,9 @@ func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSou
 	if v == "" && r.handler != nil {
 		v = r.handler.Value(r.Context, f.header)
 	}
+	if v == "" {
+		v = r.admitted(f.header)
+	}
 	if v != "" {
 		src = FromKey
 	} else if v = r.contextValue(f.header); v != "" {
@@ -131,12 +138,15 @@ func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSou
 	if src != FromDefault {
 		return Prod, src, ""
 	}
+	// Rules decide once per request served: the first decision is kept in
+	// the request's routing state, so every call it makes, over any
+	// transport, has the kind and lane of its first.
+	if d, ok := r.state.Decision(); ok && r.read == r.Context {
+		return kindOf(d.Gray), FromRules, d.Lane
+	}
 	if len(rl.matches) > 0 {
 		if m := rl.match(r); m != nil {
-			if m.gray {
-				return Gray, FromRules, m.version
-			}
-			return Prod, FromRules, m.version
+			return r.decided(m.gray, m.version)
 		}
 	}
 	if rl.canary > 0 {
@@ -146,12 +156,26 @@ func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSou
 		} else {
 			h = rand.Uint32N(canaryScale)
 		}
-		if h < rl.canary {
-			return Gray, FromRules, ""
-		}
-		return Prod, FromRules, ""
+		return r.decided(h < rl.canary, "")
 	}
 	return Prod, src, ""
+}
+
+// decided records a rules decision in the request's routing state (the
+// first one recorded wins) and returns the one in force.
+func (r *Request) decided(gray bool, lane string) (Kind, KindSource, string) {
+	if r.state != nil && r.read == r.Context {
+		d := r.state.Decide(routestate.Decided{Gray: gray, Lane: lane})
+		gray, lane = d.Gray, d.Lane
+	}
+	return kindOf(gray), FromRules, lane
+}
+
+func kindOf(gray bool) Kind {
+	if gray {
+		return Gray
+	}
+	return Prod
 }
 
 // fnv32 is FNV-1a over s, without allocating.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"unsafe"
+
+	"github.com/graylb/graylb/internal/routestate"
 )
 
 // node is one node of the precomputed routing tree, one cache line (see
@@ -314,8 +316,12 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 		if h != nil {
 			v = h.Value(ctx, t.grayKey)
 		}
+		var st *routestate.State
 		if v == "" {
-			v = vals.get(t.grayKey)
+			st = routestate.From(ctx)
+			if v = st.Get(t.grayKey); v == "" {
+				v = vals.get(t.grayKey)
+			}
 		}
 		i := grayIdxProd
 		if IsGray(v) {
@@ -332,7 +338,12 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 				v = h.Value(ctx, t.versionKey)
 			}
 			if v == "" {
-				v = vals.get(t.versionKey)
+				if st == nil {
+					st = routestate.From(ctx)
+				}
+				if v = st.Get(t.versionKey); v == "" {
+					v = vals.get(t.versionKey)
+				}
 			}
 			leaf = &fr.leaves[fr.choice.choose(v, t.versionSelf)]
 		}

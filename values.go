@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"unsafe"
+
+	"github.com/graylb/graylb/internal/routestate"
 )
 
 // valuesCtx is the context WithValue returns: its parent with one
@@ -95,29 +97,10 @@ func (c *valuesCtx) get(name string) string {
 }
 
 // sameName reports whether lower (a name WithValue kept, in lower case)
-// is name in any letter case. It answers without a loop when both are the
-// same bytes in memory (a lower-case key name constant and the same
-// constant passed to WithValue), as they usually are on the pick path;
-// otherwise it compares as == does, folding name's ASCII letters, without
-// converting name.
-func sameName(lower, name string) bool {
-	if len(lower) != len(name) {
-		return false
-	}
-	if unsafe.StringData(lower) == unsafe.StringData(name) {
-		return true
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
-}
+// is name in any letter case (routestate.SameName: without a loop when both
+// are the same bytes in memory, as a key name constant passed to WithValue
+// and asked for on the pick path are).
+func sameName(lower, name string) bool { return routestate.SameName(lower, name) }
 
 // sameString is a == b that answers without a call when both are the same
 // bytes in memory (a name constant and the same constant passed in), as

@@ -8,23 +8,31 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/gozero"
+	"github.com/graylb/graylb/grpcctx"
 	"github.com/graylb/graylb/httpctx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zeromicro/go-zero/zrpc"
+	"google.golang.org/grpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 )
 
-// The rest middleware puts the routing headers it kept on the context as
-// outgoing gRPC metadata (so zrpc calls carry them), none of an untrusted
-// caller's, and leaves other headers alone.
+// The rest middleware admits the routing headers: a zrpc call the handler
+// makes with its context (through graylb's client interceptor) carries
+// them, but not those gRPC metadata cannot carry, none of an untrusted
+// caller's, and no other header.
 func TestMiddlewareCarriesKeptHeadersToGRPC(t *testing.T) {
 	lb, err := graylb.New(graylb.NewRegistry())
 	require.NoError(t, err)
 	defer lb.Close()
 	var got metadata.MD
-	h := func(w http.ResponseWriter, r *http.Request) { got, _ = metadata.FromOutgoingContext(r.Context()) }
+	call := grpcctx.UnaryClientInterceptor(lb)
+	sent := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		got, _ = metadata.FromOutgoingContext(ctx)
+		return nil
+	}
+	h := func(w http.ResponseWriter, r *http.Request) { _ = call(r.Context(), "/m", nil, nil, nil, sent) }
 	trusted := httpctx.WithTrusted(func(r *http.Request) bool { return r.Header.Get("X-Internal-Token") == "s3cret" })
 	serve := gozero.Middleware(lb, trusted, httpctx.WithPropagated("X-Lane", "X!Odd", "Grpc-Timeout"))(h)
 
@@ -39,7 +47,8 @@ func TestMiddlewareCarriesKeptHeadersToGRPC(t *testing.T) {
 		{"not carried by gRPC", http.Header{"X-Internal-Token": {"s3cret"}, "Gray": {"true"}, "Uid": {"é"}, "Version": {"v1\tv2"}, "X!odd": {"1"}, "Grpc-Timeout": {"1S"}},
 			metadata.MD{"gray": {"true"}}},
 		{"trusted, no routing header", http.Header{"X-Internal-Token": {"s3cret"}, "Other": {"x"}}, nil},
-		{"untrusted", http.Header{"Gray": {"true"}, "GRAY": {"true"}, "uid": {"alice"}}, nil},
+		// An untrusted caller's side is settled at the edge: prod, written.
+		{"untrusted", http.Header{"Gray": {"true"}, "GRAY": {"true"}, "uid": {"alice"}}, metadata.MD{"gray": {"false"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got = nil

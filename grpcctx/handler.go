@@ -35,17 +35,16 @@ import (
 	"strings"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"google.golang.org/grpc/metadata"
 )
 
-// keptKey carries the propagated incoming values on a server's context.
-type keptKey struct{}
-
 // Handler returns the ContextHandler over gRPC metadata: the outgoing
-// metadata of the call first, then the incoming values of the call being
-// served as the server interceptors kept them. Raw incoming metadata is
-// never read: what a caller sent counts only once the server interceptors
-// (and their trust boundary) let it through.
+// metadata of the call first, then the keys a server side admitted for the
+// request being served (the server interceptors, or any other adapter's
+// server side: the request's routing state is the same whatever transport
+// it came over). Raw incoming metadata is never read: what a caller sent
+// counts only once a server side (and its trust boundary) let it through.
 //
 // The client interceptors and the picker read this metadata themselves;
 // register Handler (graylb.WithContextHandler) for picks the program makes
@@ -59,12 +58,7 @@ func (handler) Value(ctx context.Context, name string) string {
 	if v := metadata.ValueFromOutgoingContext(ctx, name); len(v) > 0 && v[0] != "" {
 		return v[0]
 	}
-	if md, ok := ctx.Value(keptKey{}).(metadata.MD); ok {
-		if v := md[lower(name)]; len(v) > 0 {
-			return v[0]
-		}
-	}
-	return ""
+	return adapter.KeptFrom(ctx).Get(name)
 }
 
 func lower(s string) string {

@@ -12,7 +12,7 @@ func TestHandler(t *testing.T) {
 	h := Handler()
 	in := metadata.NewIncomingContext(context.Background(), metadata.Pairs("gray", "true", "uid", "u1"))
 	assert.Equal(t, "", h.Value(in, "gray"), "raw incoming metadata counts only once the server interceptors keep it")
-	kept := newOptions(nil, nil).keep(in)
+	kept := newAdmission(nil, nil).keep(in)
 	assert.Equal(t, "true", h.Value(kept, "gray"))
 	assert.Equal(t, "true", h.Value(kept, "GRAY"))
 	out := metadata.AppendToOutgoingContext(kept, "gray", "false")

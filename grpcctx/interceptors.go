@@ -2,6 +2,7 @@ package grpcctx
 
 import (
 	"context"
+	"strings"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -13,9 +14,7 @@ import (
 type Option func(*options)
 
 type options struct {
-	lb      *adapter.Balancer
-	keys    []string // propagated, lower case: lb's keys, then the extra ones (match keys aside)
-	userKey string
+	extra   []string // WithPropagated keys
 	trusted func(context.Context) bool
 	user    func(context.Context) string
 }
@@ -23,21 +22,16 @@ type options struct {
 // WithPropagated adds metadata keys propagated beside the LoadBalancer's
 // keys. They count as routing keys at the trust boundary too.
 func WithPropagated(keys ...string) Option {
-	return func(o *options) {
-		for _, k := range keys {
-			if k = lower(k); k != "" && !contains(o.keys, k) {
-				o.keys = append(o.keys, k)
-			}
-		}
-	}
+	return func(o *options) { o.extra = append(o.extra, keys...) }
 }
 
 // WithTrusted marks a trust boundary (a server facing untrusted peers):
 // for a call for which pred returns false, no routing key the caller sent
 // (the LoadBalancer's gray, user and version keys, the keys its match
-// rules in force name, and WithPropagated keys) is kept or propagated, and they are removed from the call's incoming
-// metadata before the handler sees it. pred sees the call's context (peer,
-// auth info: peer.FromContext). A nil pred trusts every call.
+// rules in force name, and WithPropagated keys) is kept or propagated, and
+// they are removed from the call's incoming metadata before the handler
+// sees it. pred sees the call's context (peer, auth info:
+// peer.FromContext). A nil pred trusts every call.
 func WithTrusted(pred func(ctx context.Context) bool) Option {
 	return func(o *options) { o.trusted = pred }
 }
@@ -52,85 +46,94 @@ func WithUser(fn func(ctx context.Context) string) Option {
 	return func(o *options) { o.user = fn }
 }
 
-func newOptions(lb *graylb.LoadBalancer, opts []Option) *options {
-	keys := lb.Keys()
-	keys.Match = nil // read per call: rules change at run time
-	o := &options{lb: adapter.For(lb), userKey: lower(keys.User)}
-	WithPropagated(keys.Names()...)(o)
+// admission admits the server's incoming calls.
+type admission struct {
+	adm     *adapter.Admitter
+	trusted func(context.Context) bool
+	user    func(context.Context) string
+}
+
+func newAdmission(lb *graylb.LoadBalancer, opts []Option) *admission {
+	var o options
 	for _, f := range opts {
 		if f != nil {
-			f(o)
+			f(&o)
 		}
 	}
-	return o
+	return &admission{adm: adapter.For(lb).Admitter(o.extra...), trusted: o.trusted, user: o.user}
 }
 
-// keep stores the propagated keys of the incoming metadata on ctx; for an
-// untrusted call it strips them from the incoming metadata instead.
-func (o *options) keep(ctx context.Context) context.Context {
+// keep admits the call served with ctx (adapter.Admitter): its routing
+// keys become the request's routing state; an untrusted call's are
+// removed from its incoming metadata instead.
+func (a *admission) keep(ctx context.Context) context.Context {
 	in, _ := metadata.FromIncomingContext(ctx)
-	match := o.lb.MatchKeys() // lower case, as metadata keys
-	if o.trusted != nil && !o.trusted(ctx) && in != nil {
-		clean := metadata.MD{}
-		for k, v := range in {
-			if lk := lower(k); !contains(o.keys, lk) && !contains(match, lk) {
-				clean[k] = v
-			}
-		}
-		ctx, in = metadata.NewIncomingContext(ctx, clean), nil
-		ctx = graylb.WithUntrustedCaller(ctx)
+	c := &mdCarrier{md: in}
+	var how adapter.Admission
+	if a.trusted != nil && !a.trusted(ctx) {
+		how.Untrusted = true
 	}
-	if o.user != nil {
-		// The program's user id replaces whatever the caller sent under
-		// the user key, also in the incoming metadata a handler may copy.
-		u := o.user(ctx)
-		md := metadata.MD{}
-		for k, v := range in {
-			if lower(k) != o.userKey {
-				md[k] = v
-			}
-		}
-		if u != "" {
-			md[o.userKey] = []string{u}
-		}
-		ctx, in = metadata.NewIncomingContext(ctx, md), md
+	if a.user != nil {
+		how.User = func() string { return a.user(ctx) }
 	}
-	var kept metadata.MD
-	keep := func(k string) {
-		if v := in.Get(k); len(v) > 0 && v[0] != "" {
-			if kept == nil {
-				kept = metadata.MD{}
-			}
-			kept[k] = v[:1]
-		}
+	ctx = a.adm.Admit(ctx, c, how)
+	if c.copied {
+		ctx = metadata.NewIncomingContext(ctx, c.md)
 	}
-	for _, k := range o.keys {
-		keep(k)
-	}
-	for _, k := range match {
-		if !contains(o.keys, k) {
-			keep(k)
-		}
-	}
-	if kept == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, keptKey{}, kept)
+	return ctx
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+// mdCarrier is a call's incoming metadata as an adapter.Carrier: the
+// metadata is copied before its first change, so the caller's is never
+// modified.
+type mdCarrier struct {
+	md     metadata.MD
+	copied bool
+}
+
+func (c *mdCarrier) Get(name string) string {
+	if v := c.md[lower(name)]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func (c *mdCarrier) own() {
+	if !c.copied {
+		md := make(metadata.MD, len(c.md))
+		for k, v := range c.md {
+			md[k] = v
+		}
+		c.md, c.copied = md, true
+	}
+}
+
+func (c *mdCarrier) Set(name, value string) {
+	c.own()
+	c.md[lower(name)] = []string{value}
+}
+
+func (c *mdCarrier) Delete(name string) {
+	c.own()
+	for k := range c.md {
+		if strings.EqualFold(k, name) {
+			delete(c.md, k)
 		}
 	}
-	return false
+}
+
+func (c *mdCarrier) Keys() []string {
+	keys := make([]string, 0, len(c.md))
+	for k := range c.md {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // UnaryServerInterceptor keeps the propagated keys of each incoming call on
 // its context.
 func UnaryServerInterceptor(lb *graylb.LoadBalancer, opts ...Option) grpc.UnaryServerInterceptor {
-	o := newOptions(lb, opts)
+	o := newAdmission(lb, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		return h(o.keep(ctx), req)
 	}
@@ -139,7 +142,7 @@ func UnaryServerInterceptor(lb *graylb.LoadBalancer, opts ...Option) grpc.UnaryS
 // StreamServerInterceptor keeps the propagated keys of each incoming
 // stream on its context.
 func StreamServerInterceptor(lb *graylb.LoadBalancer, opts ...Option) grpc.StreamServerInterceptor {
-	o := newOptions(lb, opts)
+	o := newAdmission(lb, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		return h(srv, &keptStream{ServerStream: ss, ctx: o.keep(ss.Context())})
 	}
@@ -162,8 +165,9 @@ func ServerOptions(lb *graylb.LoadBalancer, opts ...Option) []grpc.ServerOption 
 	}
 }
 
-// outgoing prepares a call's context: the kept incoming values the call's
-// outgoing metadata lacks are appended, and when lb's rules (a gray user,
+// outgoing prepares a call's context: the routing keys admitted for the
+// request being served (over any transport) that the call's outgoing
+// metadata lacks are appended, and when lb's rules (a gray user,
 // a match rule, the canary), a context value or the caller's own flag
 // decided the kind, the kind is written under the gray key, and a lane a
 // match rule gave the call under the version key. The picker then reads
@@ -177,11 +181,12 @@ func ServerOptions(lb *graylb.LoadBalancer, opts ...Option) []grpc.ServerOption 
 // metadata, made once per kind and lane (see decidedCtx; one allocation).
 func outgoing(ctx context.Context, lb *adapter.Balancer, d *decisions) context.Context {
 	var kv []string
-	if kept, ok := ctx.Value(keptKey{}).(metadata.MD); ok {
-		for k, v := range kept {
-			if len(metadata.ValueFromOutgoingContext(ctx, k)) == 0 {
-				kv = append(kv, k, v[0])
-			}
+	kept := adapter.KeptFrom(ctx)
+	for i := 0; i < kept.Len(); i++ {
+		// A key admitted over another transport (an HTTP header) that gRPC
+		// metadata cannot carry is not sent: the call would fail for it.
+		if k, v := kept.At(i); metadataKey(k) && metadataValue(v) && len(metadata.ValueFromOutgoingContext(ctx, k)) == 0 {
+			kv = append(kv, k, v)
 		}
 	}
 	if lb == nil {
@@ -228,4 +233,31 @@ func StreamClientInterceptor(lb *graylb.LoadBalancer) grpc.StreamClientIntercept
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		return streamer(outgoing(ctx, ab, d), desc, cc, method, opts...)
 	}
+}
+
+// metadataKey reports whether k (lower case) is a metadata key grpc-go
+// sends: [0-9a-z-_.], not reserved (grpc-), not binary (-bin: values
+// base64).
+func metadataKey(k string) bool {
+	if k == "" || strings.HasPrefix(k, "grpc-") || strings.HasSuffix(k, "-bin") {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// metadataValue reports whether v is a metadata value grpc-go sends:
+// printable ASCII.
+func metadataValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

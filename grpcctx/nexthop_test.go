@@ -81,7 +81,7 @@ func TestNextHop_SeesTheDecisionOnce(t *testing.T) {
 	// handler for a call that arrived with in.
 	served := func(in ...string) context.Context {
 		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(in...))
-		return newOptions(lb, nil).keep(ctx)
+		return newAdmission(lb, nil).keep(ctx)
 	}
 	out := func(md ...string) context.Context {
 		return metadata.AppendToOutgoingContext(context.Background(), md...)

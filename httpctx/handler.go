@@ -32,18 +32,19 @@ import (
 	"net/textproto"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 )
 
-type (
-	outgoingKey struct{} // the outgoing request's header, set by the Transport
-	incomingKey struct{} // the propagated incoming headers, set by Middleware
-)
+// outgoingKey carries the outgoing request's header (WithOutgoing).
+type outgoingKey struct{}
 
 // Handler returns the ContextHandler over HTTP headers: for the call being
 // made, the outgoing request's header first (as seen by the Transport, or
-// set with WithOutgoing), then the incoming request's as Middleware kept
-// it. A request that did not pass through Middleware contributes nothing:
-// the trust boundary is Middleware's to enforce.
+// set with WithOutgoing), then the keys a server side admitted for the
+// request being served (Middleware, or any other adapter's server side:
+// the request's routing state is the same whatever transport it came
+// over). A request no server side admitted contributes nothing: the trust
+// boundary is the server side's to enforce.
 //
 // The Transport reads these headers itself; register Handler
 // (graylb.WithContextHandler) for picks the program makes by hand with a
@@ -59,10 +60,7 @@ func (handler) Value(ctx context.Context, name string) string {
 			return v
 		}
 	}
-	if h, _ := ctx.Value(incomingKey{}).(http.Header); h != nil {
-		return get(h, name)
-	}
-	return ""
+	return adapter.KeptFrom(ctx).Get(name)
 }
 
 // get is Header.Get without allocating for the usual names.
@@ -95,15 +93,25 @@ func WithOutgoing(ctx context.Context, h http.Header) context.Context {
 	return context.WithValue(ctx, outgoingKey{}, h)
 }
 
-// Incoming returns the propagated incoming headers on ctx (nil if none).
+// Incoming returns the routing keys admitted for the request served with
+// ctx (by Middleware or any other adapter's server side) as a new header,
+// nil when there are none.
 func Incoming(ctx context.Context) http.Header {
-	h, _ := ctx.Value(incomingKey{}).(http.Header)
+	kept := adapter.KeptFrom(ctx)
+	if kept.Len() == 0 {
+		return nil
+	}
+	h := make(http.Header, kept.Len())
+	for i := 0; i < kept.Len(); i++ {
+		name, value := kept.At(i)
+		h[canonical(name)] = []string{value}
+	}
 	return h
 }
 
 // headerReader is the Transport's reader of a call's keys: the outgoing
-// request's header h, then the incoming request's headers Middleware kept
-// on the context (as Handler reads them, without a context carrying h).
+// request's header h, then the keys admitted for the request being served
+// (as Handler reads them, without a context carrying h).
 // A struct of one map, it is stored in an interface without allocating.
 type headerReader struct{ h http.Header }
 
@@ -111,8 +119,5 @@ func (r headerReader) Value(ctx context.Context, name string) string {
 	if v := get(r.h, name); v != "" {
 		return v
 	}
-	if h, _ := ctx.Value(incomingKey{}).(http.Header); h != nil {
-		return get(h, name)
-	}
-	return ""
+	return adapter.KeptFrom(ctx).Get(name)
 }

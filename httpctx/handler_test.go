@@ -9,7 +9,7 @@ import (
 )
 
 func TestHandler_OutgoingBeforeIncoming(t *testing.T) {
-	ctx := context.WithValue(context.Background(), incomingKey{}, http.Header{"Gray": {"true"}, "Uid": {"in"}})
+	ctx := admitted(http.Header{"Gray": {"true"}, "Uid": {"in"}})
 	ctx = WithOutgoing(ctx, http.Header{"Gray": {"false"}})
 	h := Handler()
 	assert.Equal(t, "false", h.Value(ctx, "gray"))

@@ -1,6 +1,7 @@
 package httpctx
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/require"
 )
 
@@ -84,4 +86,10 @@ func reliabilityFragment(t *testing.T, name, text string) {
 	if dir := os.Getenv("GRAYLB_RELIABILITY_OUT"); dir != "" {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".md"), []byte(text), 0o644))
 	}
+}
+
+// admitted returns a context carrying h's routing keys as a server side
+// admits them (the default key names).
+func admitted(h http.Header) context.Context {
+	return adapter.For(nil).Admitter().Admit(context.Background(), headerCarrier(h.Clone()), adapter.Admission{})
 }

@@ -1,7 +1,6 @@
 package httpctx
 
 import (
-	"context"
 	"net/http"
 	"strings"
 
@@ -13,24 +12,16 @@ import (
 type MiddlewareOption func(*middleware)
 
 type middleware struct {
-	lb      *adapter.Balancer
-	names   []string // propagated: lb's keys, then the extra ones (match keys aside)
+	extra   []string // WithPropagated names
 	trusted func(*http.Request) bool
 	user    func(*http.Request) string
-	userKey string
 }
 
 // WithPropagated adds header names propagated beside the LoadBalancer's
 // keys (for example a header your own filters read). They count as routing
 // keys at the trust boundary too.
 func WithPropagated(names ...string) MiddlewareOption {
-	return func(m *middleware) {
-		for _, n := range names {
-			if n != "" && !containsFold(m.names, n) {
-				m.names = append(m.names, n)
-			}
-		}
-	}
+	return func(m *middleware) { m.extra = append(m.extra, names...) }
 }
 
 // WithTrusted marks a trust boundary, such as a public gateway. A request
@@ -58,84 +49,70 @@ func WithUser(fn func(*http.Request) string) MiddlewareOption {
 	return func(m *middleware) { m.user = fn }
 }
 
-// Middleware returns server middleware that keeps the incoming values of
-// lb's keys (gray, user, version; see graylb.LoadBalancer.Keys) and of the
-// keys its match rules name (adapter.Balancer.MatchKeys, read per
-// request, so a rules change needs no new middleware) on the request
-// context, so every call made with that context through the Transport
-// passes them on. A nil lb has the default key names.
+// Middleware returns server middleware that admits each request: it keeps
+// the incoming values of lb's keys (gray, user, version; see
+// graylb.LoadBalancer.Keys), of the keys its match rules name (read per
+// request, so a rules change needs no new middleware) and of WithPropagated
+// headers on the request context as the request's routing state
+// (adapter.Admitter). Every call made with that context routes as the
+// request does and passes its keys on, over any transport: this package's
+// Transport, grpcctx's interceptors and picker, the Kratos and go-zero
+// clients, lb.Pick. A nil lb has the default key names.
 func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Handler) http.Handler {
-	keys := lb.Keys()
-	keys.Match = nil // read per request
-	m := &middleware{lb: adapter.For(lb), userKey: keys.User}
-	WithPropagated(keys.Names()...)(m)
+	m := &middleware{}
 	for _, o := range opts {
 		if o != nil {
 			o(m)
 		}
 	}
+	adm := adapter.For(lb).Admitter(m.extra...)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var how adapter.Admission
 			if m.trusted != nil && !m.trusted(r) {
-				r = m.strip(r)
-				r = r.WithContext(graylb.WithUntrustedCaller(r.Context()))
+				how.Untrusted = true
+			}
+			if how.Untrusted || m.user != nil {
+				// The caller's request is not modified: the keys are
+				// deleted from (and the user id written to) a copy.
+				r = r.Clone(r.Context())
 			}
 			if m.user != nil {
-				r = m.setUser(r, m.user(r))
+				user, req := m.user, r
+				how.User = func() string { return user(req) }
 			}
-			var kept http.Header
-			keep := func(name, value string) {
-				if kept == nil {
-					kept = make(http.Header, len(m.names))
-				}
-				kept[canonical(name)] = []string{value}
-			}
-			for _, n := range m.names {
-				if v := r.Header.Get(n); v != "" {
-					keep(n, v)
-				}
-			}
-			// (With WithUser, the user key now holds the program's value.)
-			for _, n := range m.lb.MatchKeys() {
-				if v := r.Header.Get(n); v != "" && !containsFold(m.names, n) {
-					keep(n, v)
-				}
-			}
-			if kept != nil {
-				r = r.WithContext(context.WithValue(r.Context(), incomingKey{}, kept))
+			if ctx := adm.Admit(r.Context(), headerCarrier(r.Header), how); ctx != r.Context() {
+				r = r.WithContext(ctx)
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
 }
 
-// setUser returns a copy of r whose user header is u alone (none when u is
-// empty), whatever the caller sent under that name in any letter case, so
-// a handler that copies the incoming headers (a reverse proxy) passes the
-// program's user id on, not the caller's.
-func (m *middleware) setUser(r *http.Request, u string) *http.Request {
-	r = r.Clone(r.Context())
-	for k := range r.Header {
-		if strings.EqualFold(k, m.userKey) {
-			delete(r.Header, k)
-		}
-	}
-	if u != "" {
-		r.Header.Set(m.userKey, u)
-	}
-	return r
+// headerCarrier is an incoming request's header as an adapter.Carrier.
+type headerCarrier http.Header
+
+func (h headerCarrier) Get(name string) string { return get(http.Header(h), name) }
+
+func (h headerCarrier) Set(name, value string) {
+	h.Delete(name)
+	h[canonical(name)] = []string{value}
 }
 
-// strip returns a copy of r without any routing header, in any letter case.
-func (m *middleware) strip(r *http.Request) *http.Request {
-	r = r.Clone(r.Context())
-	match := m.lb.MatchKeys()
-	for k := range r.Header {
-		if containsFold(m.names, k) || containsFold(match, k) {
-			delete(r.Header, k)
+func (h headerCarrier) Delete(name string) {
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			delete(h, k)
 		}
 	}
-	return r
+}
+
+func (h headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 func containsFold(list []string, s string) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -135,6 +136,21 @@ type Transport struct {
 	tls          *tlsClones // nil when base is not an *http.Transport
 	addrs        addrCache  // instances' host:port strings
 	failure      func(status int) bool
+	canon        map[string]string // the canonical header form of the LoadBalancer's key names, by lower-case name
+}
+
+// canonical returns the canonical header form of name (a lower-case key
+// name), without allocating for the LoadBalancer's keys.
+func (t *Transport) canonical(name string) string {
+	if c, ok := t.canon[name]; ok {
+		return c
+	}
+	return canonical(name)
+}
+
+func has(h http.Header, k string) bool {
+	_, ok := h[k]
+	return ok
 }
 
 // WithFailureStatus sets which response status codes count as a failure
@@ -184,7 +200,10 @@ func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.pa
 // the request it sends, then those Middleware kept from the request being
 // served, whether or not lb has a ContextHandler (see Handler).
 func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
-	t := &Transport{lb: adapter.For(lb), base: http.DefaultTransport, maxRetries: 2, failure: serverError}
+	t := &Transport{lb: adapter.For(lb), base: http.DefaultTransport, maxRetries: 2, failure: serverError, canon: map[string]string{}}
+	for _, n := range lb.Keys().Names() {
+		t.canon[strings.ToLower(n)] = textproto.CanonicalMIMEHeaderKey(n)
+	}
 	for _, o := range opts {
 		if o != nil {
 			o(t)
@@ -300,11 +319,11 @@ type requestCopy struct {
 // owned: out.Header is a clone already; else it is cloned before the first
 // write.
 func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untrusted, owned bool) {
-	in := Incoming(orig.Context())
+	kept := adapter.KeptFrom(orig.Context())
 	var spare []string // room for the values written, in the clone's one array
 	own := func() {
 		if !owned {
-			out.Header, spare = cloneHeader(out.Header, len(in), 2)
+			out.Header, spare = cloneHeader(out.Header, kept.Len(), 2)
 			owned = true
 		}
 	}
@@ -318,10 +337,11 @@ func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untr
 		spare = spare[1:]
 		out.Header[canonical(key)] = one
 	}
-	for k, v := range in {
-		if _, ok := out.Header[k]; !ok {
+	for i := 0; i < kept.Len(); i++ {
+		name, _ := kept.At(i)
+		if k := t.canonical(name); !has(out.Header, k) {
 			own()
-			out.Header[k] = v
+			out.Header[k] = kept.Values(i)
 		}
 	}
 	// A kind the call carries travels as it is (above); one that rules, a

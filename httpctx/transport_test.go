@@ -1,7 +1,6 @@
 package httpctx
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -201,7 +200,7 @@ func TestTransport_DoesNotModifyRequestAndClosesBody(t *testing.T) {
 		sent = r
 		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
 	})
-	ctx := context.WithValue(context.Background(), incomingKey{}, http.Header{"Uid": {"u7"}, "Gray": {"true"}})
+	ctx := admitted(http.Header{"Uid": {"u7"}, "Gray": {"true"}})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://svc/path?q=1", nil)
 	_, err := NewTransport(lb, WithBase(base)).RoundTrip(req)
 	require.NoError(t, err)

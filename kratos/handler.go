@@ -3,40 +3,23 @@ package graylbkratos
 import (
 	"context"
 	"net/textproto"
-	"strings"
 
 	"github.com/go-kratos/kratos/v2/transport"
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 )
 
-// keptKey carries the values the server middleware kept on a request's
-// context.
-type keptKey struct{}
-
-// kept are the routing values of the request being served, as the server
-// middleware let them through: name (lower case) and value pairs.
-type kept []string
-
-func (k kept) get(name string) string {
-	for i := 0; i+1 < len(k); i += 2 {
-		if strings.EqualFold(k[i], name) {
-			return k[i+1]
-		}
-	}
-	return ""
-}
-
-func keptFrom(ctx context.Context) kept {
-	k, _ := ctx.Value(keptKey{}).(kept)
-	return k
-}
+// keptFrom returns the routing keys admitted for the request served with
+// ctx, over any transport.
+func keptFrom(ctx context.Context) kept { return adapter.KeptFrom(ctx) }
 
 // Handler returns the graylb.ContextHandler over Kratos' transports: the
 // header of the call being made (the client transport's request header,
-// where the client middleware writes), then the values of the request
-// being served as the server middleware kept them. The raw header of the
-// request being served is never read: what a caller sent counts only once
-// the server middleware (and its trust boundary) let it through.
+// where the client middleware writes), then the keys a server side
+// admitted for the request being served (Server, or any other adapter's
+// server side). The raw header of the request being served is never read:
+// what a caller sent counts only once a server side (and its trust
+// boundary) let it through.
 //
 // The Selector reads these itself; register Handler
 // (graylb.WithContextHandler) for picks the program makes by hand with a
@@ -78,5 +61,5 @@ func (h *handler) Value(ctx context.Context, name string) string {
 			return v
 		}
 	}
-	return keptFrom(ctx).get(name)
+	return keptFrom(ctx).Get(name)
 }

@@ -17,6 +17,9 @@ type (
 	route       = adapter.Route
 	call        = adapter.Call
 	pass        = adapter.Pass
+	admitter    = adapter.Admitter
+	admission   = adapter.Admission
+	kept        = adapter.Kept
 	lbPolicy    = graylb.Policy
 	statsPolicy = graylb.StatsPolicy
 	lbPicker    = graylb.Picker
@@ -49,9 +52,6 @@ func passFor(ctx context.Context, b *balancer, h graylb.ContextHandler) pass {
 	return b.PassFor(ctx, h)
 }
 
-// matchKeys are the request keys the match rules in force name.
-func matchKeys(b *balancer) []string { return b.MatchKeys() }
-
 // onRoutingChange calls fn after every change that a routing snapshot
 // does not follow by itself: rules, ejections and readmissions.
 func onRoutingChange(b *balancer, fn func()) (stop func()) {
@@ -59,6 +59,3 @@ func onRoutingChange(b *balancer, fn func()) (stop func()) {
 	stopEject := b.OnEjectionChange(func(string) { fn() })
 	return func() { stopRules(); stopEject() }
 }
-
-// untrusted marks ctx as serving a caller outside the trust boundary.
-func untrusted(ctx context.Context) context.Context { return graylb.WithUntrustedCaller(ctx) }

@@ -19,9 +19,7 @@ import (
 type Option func(*options)
 
 type options struct {
-	ab      *balancer
-	names   []string // propagated: lb's keys, then the extra ones (match keys aside)
-	userKey string
+	extra   []string // WithPropagated names
 	trusted func(context.Context) bool
 	user    func(context.Context) string
 }
@@ -30,13 +28,7 @@ type options struct {
 // keys (a header your own filters read). They count as routing keys at the
 // trust boundary too.
 func WithPropagated(names ...string) Option {
-	return func(o *options) {
-		for _, n := range names {
-			if n != "" && !containsFold(o.names, n) {
-				o.names = append(o.names, n)
-			}
-		}
-	}
+	return func(o *options) { o.extra = append(o.extra, names...) }
 }
 
 // WithTrusted marks a trust boundary (an edge server facing the public):
@@ -72,124 +64,156 @@ func WithUser(fn func(ctx context.Context) string) Option {
 	return func(o *options) { o.user = fn }
 }
 
-func newOptions(lb *graylb.LoadBalancer, opts []Option) *options {
-	keys := lb.Keys()
-	keys.Match = nil // read per request: rules change at run time
-	o := &options{ab: balancerOf(lb), userKey: keys.User}
-	WithPropagated(keys.Names()...)(o)
-	for _, f := range opts {
-		if f != nil {
-			f(o)
-		}
-	}
-	return o
-}
-
 // Server returns the Kratos server middleware every service that calls
-// others adds (kratos/transport/http.Middleware, grpc.Middleware): it keeps
-// the request's values of the LoadBalancer's keys (gray, user, version),
-// of the keys its match rules name and of WithPropagated keys on the
-// request's context, where the client middleware (Client) and the
-// Selector read them, so the calls the handler makes with its context
-// route as the request does and carry its keys on. With WithTrusted it is
-// the trust boundary of an edge server. A nil lb has the default key
-// names.
+// others adds (kratos/transport/http.Middleware, grpc.Middleware): it
+// admits each request (adapter.Admitter), keeping the request's values of
+// the LoadBalancer's keys (gray, user, version), of the keys its match
+// rules name and of WithPropagated keys on the request's context as its
+// routing state, which every client reads — this package's Client and
+// Selector, httpctx's Transport, grpcctx's interceptors and picker,
+// go-zero's clients — so the calls the handler makes with its context
+// route as the request does and carry its keys on, over any transport.
+// With WithTrusted it is the trust boundary of an edge server. A nil lb
+// has the default key names.
 //
 // Kratos runs server middleware on a gRPC server's unary methods and on
 // the HTTP routes that run ctx.Middleware (the handlers protoc-gen-go-http
 // generates do).
 func Server(lb *graylb.LoadBalancer, opts ...Option) middleware.Middleware {
-	o := newOptions(lb, opts)
+	var o options
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	adm := balancerOf(lb).Admitter(o.extra...)
 	return func(next middleware.Handler) middleware.Handler {
 		return func(ctx context.Context, req interface{}) (interface{}, error) {
-			return next(o.keep(ctx), req)
+			return next(o.keep(ctx, adm), req)
 		}
 	}
 }
 
-// keep returns ctx with the request's routing values kept; at a trust
-// boundary, for an untrusted request, it removes them instead.
-func (o *options) keep(ctx context.Context) context.Context {
+// keep admits the request served with ctx; at a trust boundary, for an
+// untrusted request, it removes its routing keys (and the baggage members
+// they name) instead.
+func (o *options) keep(ctx context.Context, adm *admitter) context.Context {
 	tr, ok := transport.FromServerContext(ctx)
 	if !ok {
 		return ctx
 	}
-	hdr := tr.RequestHeader()
-	match := matchKeys(o.ab)
+	c := &headerCarrier{ctx: ctx, hdr: tr.RequestHeader()}
+	var how admission
 	if o.trusted != nil && !o.trusted(ctx) {
-		drop := func(k string) bool { return containsFold(o.names, k) || containsFold(match, k) }
-		ctx = o.remove(ctx, hdr, drop)
-		ctx = o.stripBaggage(ctx, hdr, drop)
-		ctx = untrusted(ctx)
+		how.Untrusted = true
 	}
 	if o.user != nil {
-		u := o.user(ctx)
-		ctx = o.remove(ctx, hdr, func(k string) bool { return strings.EqualFold(k, o.userKey) })
-		if u != "" {
-			hdr.Set(o.userKey, u)
-			if md, ok := grpcmd.FromIncomingContext(ctx); ok {
-				md.Set(o.userKey, u)
-				ctx = grpcmd.NewIncomingContext(ctx, md)
+		how.User = func() string { return o.user(c.ctx) }
+	}
+	ctx = adm.Admit(ctx, c, how)
+	ctx = c.apply(ctx)
+	if how.Untrusted {
+		ctx = stripBaggage(ctx, c.hdr, adm.Routing)
+	}
+	return ctx
+}
+
+// headerCarrier is a Kratos server request's keys as an adapter.Carrier:
+// its transport header, and where Kratos and grpc-go keep copies of it —
+// a gRPC request's incoming metadata and the server metadata of Kratos'
+// metadata middleware (when it ran first; its client side writes x-md-
+// keys on every outgoing call). The copies are copied before their first
+// change and put on the context by apply.
+type headerCarrier struct {
+	ctx              context.Context
+	hdr              transport.Header
+	grpc             grpcmd.MD
+	kratos           kmetadata.Metadata
+	ownGRPC, ownKrat bool
+}
+
+func (c *headerCarrier) Get(name string) string { return c.hdr.Get(name) }
+
+func (c *headerCarrier) Keys() []string { return c.hdr.Keys() }
+
+func (c *headerCarrier) Set(name, value string) {
+	c.Delete(name)
+	c.hdr.Set(name, value)
+	if c.ownGRPC || c.loadGRPC() {
+		c.grpc.Set(name, value)
+	}
+}
+
+func (c *headerCarrier) Delete(name string) {
+	drop := func(k string) bool { return strings.EqualFold(k, name) }
+	removeFromHeader(c.hdr, drop)
+	if c.ownGRPC || c.loadGRPC() {
+		for k := range c.grpc {
+			if drop(k) {
+				delete(c.grpc, k)
 			}
 		}
 	}
-	var k kept
-	for _, n := range o.names {
-		if v := hdr.Get(n); v != "" {
-			k = append(k, n, v)
+	if c.ownKrat || c.loadKratos() {
+		for k := range c.kratos {
+			if drop(k) {
+				delete(c.kratos, k)
+			}
 		}
 	}
-	for _, n := range match {
-		if v := hdr.Get(n); v != "" && !containsFold(o.names, n) {
-			k = append(k, n, v)
-		}
-	}
-	if k == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, keptKey{}, k)
 }
 
-// remove deletes the keys drop names from the request's header, in every
-// letter case, from a gRPC request's incoming metadata, and from the
-// server metadata Kratos' metadata middleware copied from the header when
-// it ran first (its client side writes x-md-global- keys on every
-// outgoing call).
-func (o *options) remove(ctx context.Context, hdr transport.Header, drop func(string) bool) context.Context {
-	// Kratos' header carriers are maps (http.Header, metadata.MD) and the
-	// transport.Header interface has no Del: delete through the map.
+// loadGRPC copies the request's incoming gRPC metadata, false when it has
+// none.
+func (c *headerCarrier) loadGRPC() bool {
+	md, ok := grpcmd.FromIncomingContext(c.ctx)
+	if !ok {
+		return false
+	}
+	c.grpc, c.ownGRPC = md.Copy(), true
+	return true
+}
+
+// loadKratos copies the request's Kratos server metadata, false when it
+// has none.
+func (c *headerCarrier) loadKratos() bool {
+	md, ok := kmetadata.FromServerContext(c.ctx)
+	if !ok {
+		return false
+	}
+	c.kratos, c.ownKrat = md.Clone(), true
+	return true
+}
+
+// apply returns ctx carrying the changed copies.
+func (c *headerCarrier) apply(ctx context.Context) context.Context {
+	if c.ownGRPC {
+		ctx = grpcmd.NewIncomingContext(ctx, c.grpc)
+	}
+	if c.ownKrat {
+		ctx = kmetadata.NewServerContext(ctx, c.kratos)
+	}
+	c.ctx = ctx
+	return ctx
+}
+
+// removeFromHeader deletes the keys drop names from hdr, in every letter
+// case. Kratos' header carriers are maps (http.Header, metadata.MD) and the
+// transport.Header interface has no Del: delete through the map.
+func removeFromHeader(hdr transport.Header, drop func(string) bool) {
 	if m := reflect.ValueOf(hdr); m.Kind() == reflect.Map && m.Type().Key().Kind() == reflect.String {
 		for _, k := range m.MapKeys() {
 			if drop(k.String()) {
 				m.SetMapIndex(k, reflect.Value{})
 			}
 		}
-	} else {
-		for _, k := range hdr.Keys() {
-			if drop(k) {
-				hdr.Set(k, "")
-			}
+		return
+	}
+	for _, k := range hdr.Keys() {
+		if drop(k) {
+			hdr.Set(k, "")
 		}
 	}
-	if md, ok := grpcmd.FromIncomingContext(ctx); ok {
-		clean := grpcmd.MD{}
-		for k, v := range md {
-			if !drop(k) {
-				clean[k] = v
-			}
-		}
-		ctx = grpcmd.NewIncomingContext(ctx, clean)
-	}
-	if md, ok := kmetadata.FromServerContext(ctx); ok {
-		clean := kmetadata.New()
-		for k, v := range md {
-			if !drop(k) {
-				clean[k] = v
-			}
-		}
-		ctx = kmetadata.NewServerContext(ctx, clean)
-	}
-	return ctx
 }
 
 // baggageKey is the W3C baggage header, which OpenTelemetry's propagation
@@ -200,7 +224,7 @@ const baggageKey = "baggage"
 // stripBaggage removes from the request's baggage (header and gRPC
 // incoming metadata) the list members whose key drop names, in any letter
 // case; other members, their properties included, stay as they were.
-func (o *options) stripBaggage(ctx context.Context, hdr transport.Header, drop func(string) bool) context.Context {
+func stripBaggage(ctx context.Context, hdr transport.Header, drop func(string) bool) context.Context {
 	vals := hdr.Values(baggageKey)
 	if len(vals) == 0 {
 		return ctx
@@ -217,23 +241,19 @@ func (o *options) stripBaggage(ctx context.Context, hdr transport.Header, drop f
 			}
 		}
 	}
-	ctx = o.remove(ctx, hdr, func(k string) bool { return strings.EqualFold(k, baggageKey) })
-	if len(keep) == 0 {
-		return ctx
+	c := &headerCarrier{ctx: ctx, hdr: hdr}
+	c.Delete(baggageKey)
+	if len(keep) > 0 {
+		c.Set(baggageKey, strings.Join(keep, ","))
 	}
-	clean := strings.Join(keep, ",")
-	hdr.Set(baggageKey, clean)
-	if md, ok := grpcmd.FromIncomingContext(ctx); ok {
-		md.Set(baggageKey, clean)
-		ctx = grpcmd.NewIncomingContext(ctx, md)
-	}
-	return ctx
+	return c.apply(ctx)
 }
 
 // Client returns the Kratos client middleware every client adds
 // (kratos/transport/http.WithMiddleware, grpc.WithMiddleware): it writes
-// on the outgoing call's header the values the server middleware kept
-// that the call does not carry, and, when lb's rules (a gray user, a match
+// on the outgoing call's header the routing keys admitted for the request
+// being served (by Server, or any other adapter's server side) that the
+// call does not carry, and, when lb's rules (a gray user, a match
 // rule, the canary), a context value (graylb.WithValue) or the caller's
 // own flag decided the call's kind, the kind under the gray key ("true" or
 // "false") and a lane a match rule gave it under the version key. The
@@ -248,9 +268,9 @@ func Client(lb *graylb.LoadBalancer) middleware.Middleware {
 		return func(ctx context.Context, req interface{}) (interface{}, error) {
 			if tr, ok := transport.FromClientContext(ctx); ok {
 				hdr := tr.RequestHeader()
-				for i, k := 0, keptFrom(ctx); i+1 < len(k); i += 2 {
-					if hdr.Get(k[i]) == "" {
-						hdr.Set(k[i], k[i+1])
+				for i, k := 0, keptFrom(ctx); i < k.Len(); i++ {
+					if name, v := k.At(i); hdr.Get(name) == "" {
+						hdr.Set(name, v)
 					}
 				}
 				var p pass

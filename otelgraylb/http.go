@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/httpctx"
+	"github.com/graylb/graylb/adapter"
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
 )
@@ -66,7 +66,8 @@ func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Han
 // of lb's keys into the W3C baggage header of each request, beside the
 // members it already has, and sends it with base (nil:
 // http.DefaultTransport). For each key the value is the request's header,
-// else the incoming header httpctx.Middleware kept, else the value kept
+// else the incoming header a server side admitted (httpctx.Middleware or
+// any other), else the value kept
 // from baggage; the gray key also gets a kind decided by rules (see
 // Outgoing). Services between two graylb services that propagate baggage
 // but not graylb's headers then pass the gray decision on.
@@ -90,12 +91,12 @@ type transport struct {
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	in := httpctx.Incoming(ctx)
+	kept := adapter.KeptFrom(ctx)
 	values := Outgoing(ctx, t.lb, func(name string) string {
 		if v := req.Header.Get(name); v != "" {
 			return v
 		}
-		return in.Get(name)
+		return kept.Get(name)
 	})
 	if len(values) == 0 {
 		return t.base.RoundTrip(req)

@@ -1,0 +1,177 @@
+package adapter
+
+import (
+	"context"
+
+	"github.com/graylb/graylb/internal/routestate"
+)
+
+// Carrier is the keys of one incoming call as a server adapter holds them:
+// HTTP headers, gRPC metadata, a framework's request header, a record's
+// headers. Names are case-insensitive: Get, Set and Delete match a name in
+// any letter case.
+type Carrier interface {
+	// Get returns the first value of name, "" when the call has none.
+	Get(name string) string
+	// Set replaces every value of name with value.
+	Set(name, value string)
+	// Delete removes name, in every letter case.
+	Delete(name string)
+	// Keys returns the names the call carries.
+	Keys() []string
+}
+
+// Admission says how one incoming call is admitted.
+type Admission struct {
+	// Untrusted: the caller is outside the trust boundary (a public
+	// gateway). No routing key it sent is kept: each is deleted from the
+	// call's carrier, in any letter case, and every call made with the
+	// returned context settles its kind (see Balancer.Pass).
+	Untrusted bool
+	// User, when not nil, is the program's user id for the call (an
+	// authenticated user; "" for none), asked after an untrusted caller's
+	// keys are deleted: it replaces whatever the caller sent under the
+	// user key, in the carrier too (deleted when it is "").
+	User func() string
+}
+
+// Admitter admits incoming calls for one server adapter: it keeps the
+// routing keys of each call on its context as the request's routing state,
+// which every client adapter and LoadBalancer.Pick read, whatever
+// transport the call came over and whatever transport the calls it makes
+// use. It is safe for concurrent use.
+type Admitter struct {
+	b       *Balancer
+	names   []string // lower case, each once: the LoadBalancer's keys, then the extra ones
+	userKey string   // lower case
+}
+
+// Admitter returns the Admitter of the LoadBalancer's keys (gray, user,
+// version, its filters' keys), of the keys its match rules in force name
+// (read per call: rules change at run time) and of extra, names a program
+// adds (a header its own filters read). A nil Balancer has the default key
+// names and no match rules.
+func (b *Balancer) Admitter(extra ...string) *Admitter {
+	keys := b.Keys()
+	keys.Match = nil
+	a := &Admitter{b: b, userKey: routestate.Lower(keys.User)}
+	for _, n := range append(keys.Names(), extra...) {
+		if n = routestate.Lower(n); n != "" && !has(a.names, n) {
+			a.names = append(a.names, n)
+		}
+	}
+	return a
+}
+
+// Names returns the names the Admitter keeps beside the match keys, in
+// lower case. The slice is shared: do not modify it.
+func (a *Admitter) Names() []string { return a.names }
+
+// Routing reports whether name is a routing key: one the Admitter keeps or
+// one the match rules in force name, in any letter case.
+func (a *Admitter) Routing(name string) bool {
+	return hasFold(a.names, name) || hasFold(a.b.MatchKeys(), name)
+}
+
+// Admit admits the incoming call whose keys c holds, served with ctx, and
+// returns ctx carrying its routing state: the values of the routing keys
+// c carries (after the trust boundary and the program's user id did their
+// part, see Admission), whether the caller is trusted, and room for the
+// decision rules make for it once. A context that already carries a
+// state of an untrusted caller (an outer server side) stays untrusted.
+// Admit modifies c only for an untrusted caller or with Admission.User.
+func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	untrusted := how.Untrusted || routestate.From(ctx).IsUntrusted()
+	match := a.b.MatchKeys()
+	if untrusted {
+		for _, k := range c.Keys() {
+			if hasFold(a.names, k) || hasFold(match, k) {
+				c.Delete(k)
+			}
+		}
+	}
+	if how.User != nil {
+		u := how.User()
+		c.Delete(a.userKey)
+		if u != "" {
+			c.Set(a.userKey, u)
+		}
+	}
+	var pairs []routestate.Pair
+	keep := func(n string) {
+		if v := c.Get(n); v != "" {
+			pairs = append(pairs, routestate.Pair{Name: n, Value: v})
+		}
+	}
+	for _, n := range a.names {
+		keep(n)
+	}
+	for _, n := range match {
+		if !has(a.names, n) {
+			keep(n)
+		}
+	}
+	if pairs == nil && !untrusted && !a.b.rulesDecide() {
+		return ctx
+	}
+	return routestate.With(ctx, routestate.New(pairs, untrusted))
+}
+
+// rulesDecide reports whether the rules in force can decide a request
+// that carries no key (a canary, match rules): its state then holds the
+// decision, made once.
+func (b *Balancer) rulesDecide() bool { return b != nil && b.impl.RulesDecide() }
+
+// Kept is the routing keys a server side admitted for the request being
+// served: what a client adapter writes on each call the request makes that
+// does not carry them itself. The zero Kept has none.
+type Kept struct{ s *routestate.State }
+
+// KeptFrom returns the routing keys admitted for the request served with
+// ctx.
+func KeptFrom(ctx context.Context) Kept { return Kept{routestate.From(ctx)} }
+
+// Len returns the number of keys.
+func (k Kept) Len() int { return len(k.s.Pairs()) }
+
+// At returns key i: its name, in lower case, and its value.
+func (k Kept) At(i int) (name, value string) {
+	p := k.s.Pairs()[i]
+	return p.Name, p.Value
+}
+
+// Values returns key i's value as a one-element slice shared by every
+// caller, to store in an http.Header or gRPC metadata without allocating:
+// do not modify it.
+func (k Kept) Values(i int) []string { return k.s.ValueSlice(i) }
+
+// Get returns the value of name, in any letter case, "" when none was
+// admitted.
+func (k Kept) Get(name string) string { return k.s.Get(name) }
+
+// Untrusted reports whether the request's caller is outside the trust
+// boundary (graylb.UntrustedCaller).
+func (k Kept) Untrusted() bool { return k.s.IsUntrusted() }
+
+func has(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// hasFold reports whether name, in any letter case, is in list (lower
+// case names).
+func hasFold(list []string, name string) bool {
+	for _, x := range list {
+		if routestate.SameName(x, name) {
+			return true
+		}
+	}
+	return false
+}

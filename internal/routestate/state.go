@@ -1,0 +1,180 @@
+// Package routestate is the routing state of the request a service is
+// serving, kept on its context.Context whatever transport the request came
+// over: what a server side admitted (the routing keys the caller sent and
+// the trust boundary let through, and whether the caller is outside that
+// boundary) and the kind and lane decided for it the first time rules
+// decided. Package graylb reads it on every pick; package adapter writes
+// it (server sides) and reads it (client sides), so a request received
+// over one transport keeps its kind on calls made over any other.
+//
+// It is internal: programs and adapters reach it through package adapter
+// (Admit, Kept) and package graylb (WithUntrustedCaller, UntrustedCaller).
+package routestate
+
+import (
+	"context"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Pair is one routing key and its value. Name is in lower case (ASCII):
+// header and metadata names are case-insensitive, and gRPC metadata keys
+// are lower case.
+type Pair struct {
+	Name, Value string
+}
+
+// Decided is a kind and lane decided by rules for the request (a canary
+// draw, a match rule).
+type Decided struct {
+	Gray bool
+	Lane string
+}
+
+// State is the routing state of one request being served. It is made by
+// New when a server side admits the request and is never modified after,
+// except for the decision recorded once by Decide. A nil *State is valid:
+// it has no pairs, trusts its caller and has decided nothing.
+type State struct {
+	pairs     []Pair
+	values    []string // values[i] is pairs[i].Value: one-element slices without allocating
+	untrusted bool
+	decided   atomic.Pointer[Decided]
+}
+
+// New returns the state of a request whose admitted keys are pairs (names
+// in lower case, values not empty, each name once) and whose caller is
+// untrusted or not. New owns pairs.
+func New(pairs []Pair, untrusted bool) *State {
+	s := &State{pairs: pairs, untrusted: untrusted}
+	if len(pairs) > 0 {
+		s.values = make([]string, len(pairs))
+		for i, p := range pairs {
+			s.values[i] = p.Value
+		}
+	}
+	return s
+}
+
+// Untrusted returns a state with s's pairs whose caller is untrusted (s
+// itself when it is already).
+func (s *State) Untrusted() *State {
+	if s != nil && s.untrusted {
+		return s
+	}
+	if s == nil {
+		return New(nil, true)
+	}
+	return &State{pairs: s.pairs, values: s.values, untrusted: true}
+}
+
+// IsUntrusted reports whether the request's caller is outside the trust
+// boundary.
+func (s *State) IsUntrusted() bool { return s != nil && s.untrusted }
+
+// Pairs returns the admitted keys. The slice is shared: do not modify it.
+func (s *State) Pairs() []Pair {
+	if s == nil {
+		return nil
+	}
+	return s.pairs
+}
+
+// ValueSlice returns pairs[i].Value as a one-element slice shared by every
+// caller (an http.Header value): do not modify it.
+func (s *State) ValueSlice(i int) []string { return s.values[i : i+1 : i+1] }
+
+// Get returns the admitted value of name, in any letter case, "" when the
+// request carries none.
+func (s *State) Get(name string) string {
+	if s == nil {
+		return ""
+	}
+	for i := range s.pairs {
+		if SameName(s.pairs[i].Name, name) {
+			return s.pairs[i].Value
+		}
+	}
+	return ""
+}
+
+// Decision returns the kind and lane rules decided for the request the
+// first time they did, false when they have not yet.
+func (s *State) Decision() (Decided, bool) {
+	if s == nil {
+		return Decided{}, false
+	}
+	if d := s.decided.Load(); d != nil {
+		return *d, true
+	}
+	return Decided{}, false
+}
+
+// Decide records d as the request's decision unless one is recorded
+// already, and returns the one in force: every call the request makes
+// then has the kind and lane of its first. A nil State records nothing
+// and returns d.
+func (s *State) Decide(d Decided) Decided {
+	if s == nil {
+		return d
+	}
+	if s.decided.CompareAndSwap(nil, &d) {
+		return d
+	}
+	return *s.decided.Load()
+}
+
+type key struct{}
+
+// With returns ctx carrying s.
+func With(ctx context.Context, s *State) context.Context {
+	return context.WithValue(ctx, key{}, s)
+}
+
+// From returns the state on ctx, nil when there is none.
+func From(ctx context.Context) *State {
+	if ctx == nil {
+		return nil
+	}
+	s, _ := ctx.Value(key{}).(*State)
+	return s
+}
+
+// SameName reports whether lower (a name in lower case) is name in any
+// letter case, without converting name; it answers at once when both are
+// the same bytes in memory.
+func SameName(lower, name string) bool {
+	if len(lower) != len(name) {
+		return false
+	}
+	if len(name) == 0 || unsafe.StringData(lower) == unsafe.StringData(name) {
+		return true
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Lower returns s in lower case (ASCII), s itself when it has no upper-case
+// letter.
+func Lower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
