@@ -109,16 +109,8 @@ func (a *adapterLB) Decide(ctx context.Context, call ContextHandler) adapterDeci
 	return adapterDecision{Kind: k, Source: src, Lane: a.lb().laneToPassWith(ctx, call)}
 }
 
-func (a *adapterLB) KindToPass(ctx context.Context, call ContextHandler) (Kind, bool) {
-	return a.lb().kindToPassWith(ctx, call)
-}
-
 func (a *adapterLB) PassWith(ctx context.Context, call ContextHandler) (Kind, bool, string) {
 	return a.lb().passWith(ctx, call)
-}
-
-func (a *adapterLB) LaneToPass(ctx context.Context, call ContextHandler) string {
-	return a.lb().laneToPassWith(ctx, call)
 }
 
 func (a *adapterLB) Report(service string, inst Instance, ok bool, latency time.Duration) {

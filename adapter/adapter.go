@@ -37,8 +37,6 @@ type impl interface {
 	Reroute(ctx context.Context, service string, d decision, first candidates, tried func(graylb.Instance) bool, call graylb.ContextHandler) (decision, candidates, error)
 	NewRouter(service string, list []graylb.Instance, policy graylb.Policy) (router, error)
 	Decide(ctx context.Context, call graylb.ContextHandler) decision
-	KindToPass(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool)
-	LaneToPass(ctx context.Context, call graylb.ContextHandler) string
 	PassWith(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool, string)
 	Report(service string, inst graylb.Instance, ok bool, latency time.Duration)
 	Done(s *graylb.Stats, start int64, ok bool)
@@ -129,24 +127,6 @@ func (b *Balancer) MatchKeys() []string {
 // pick did, and Decide picks nothing. Route decides the same way.
 func (b *Balancer) Decide(ctx context.Context, call graylb.ContextHandler) Decision {
 	return Decision(b.impl.Decide(ctx, call))
-}
-
-// KindToPass returns the kind of the request in ctx and whether it must be
-// written on the outgoing call for the next hop to route the same way: true
-// when rules, a context value or the caller's own flag decided it, or the
-// context serves an untrusted caller (graylb.UntrustedCaller); false when a
-// key the call carries, or nothing, did. When nothing but a key could
-// decide, it answers without reading the call's keys: the cheap question
-// for an interceptor that runs on every call.
-func (b *Balancer) KindToPass(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool) {
-	return b.impl.KindToPass(ctx, call)
-}
-
-// LaneToPass returns the lane (a version) a match rule gives the request
-// in ctx when the call carries no version of its own, "" otherwise: an
-// adapter that writes the kind writes the lane under the version key too.
-func (b *Balancer) LaneToPass(ctx context.Context, call graylb.ContextHandler) string {
-	return b.impl.LaneToPass(ctx, call)
 }
 
 // Route runs the chain for the request in ctx to service: it decides the

@@ -184,10 +184,10 @@ func TestPassForDecidesOnce(t *testing.T) {
 	}
 }
 
-// PassFor writes what KindToPass and LaneToPass say, for every mix of
+// PassFor writes what Pass writes for Decide's decision, for every mix of
 // rules, call keys, context values and trust (the canary at 0 or 100, so
 // that one decision is the same as two).
-func TestPassForAgreesWithKindAndLane(t *testing.T) {
+func TestPassForAgreesWithDecide(t *testing.T) {
 	rules := []graylb.Rules{
 		{},
 		{GrayUsers: []string{"alice"}},
@@ -216,13 +216,7 @@ func TestPassForAgreesWithKindAndLane(t *testing.T) {
 							if untrusted {
 								ctx = graylb.WithUntrustedCaller(ctx)
 							}
-							var want adapter.Pass
-							if lane := b.LaneToPass(ctx, call); lane != "" {
-								want.VersionKey, want.Version = "version", lane
-							}
-							if k, write := b.KindToPass(ctx, call); write {
-								want.GrayKey, want.Gray = "gray", map[graylb.Kind]string{graylb.Gray: "true", graylb.Prod: "false"}[k]
-							}
+							want := b.Pass(b.Decide(ctx, call), untrusted)
 							assert.Equal(t, want, b.PassFor(ctx, call), "rules %d gray=%q uid=%q version=%q ctx=%q untrusted=%v", ri, g, u, v, ctxGray, untrusted)
 						}
 					}

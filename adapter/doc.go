@@ -14,14 +14,25 @@
 // Ejections, Unrouted, and the types they take and return) stays in
 // package graylb.
 //
-// An adapter is written against this package alone, in this order for
-// each call:
+// An adapter is written against this package alone. A server side does
+// one thing for each incoming call:
+//
+//  0. Admit it: [Balancer.Admitter] over a [Carrier] of the call's keys
+//     (headers, metadata, a record's headers), with the trust boundary and
+//     the program's user id ([Admission]). The context it returns carries
+//     the request's routing state, which every client side reads whatever
+//     its transport: a service that receives HTTP and calls gRPC (or
+//     receives a record and calls HTTP) keeps the request's kind, and
+//     rules that draw (the canary) decide once per request served.
+//
+// A client side does, for each call it makes:
 //
 //  1. Read the request's keys: [Balancer.Keys] names the gray, user and
 //     version keys, [Balancer.MatchKeys] the keys the match rules in force
 //     read (per request: rules change at run time). The adapter passes a
-//     graylb.ContextHandler that reads its call's headers or metadata to
-//     the methods below.
+//     graylb.ContextHandler that reads its outgoing call's headers or
+//     metadata to the methods below; the admitted keys of the request
+//     being served are read after it by the LoadBalancer itself.
 //  2. Decide the kind once: [Balancer.Route] decides while routing and
 //     returns the [Decision] in its [Route]; an adapter that writes the
 //     decision without routing (a client interceptor ahead of a balancer)
@@ -31,11 +42,12 @@
 //     that failed; [Balancer.NewRouter] builds a [Router] over an instance
 //     list the adapter is handed (a framework's balancer or selector).
 //  4. Report the outcome: [Call.Done] (or [Call.Discard] for a cancelled
-//     call); [Balancer.Report] for a result obtained without a Call.
-//  5. Write the decision for the next hop: [Balancer.Pass] gives the
-//     key-value pairs to write on the outgoing call for a Route's
-//     Decision; [Balancer.PassFor] for a call that has no Route of its own
-//     (a client interceptor ahead of a balancer).
+//     call, [Call.TimedOut] for one past its caller's deadline);
+//     [Balancer.Report] for a result obtained without a Call.
+//  5. Write the keys for the next hop: the admitted keys the outgoing call
+//     does not carry ([KeptFrom]), then the pairs [Balancer.Pass] gives for
+//     the Route's Decision ([Balancer.PassFor] for a call that has no Route
+//     of its own: a client interceptor ahead of a balancer).
 //
 // Lifecycle: [Balancer.OnRulesChange] and [Balancer.OnEjectionChange] say
 // when routing an adapter keeps of its own must be rebuilt;

@@ -232,9 +232,9 @@ func (b *Balancer) Pass(d Decision, untrusted bool) Pass {
 
 // PassFor returns the pairs to write on an outgoing call made with ctx that
 // has no Route of its own (a client interceptor that runs before a
-// balancer picks, whose call's keys call reads): the kind when KindToPass
-// would say to write it, and the lane LaneToPass would give, from one
-// decision that reads each key once. When nothing but a key could decide
+// balancer picks, whose call's keys call reads): what Pass gives for
+// Decide's decision and the caller's trust, from one decision that reads
+// each key once. When nothing but a key could decide
 // the kind it reads none of the call's keys. Keys are as configured: an
 // adapter whose metadata keys are lower case lowers them.
 func (b *Balancer) PassFor(ctx context.Context, call graylb.ContextHandler) Pass {
