@@ -2,6 +2,7 @@ package docs
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/graylb/graylb"
@@ -58,4 +59,58 @@ func TestAdapterSurface(t *testing.T) {
 	if err != nil || call.Instance.Addr() != "10.0.0.2:80" || out["gray"] != "true" || out["version"] != "v2" {
 		t.Fatalf("err %v, instance %s, written %v: want the gray instance, gray=true and version=v2 (the match rule's lane)", err, call.Instance.Addr(), out)
 	}
+}
+
+// docs/adapters.md: a server side admits an incoming call.
+func TestAdapterAdmit(t *testing.T) {
+	reg := graylb.NewRegistry()
+	reg.Register(graylb.NewInstance("orders", "10.0.0.1", 80, nil))
+	reg.Register(graylb.NewInstance("orders", "10.0.0.2", 80, map[string]string{"gray": "true"}))
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	for _, c := range []struct {
+		inside bool
+		user   string
+		want   string
+	}{{true, "", "10.0.0.2:80"}, {false, "", "10.0.0.1:80"}, {false, "alice", "10.0.0.2:80"}} {
+		ctx := context.Background()
+		headers := mapCarrier{"gray": "true"}
+		fromInsideTheBoundary, authenticatedUser := c.inside, c.user
+
+		// snippet: adapter-admit
+		adm := adapter.For(lb).Admitter() // once, when the server side is built
+
+		// for each incoming call: its keys over a Carrier, the trust boundary, the user id
+		ctx = adm.Admit(ctx, headers, adapter.Admission{
+			Untrusted: !fromInsideTheBoundary,
+			User:      func() string { return authenticatedUser },
+		})
+		// the handler runs with ctx: every call it makes, over any transport, routes by what was admitted
+		// end snippet
+
+		in, err := lb.Pick(ctx, "orders")
+		if err != nil || in.Addr() != c.want {
+			t.Errorf("inside %v, user %q: %s %v, want %s", c.inside, c.user, in.Addr(), err, c.want)
+		}
+	}
+}
+
+// mapCarrier is a made-up transport's incoming keys.
+type mapCarrier map[string]string
+
+func (m mapCarrier) Get(name string) string { return m[strings.ToLower(name)] }
+
+func (m mapCarrier) Set(name, value string) { m[strings.ToLower(name)] = value }
+
+func (m mapCarrier) Delete(name string) { delete(m, strings.ToLower(name)) }
+
+func (m mapCarrier) Keys() []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
 }
