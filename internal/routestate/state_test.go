@@ -1,0 +1,103 @@
+package routestate
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestGetIsCaseInsensitive(t *testing.T) {
+	s := New([]Pair{{"gray", "true"}, {"x-lane", "blue"}}, false)
+	for name, want := range map[string]string{"gray": "true", "GRAY": "true", "Gray": "true", "X-Lane": "blue", "lane": "", "": ""} {
+		if got := s.Get(name); got != want {
+			t.Errorf("Get(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if got := s.ValueSlice(1); len(got) != 1 || cap(got) != 1 || got[0] != "blue" {
+		t.Errorf("ValueSlice(1) = %q (cap %d), want [blue] with no room to append into", got, cap(got))
+	}
+	var none *State
+	if none.Get("gray") != "" || none.IsUntrusted() || none.Pairs() != nil {
+		t.Error("a nil State has no pairs and trusts its caller")
+	}
+	if d, ok := none.Decision(); ok || d != (Decided{}) {
+		t.Error("a nil State has decided nothing")
+	}
+}
+
+func TestUntrustedKeepsPairs(t *testing.T) {
+	s := New([]Pair{{"uid", "alice"}}, false)
+	u := s.Untrusted()
+	if !u.IsUntrusted() || s.IsUntrusted() || u.Get("uid") != "alice" {
+		t.Errorf("Untrusted: %v %v %q", u.IsUntrusted(), s.IsUntrusted(), u.Get("uid"))
+	}
+	if u.Untrusted() != u {
+		t.Error("an untrusted State is its own Untrusted")
+	}
+	if !(*State)(nil).Untrusted().IsUntrusted() {
+		t.Error("nil.Untrusted is untrusted")
+	}
+}
+
+// The first decision recorded wins, whatever races with it.
+func TestDecideFirstWins(t *testing.T) {
+	s := New(nil, false)
+	var wg sync.WaitGroup
+	got := make([]Decided, 64)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = s.Decide(Decided{Gray: i%2 == 0, Lane: strings.Repeat("v", i%3)})
+		}()
+	}
+	wg.Wait()
+	d, ok := s.Decision()
+	if !ok {
+		t.Fatal("no decision recorded")
+	}
+	for i, g := range got {
+		if g != d {
+			t.Fatalf("call %d got %+v, the decision in force is %+v", i, g, d)
+		}
+	}
+}
+
+func TestFromAndWith(t *testing.T) {
+	if From(nil) != nil || From(context.Background()) != nil {
+		t.Error("no state on a context without one")
+	}
+	s := New(nil, true)
+	if From(With(context.Background(), s)) != s {
+		t.Error("With then From")
+	}
+}
+
+// SameName(Lower(a), b) is ASCII case folding, whatever bytes a caller
+// sends (invalid UTF-8, non-ASCII letters that strings.EqualFold would
+// fold are not folded).
+func FuzzSameName(f *testing.F) {
+	for _, s := range [][2]string{{"gray", "GRAY"}, {"x-lane", "X-Lane"}, {"", ""}, {"k", "K\x00"}, {"ſ", "s"}, {"\xff", "\xdf"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		want := len(a) == len(b)
+		for i := 0; want && i < len(a); i++ {
+			x, y := a[i], b[i]
+			if 'A' <= x && x <= 'Z' {
+				x += 'a' - 'A'
+			}
+			if 'A' <= y && y <= 'Z' {
+				y += 'a' - 'A'
+			}
+			want = x == y
+		}
+		if got := SameName(Lower(a), b); got != want {
+			t.Errorf("SameName(Lower(%q), %q) = %v, want %v", a, b, got, want)
+		}
+		if l := Lower(a); len(l) != len(a) || strings.ContainsAny(l, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+			t.Errorf("Lower(%q) = %q", a, l)
+		}
+	})
+}
