@@ -154,6 +154,7 @@ func TestSelectorCallObserverTimedOut(t *testing.T) {
 					if slow.Load() {
 						select {
 						case <-ctx.Done():
+							return "", ctx.Err()
 						case <-time.After(time.Second):
 						}
 					}
