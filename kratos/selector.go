@@ -98,7 +98,8 @@ type snapshot struct {
 // Apply replaces the node list. The nodes' service is their ServiceName
 // (the name the client dialled: discovery:///<name>); a node's instance
 // carries its Metadata (the gray and version keys), its Version under the
-// version key when the metadata has none, and its weight (the Metadata's
+// metadata key the LoadBalancer's VersionFilter reads (graylb.WithVersionKey,
+// "version" by default) when the metadata has none there, and its weight (the Metadata's
 // "weight", which NewDiscovery sets to the registry's weight, else
 // InitialWeight, else 1).
 func (s *Selector) Apply(nodes []selector.Node) {
@@ -127,8 +128,9 @@ func (s *Selector) build(nodes []selector.Node) *snapshot {
 	}
 	list := make([]graylb.Instance, 0, len(nodes))
 	byAddr := make(map[string]int, len(nodes))
+	versionKey := versionKeyOf(s.b.ab)
 	for i, n := range nodes {
-		in, ok := instanceOf(service, n)
+		in, ok := instanceOf(service, n, versionKey)
 		if !ok {
 			continue
 		}
@@ -337,19 +339,20 @@ func finish(c call, err error) {
 	c.Done(ok)
 }
 
-// instanceOf is the graylb instance of node n of service.
-func instanceOf(service string, n selector.Node) (graylb.Instance, bool) {
+// instanceOf is the graylb instance of node n of service, n's Version
+// under versionKey of its metadata unless the metadata has one.
+func instanceOf(service string, n selector.Node, versionKey string) (graylb.Instance, bool) {
 	host, port, ok := splitHostPort(n.Address())
 	if !ok {
 		return graylb.Instance{}, false
 	}
 	md := n.Metadata()
-	if v := n.Version(); v != "" && md[graylb.DefaultVersionKey] == "" {
+	if v := n.Version(); v != "" && md[versionKey] == "" {
 		c := make(map[string]string, len(md)+1)
 		for k, x := range md {
 			c[k] = x
 		}
-		c[graylb.DefaultVersionKey] = v
+		c[versionKey] = v
 		md = c
 	}
 	in := graylb.NewInstance(service, host, port, md)
