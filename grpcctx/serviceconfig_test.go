@@ -36,10 +36,16 @@ func dialAfter(t *testing.T, lb *graylb.LoadBalancer, service string, extra ...g
 // to gray) is refused: no call reaches any instance, and each fails with
 // an error that says what to do.
 func TestDialOptions_LaterDefaultServiceConfigOfAnotherBalancerIsRefused(t *testing.T) {
-	for name, sc := range map[string]string{
-		"round_robin with retries": `{"loadBalancingConfig":[{"round_robin":{}}],` + retryMethodConfig + `}`,
-		"pick_first policy":        `{"loadBalancingPolicy":"pick_first"}`,
+	rr := `{"loadBalancingConfig":[{"round_robin":{}}],` + retryMethodConfig + `}`
+	for name, extra := range map[string][]grpc.DialOption{
+		"round_robin with retries": {grpc.WithDefaultServiceConfig(rr)},
+		"pick_first policy":        {grpc.WithDefaultServiceConfig(`{"loadBalancingPolicy":"pick_first"}`)},
+		// The resolver's service config is ignored: the refusal is the
+		// resolver's build error, which a blocking dial returns (the
+		// other balancer's RPCs fail with an error of its own).
+		"resolvers' service configs disabled": {grpc.WithDefaultServiceConfig(rr), grpc.WithDisableServiceConfig()},
 	} {
+		disabled := len(extra) > 1
 		t.Run(name, func(t *testing.T) {
 			reg := graylb.NewRegistry()
 			prod, gray := &testServer{name: "prod"}, &testServer{name: "gray"}
@@ -48,7 +54,7 @@ func TestDialOptions_LaterDefaultServiceConfigOfAnotherBalancerIsRefused(t *test
 			lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()))
 			require.NoError(t, err)
 			t.Cleanup(func() { lb.Close() })
-			c := dialAfter(t, lb, "svc", grpc.WithDefaultServiceConfig(sc))
+			c := dialAfter(t, lb, "svc", extra...)
 			answered := map[string]int{}
 			var last error
 			for i := 0; i < 200; i++ {
@@ -63,6 +69,15 @@ func TestDialOptions_LaterDefaultServiceConfigOfAnotherBalancerIsRefused(t *test
 			require.Empty(t, answered, "calls balanced by another balancer")
 			assert.Equal(t, codes.Unavailable, status.Code(last), "%v", last)
 			msg := status.Convert(last).Message()
+			if disabled {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				opts := append(append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithBlock()), extra...)
+				//lint:ignore SA1019 a blocking dial, as zrpc's
+				_, err := grpc.DialContext(ctx, "graylb:///svc", opts...)
+				require.ErrorIs(t, err, ErrOtherBalancer)
+				msg = err.Error()
+			}
 			for _, want := range []string{"grpcctx:", "WithDefaultServiceConfig", "after grpcctx.DialOptions", `"graylb"`} {
 				assert.Contains(t, msg, want)
 			}
