@@ -150,6 +150,19 @@ func (a *adapterLB) Policy() Policy { return a.lb().policy }
 
 func (a *adapterLB) Cache() *Cache { return a.lb().cache }
 
+// VersionMetadataKey is the instance metadata key of the LoadBalancer's
+// VersionFilter (the last one, as for its request key), DefaultVersionKey
+// when it has none.
+func (a *adapterLB) VersionMetadataKey() string {
+	key := DefaultVersionKey
+	for _, f := range a.lb().filters {
+		if v, ok := f.(*VersionFilter); ok {
+			key = v.metaKey
+		}
+	}
+	return key
+}
+
 // Route runs the router's chain for the request in ctx (the adapter
 // surface of router.routeWith).
 func (r *router) Route(ctx context.Context, call ContextHandler) (adapterDecision, adapterCandidates, error) {

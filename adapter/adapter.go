@@ -48,6 +48,7 @@ type impl interface {
 	OnEjectionChange(fn func(service string)) (stop func())
 	Policy() graylb.Policy
 	Cache() *graylb.Cache
+	VersionMetadataKey() string
 }
 
 // Balancer is a LoadBalancer as an adapter uses it, obtained with For. It
@@ -57,6 +58,8 @@ type Balancer struct {
 	impl impl
 	// The gray and version keys, fixed when the LoadBalancer was made.
 	grayKey, versionKey string
+	// The instance metadata key of the version, fixed likewise.
+	versionMetaKey string
 	// observed: the LoadBalancer has a graylb.CallObserver, so every call
 	// is timed and reported, with Stats or without.
 	observed bool
@@ -88,7 +91,8 @@ func newBalancer(v, surface any) any {
 		return nil
 	}
 	k := lb.Keys()
-	return &Balancer{lb: lb, impl: i, grayKey: k.Gray, versionKey: k.Version, observed: i.CallObserved()}
+	return &Balancer{lb: lb, impl: i, grayKey: k.Gray, versionKey: k.Version, versionMetaKey: i.VersionMetadataKey(),
+		observed: i.CallObserved()}
 }
 
 // CallObserved reports whether the LoadBalancer has a graylb.CallObserver
@@ -108,6 +112,20 @@ func (b *Balancer) Keys() graylb.Keys {
 		return graylb.DefaultKeys()
 	}
 	return b.lb.Keys()
+}
+
+// VersionMetadataKey returns the instance metadata key under which the
+// LoadBalancer's VersionFilter reads an instance's version
+// (graylb.WithVersionKey), graylb.DefaultVersionKey when the LoadBalancer
+// has no VersionFilter or b is nil. It is fixed when the LoadBalancer is
+// made. An adapter handed an instance's version apart from its metadata
+// (a Kratos node's Version) puts it in the instance's metadata under this
+// key for version routing to see it. The request key is Keys().Version.
+func (b *Balancer) VersionMetadataKey() string {
+	if b == nil {
+		return graylb.DefaultVersionKey
+	}
+	return b.versionMetaKey
 }
 
 // MatchKeys returns the request keys named by the match rules in force, in

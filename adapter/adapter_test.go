@@ -36,6 +36,17 @@ func TestForNil(t *testing.T) {
 	assert.Nil(t, b)
 	assert.Equal(t, graylb.DefaultKeys(), b.Keys())
 	assert.Nil(t, b.MatchKeys())
+	assert.Equal(t, graylb.DefaultVersionKey, b.VersionMetadataKey())
+}
+
+// VersionMetadataKey is the metadata key the VersionFilter reads.
+func TestVersionMetadataKey(t *testing.T) {
+	assert.Equal(t, graylb.DefaultVersionKey, adapter.For(newLB(t)).VersionMetadataKey())
+	assert.Equal(t, graylb.DefaultVersionKey, adapter.For(newLB(t, graylb.WithFilters(graylb.NewVersionFilter()))).VersionMetadataKey())
+	lb := newLB(t, graylb.WithFilters(graylb.NewVersionFilter(graylb.WithVersionKey("app-version"), graylb.WithVersionHeader("x-v"))))
+	b := adapter.For(lb)
+	assert.Equal(t, "app-version", b.VersionMetadataKey())
+	assert.Equal(t, "x-v", b.Keys().Version)
 }
 
 // Each step of the surface reaches the LoadBalancer: route, reroute around

@@ -71,6 +71,44 @@ func TestClientWithoutGraylbBalancerMixes(t *testing.T) {
 	assert.Positive(t, counts["gray"], "zrpc's p2c sends prod calls to gray instances: %v", counts)
 }
 
+// A user's round robin service config given after ClientOptions (zrpc
+// applies dial options in order, and of several default service configs
+// the last counts) would balance graylb's addresses with round robin and
+// send about half of the prod calls to gray: it is refused, and no prod
+// call reaches gray.
+func TestClientRefusesALaterServiceConfigOfAnotherBalancer(t *testing.T) {
+	_, lb := svc(t, false, true)
+	rr := zrpc.WithDialOption(grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+	cli, err := zrpc.NewClient(clientConf(t, gozero.Target("svc")), append(gozero.ClientOptions(lb), rr)...)
+	wants := []string{"grpcctx:", "after grpcctx.DialOptions", "zrpc.WithDialOption", `"graylb"`}
+	if err != nil {
+		for _, want := range wants {
+			assert.Contains(t, err.Error(), want)
+		}
+		return
+	}
+	t.Cleanup(func() { cli.Conn().Close() })
+	c := testgrpc.NewTestServiceClient(cli.Conn())
+	answered := map[string]int{}
+	var first error // later ones may be go-zero's breaker's, open after so many failures
+	for i := 0; i < 200; i++ {
+		r, err := c.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		answered[r.GetServerId()]++
+	}
+	require.Zero(t, answered["gray"], "prod calls of 200 that reached gray (answers: %v)", answered)
+	require.Empty(t, answered, "calls balanced by round robin")
+	assert.Equal(t, codes.Unavailable, status.Code(first), "%v", first)
+	for _, want := range wants {
+		assert.Contains(t, status.Convert(first).Message(), want)
+	}
+}
+
 // A prod call of a service that has only gray instances fails with
 // graylb's error (the gray rule), not with a pick of zrpc's balancer.
 func TestClientNoProdInstance(t *testing.T) {

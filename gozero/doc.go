@@ -28,9 +28,13 @@
 // of several grpc.WithDefaultServiceConfig options the last one counts.
 // ClientOptions carries grpcctx.ServiceConfig in a WithDialOption, which
 // zrpc applies after its own: the graylb balancer picks, and zrpc's p2c is
-// never built for the connection. (A program that adds its own
-// grpc.WithDefaultServiceConfig after ClientOptions replaces graylb's:
-// use grpcctx.ServiceConfigWithFailureCodes there.)
+// never built for the connection. A program's own service config (a retry
+// policy) goes after ClientOptions and selects graylb
+// ("loadBalancingConfig":[{"graylb":{}}] beside its methodConfig, or
+// grpcctx.ServiceConfigWithFailureCodes). One after ClientOptions that
+// selects another balancer is refused: the client dials no instance and
+// every call fails with an error wrapping grpcctx.ErrOtherBalancer that
+// says so (see grpcctx.DialOptions).
 //
 // # Interceptors
 //

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/graylb/graylb"
@@ -20,9 +21,11 @@ import (
 	"github.com/zeromicro/go-zero/rest"
 	"github.com/zeromicro/go-zero/zrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // A go-zero service's configuration, as goctl generates it.
@@ -78,6 +81,45 @@ func TestDocsZrpc(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, want, r.GetServerId(), "gray: %q", v)
 		}
+	}
+}
+
+// A retry policy of the program's own, after ClientOptions and selecting
+// graylb: the calls are retried, and graylb's balancer picks (prod calls
+// stay on prod).
+func TestDocsRetry(t *testing.T) {
+	reg := graylb.NewRegistry()
+	var attempts atomic.Int64
+	zrpcServer(t, reg, "user-rpc", false, &named{name: "user-prod", next: func(context.Context) (string, error) {
+		if attempts.Add(1) <= 2 {
+			return "", status.Error(codes.Unavailable, "not yet")
+		}
+		return "ok", nil
+	}}, nil)
+	zrpcServer(t, reg, "user-rpc", true, &named{name: "user-gray"}, nil)
+	lb, err := graylb.New(reg)
+	require.NoError(t, err)
+	defer lb.Close()
+	var c Config
+	c.UserRpc = clientConf(t, gozero.Target("user-rpc"))
+
+	// snippet: gozero-retry
+	retry := `{"loadBalancingConfig":[{"graylb":{}}],"methodConfig":[{"name":[{}],` +
+		`"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,` +
+		`"retryableStatusCodes":["UNAVAILABLE"]}}]}`
+	userRpc := zrpc.MustNewClient(c.UserRpc, append(gozero.ClientOptions(lb),
+		zrpc.WithDialOption(grpc.WithDefaultServiceConfig(retry)))...)
+	// end snippet
+	defer userRpc.Conn().Close()
+	users := testgrpc.NewTestServiceClient(userRpc.Conn())
+	r, err := users.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+	require.NoError(t, err, "retried twice")
+	assert.Equal(t, "user-prod,ok", r.GetServerId())
+	assert.EqualValues(t, 3, attempts.Load())
+	for i := 0; i < 50; i++ {
+		r, err := users.UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+		require.NoError(t, err)
+		require.Equal(t, "user-prod,ok", r.GetServerId())
 	}
 }
 

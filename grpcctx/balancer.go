@@ -41,9 +41,28 @@ func init() { balancer.Register(builder{}) }
 // metadata is made once per kind and lane and shared), a call with some
 // one append of the pairs; retries and transparent retries resend the
 // call's metadata, so every attempt carries it once.
+//
+// The balancer is chosen by the ClientConn's default service config: of
+// several grpc.WithDefaultServiceConfig options the last counts, whole
+// (grpc-go merges none, and takes no part of one when a resolver provides
+// a service config of its own). DialOptions' resolver provides none, so a
+// program's own service config (a methodConfig with a retryPolicy, a
+// retryThrottling) is the default one and applies as written; it must
+// select graylb's balancer ("loadBalancingConfig":[{"graylb":{}}], as
+// ServiceConfig and ServiceConfigWithFailureCodes do) and come after
+// DialOptions. One given before DialOptions is replaced by ServiceConfig.
+// One given after that selects another balancer (round robin would send
+// prod RPCs to gray instances) is refused: before handing over any
+// address, the resolver checks which balancer the ClientConn built, and if
+// it is not graylb's, no instance is ever dialled and every RPC fails with
+// codes.Unavailable and an error that wraps ErrOtherBalancer and says what
+// to do. (With grpc.WithDisableServiceConfig the refusal is the resolver's
+// build error, which a blocking dial returns.) The resolver does not
+// provide graylb's service config instead, so that no part of the
+// program's is silently dropped.
 func DialOptions(lb *graylb.LoadBalancer) []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithResolvers(NewResolverBuilder(lb)),
+		grpc.WithResolvers(&resolverBuilder{lb: lb, ab: adapter.For(lb), guard: true}),
 		grpc.WithDefaultServiceConfig(ServiceConfig),
 		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(lb)),
 		grpc.WithChainStreamInterceptor(StreamClientInterceptor(lb)),
@@ -173,6 +192,20 @@ type graylbBalancer struct {
 func (b *graylbBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if p, ok := s.ResolverState.Attributes.Value(probeKey{}).(*balancerProbe); ok {
+		// The resolver's check that the service config selects this
+		// balancer: no address yet, and nothing to change.
+		p.seen.Store(true)
+		return nil
+	}
+	if r, ok := s.ResolverState.Attributes.Value(refusedKey{}).(*refusal); ok {
+		// READY, so that a dial that blocks until READY (zrpc's) returns
+		// and its RPCs tell why they fail.
+		b.closeConns()
+		b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.Ready,
+			Picker: errPicker{status.Error(codes.Unavailable, r.err.Error())}})
+		return nil
+	}
 	if cfg, ok := s.BalancerConfig.(*lbConfig); ok {
 		b.failures = cfg.set
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -53,6 +54,11 @@ func InstanceOf(a resolver.Address) (graylb.Instance, bool) {
 // protection holds (see graylb.Cache); an empty list it does hand over is
 // pushed as it is. After each rules change it pushes its list again, so
 // the balancer rebuilds its pickers under the new rules, off the pick path.
+//
+// The balancer is the ClientConn's service config's: a resolver from
+// NewResolverBuilder hands its addresses to whichever balancer that
+// selects. The resolver DialOptions installs hands them to graylb's
+// balancer only (see DialOptions).
 func NewResolverBuilder(lb *graylb.LoadBalancer) resolver.Builder {
 	return &resolverBuilder{lb: lb, ab: adapter.For(lb)}
 }
@@ -60,11 +66,62 @@ func NewResolverBuilder(lb *graylb.LoadBalancer) resolver.Builder {
 type resolverBuilder struct {
 	lb *graylb.LoadBalancer
 	ab *adapter.Balancer // lb's adapter surface
+	// guard: before the first list, check that the service config in
+	// effect selects graylb's balancer, and refuse the ClientConn if not.
+	guard bool
+}
+
+// ErrOtherBalancer is wrapped by the error of every RPC of a ClientConn
+// made with DialOptions whose service config selects a balancer other than
+// graylb's.
+var ErrOtherBalancer = errors.New("grpcctx: the ClientConn's service config selects a balancer other than graylb's")
+
+// probeKey is the resolver.State attribute of the guard's first push; its
+// value is a *balancerProbe.
+type probeKey struct{}
+
+// balancerProbe is marked by graylb's balancer when it receives the
+// guard's first push (no address): the service config in effect selects
+// it.
+type balancerProbe struct{ seen atomic.Bool }
+
+// refusedKey is the resolver.State attribute of a refused ClientConn; its
+// value is a *refusal.
+type refusedKey struct{}
+
+// refusal is why the resolver refuses its ClientConn.
+type refusal struct{ err error }
+
+// guardBalancer checks that the service config the ClientConn applies
+// without one from the resolver (its default service config: the last
+// grpc.WithDefaultServiceConfig) selects graylb's balancer, by pushing a
+// state without addresses that only graylb's balancer marks. grpc-go
+// hands a resolver's state to the balancer before UpdateState returns.
+// When another balancer is selected it never receives an address: the
+// resolver provides graylb's service config with the refusal, so that
+// graylb's balancer fails every RPC with it (or, when the ClientConn
+// ignores resolvers' service configs, reports it as the resolver's error),
+// and returns the refusal.
+func guardBalancer(cc resolver.ClientConn, opts resolver.BuildOptions, service string) error {
+	p := &balancerProbe{}
+	_ = cc.UpdateState(resolver.State{Attributes: attributes.New(probeKey{}, p)})
+	if p.seen.Load() {
+		return nil
+	}
+	err := fmt.Errorf("%w, for %q: a grpc.WithDefaultServiceConfig after grpcctx.DialOptions (or a zrpc.WithDialOption "+
+		"after gozero.ClientOptions) replaced graylb's, and another balancer would send prod calls to gray instances; "+
+		`select graylb in it ("loadBalancingConfig":[{"graylb":{}}] beside its methodConfig, as grpcctx.ServiceConfig `+
+		"does), or give it before them (graylb's then replaces it whole)", ErrOtherBalancer, service)
+	if !opts.DisableServiceConfig {
+		_ = cc.UpdateState(resolver.State{ServiceConfig: cc.ParseServiceConfig(ServiceConfig),
+			Attributes: attributes.New(refusedKey{}, &refusal{err: err})})
+	}
+	return err
 }
 
 func (b *resolverBuilder) Scheme() string { return Scheme }
 
-func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
+func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
 	if b.lb == nil {
 		return nil, errors.New("grpcctx: resolver has no LoadBalancer")
 	}
@@ -76,6 +133,17 @@ func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, 
 		return nil, fmt.Errorf("grpcctx: target %q: %w", target.URL.String(), err)
 	}
 	r := &graylbResolver{cc: cc, lb: b.lb, ab: b.ab, service: service}
+	if b.guard {
+		if err := guardBalancer(cc, opts, service); err != nil {
+			if opts.DisableServiceConfig {
+				// No way to hand RPCs the refusal: fail the build (a
+				// dial that blocks returns it).
+				return nil, err
+			}
+			r.closed = true // refused: it pushes nothing more
+			return r, nil
+		}
+	}
 	// Follow changes first, then read the current list: a change between
 	// the two is pushed by the watch, and the read is pushed only if no
 	// watched list came first (it could be the older one).

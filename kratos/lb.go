@@ -41,6 +41,10 @@ func routeCall(ctx context.Context, r *router, h graylb.ContextHandler) (route, 
 	return r.Route(ctx, h)
 }
 
+// versionKeyOf is the instance metadata key the LoadBalancer's version
+// routing reads.
+func versionKeyOf(b *balancer) string { return b.VersionMetadataKey() }
+
 // policyOf is the LoadBalancer's load-balancing policy.
 func policyOf(b *balancer) lbPolicy { return b.Policy() }
 

@@ -74,8 +74,9 @@ func (b *Builder) Close() { b.stop() }
 // graylb's routing. Apply builds a routing snapshot (the gray partition,
 // the rules' and filters' subsets, each with its policy's picker), so
 // Select runs in O(1) in the number of nodes and, without NodeFilters,
-// allocates nothing beyond what the policy needs (P2C: one small
-// allocation for the call's start). A change of lb's rules, or an
+// allocates nothing beyond what the policy needs (P2C, or a
+// graylb.CallObserver on the LoadBalancer: one small allocation for the
+// call's start). A change of lb's rules, or an
 // ejection or readmission, rebuilds the snapshot at the next Select.
 type Selector struct {
 	b    *Builder
@@ -97,7 +98,8 @@ type snapshot struct {
 // Apply replaces the node list. The nodes' service is their ServiceName
 // (the name the client dialled: discovery:///<name>); a node's instance
 // carries its Metadata (the gray and version keys), its Version under the
-// version key when the metadata has none, and its weight (the Metadata's
+// metadata key the LoadBalancer's VersionFilter reads (graylb.WithVersionKey,
+// "version" by default) when the metadata has none there, and its weight (the Metadata's
 // "weight", which NewDiscovery sets to the registry's weight, else
 // InitialWeight, else 1).
 func (s *Selector) Apply(nodes []selector.Node) {
@@ -126,8 +128,9 @@ func (s *Selector) build(nodes []selector.Node) *snapshot {
 	}
 	list := make([]graylb.Instance, 0, len(nodes))
 	byAddr := make(map[string]int, len(nodes))
+	versionKey := versionKeyOf(s.b.ab)
 	for i, n := range nodes {
-		in, ok := instanceOf(service, n)
+		in, ok := instanceOf(service, n, versionKey)
 		if !ok {
 			continue
 		}
@@ -137,7 +140,8 @@ func (s *Selector) build(nodes []selector.Node) *snapshot {
 		byAddr[in.Addr()] = i
 		list = append(list, in)
 	}
-	sn.router, sn.err = newRouter(s.b.ab, service, list, nodePolicy{nodes: nodes, byAddr: byAddr, inner: policyOf(s.b.ab)})
+	sn.router, sn.err = newRouter(s.b.ab, service, list, nodePolicy{nodes: nodes, byAddr: byAddr, inner: policyOf(s.b.ab),
+		observed: s.b.ab.CallObserved()})
 	return sn
 }
 
@@ -194,9 +198,15 @@ func (s *Selector) current() *snapshot {
 // is round robin.
 //
 // done reports the call's outcome for the node (outlier ejection, P2C's
-// latency): a nil error is a success; an error Kratos maps to 500, 502,
-// 503 or another 5xx but 501 (Unimplemented) and 504 (the caller's
-// deadline) is a failure; a cancelled call reports nothing.
+// latency) and, when the LoadBalancer has a graylb.CallObserver, tells it
+// of the call with its duration: a nil error is a success; an error
+// Kratos maps to 500, 502, 503 or another 5xx but 501 (Unimplemented) and
+// 504 (the caller's deadline) is a failure; a cancelled call reports
+// nothing. A call that ran past its caller's deadline (an error that is
+// context.DeadlineExceeded, or that Kratos maps to 504) is told to the
+// CallObserver as failed; to the node it is a success when the node
+// answered (a 504 answer, a gRPC DeadlineExceeded status) and nothing
+// when it did not.
 func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (selector.Node, selector.DoneFunc, error) {
 	sn := s.current()
 	if sn == nil {
@@ -298,6 +308,23 @@ func outcome(err error) (ok, discard bool) {
 	}
 }
 
+// timedOut reports whether err says the call ran past its caller's
+// deadline, and whether the node answered: a context.DeadlineExceeded
+// is the client's own (no answer in time); an error Kratos maps to 504
+// is an answer (an HTTP 504, a gRPC DeadlineExceeded status, which
+// grpcctx counts as an answer too).
+func timedOut(err error) (timedOut, answered bool) {
+	switch {
+	case err == nil:
+		return false, false
+	case errors.Is(err, context.DeadlineExceeded):
+		return true, false
+	case kerrors.FromError(err).Code == 504:
+		return true, true
+	}
+	return false, false
+}
+
 // finish reports a timed call's result.
 func finish(c call, err error) {
 	ok, discard := outcome(err)
@@ -305,22 +332,27 @@ func finish(c call, err error) {
 		c.Discard()
 		return
 	}
+	if late, answered := timedOut(err); late {
+		c.TimedOut(answered)
+		return
+	}
 	c.Done(ok)
 }
 
-// instanceOf is the graylb instance of node n of service.
-func instanceOf(service string, n selector.Node) (graylb.Instance, bool) {
+// instanceOf is the graylb instance of node n of service, n's Version
+// under versionKey of its metadata unless the metadata has one.
+func instanceOf(service string, n selector.Node, versionKey string) (graylb.Instance, bool) {
 	host, port, ok := splitHostPort(n.Address())
 	if !ok {
 		return graylb.Instance{}, false
 	}
 	md := n.Metadata()
-	if v := n.Version(); v != "" && md[graylb.DefaultVersionKey] == "" {
+	if v := n.Version(); v != "" && md[versionKey] == "" {
 		c := make(map[string]string, len(md)+1)
 		for k, x := range md {
 			c[k] = x
 		}
-		c[graylb.DefaultVersionKey] = v
+		c[versionKey] = v
 		md = c
 	}
 	in := graylb.NewInstance(service, host, port, md)
@@ -339,9 +371,10 @@ const weightKey = "weight"
 // nodePolicy builds, for each leaf of the routing tree, lb's policy over
 // the leaf's instances, and the leaf's nodes.
 type nodePolicy struct {
-	nodes  []selector.Node
-	byAddr map[string]int // node index by the instance's address
-	inner  lbPolicy
+	nodes    []selector.Node
+	byAddr   map[string]int // node index by the instance's address
+	inner    lbPolicy
+	observed bool // the LoadBalancer has a CallObserver: every call is timed
 }
 
 func (p nodePolicy) NewPicker(list []graylb.Instance) lbPicker { return p.NewStatsPicker(list, nil) }
@@ -362,15 +395,22 @@ func (p nodePolicy) NewStatsPicker(list []graylb.Instance, stats []*lbStats) lbP
 	case stats != nil && timed:
 		np.inner = sp.NewStatsPicker(list, stats)
 		np.timed = true
+	case p.observed:
+		// The LoadBalancer's CallObserver is told of every call, timed
+		// (one closure per call, as with a latency-aware policy).
+		np.inner = p.inner.NewPicker(list)
+		np.timed = true
 	default:
 		np.inner = p.inner.NewPicker(list)
 		if stats != nil {
 			np.dones = make([]selector.DoneFunc, len(stats))
 			for j, st := range stats {
 				np.dones[j] = func(_ context.Context, di selector.DoneInfo) {
-					if ok, discard := outcome(di.Err); !discard {
-						st.Report(ok, 0)
+					ok, discard := outcome(di.Err)
+					if late, answered := timedOut(di.Err); discard || late && !answered {
+						return
 					}
+					st.Report(ok, 0)
 				}
 			}
 		}
@@ -382,7 +422,7 @@ func (p nodePolicy) NewStatsPicker(list []graylb.Instance, stats []*lbStats) lbP
 type nodePicker struct {
 	nodes []selector.Node // the leaf's nodes, in the order of its instances
 	inner lbPicker        // nil when the leaf is empty
-	timed bool            // results carry the call's start (a latency-aware policy)
+	timed bool            // results carry the call's start (a latency-aware policy, a CallObserver)
 	dones []selector.DoneFunc
 }
 

@@ -204,6 +204,59 @@ func TestSelectorVersion(t *testing.T) {
 	}
 }
 
+// TestSelectorVersionKey: a node's Version counts under the metadata key
+// the LoadBalancer's VersionFilter reads, renamed or not, and under the
+// request key it reads.
+func TestSelectorVersionKey(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		opts   []graylb.VersionOption
+		header string
+	}{
+		{"key renamed", []graylb.VersionOption{graylb.WithVersionKey("app-version")}, "version"},
+		{"key and header renamed", []graylb.VersionOption{graylb.WithVersionKey("app-version"), graylb.WithVersionHeader("x-app-version")}, "x-app-version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lb := newLB(t, graylb.NewRegistry(), graylb.Rules{}, graylb.WithFilters(graylb.NewVersionFilter(tc.opts...)))
+			s := newSelector(t, lb)
+			var list []selector.Node
+			for i, v := range []string{"v1", "v2"} {
+				list = append(list, selector.NewNode("grpc", "127.0.0.1:"+strconv.Itoa(9000+i),
+					&registry.ServiceInstance{Name: "svc", Version: v}))
+			}
+			s.Apply(list)
+			v2 := 0
+			for i := 0; i < 50; i++ {
+				n, _, err := s.Select(callCtx(header{tc.header: "v2"}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n.Version() == "v2" {
+					v2++
+				}
+			}
+			if v2 != 50 {
+				t.Fatalf("%d of 50 picks of a %s: v2 call reached v2", v2, tc.header)
+			}
+		})
+	}
+	// A node whose metadata names its version under the key keeps it.
+	lb := newLB(t, graylb.NewRegistry(), graylb.Rules{}, graylb.WithFilters(graylb.NewVersionFilter(graylb.WithVersionKey("app-version"))))
+	s := newSelector(t, lb)
+	s.Apply([]selector.Node{
+		selector.NewNode("grpc", "127.0.0.1:9000", &registry.ServiceInstance{Name: "svc", Version: "v2"}),
+		selector.NewNode("grpc", "127.0.0.1:9001", &registry.ServiceInstance{Name: "svc", Version: "v1",
+			Metadata: map[string]string{"app-version": "v2"}}),
+		selector.NewNode("grpc", "127.0.0.1:9002", &registry.ServiceInstance{Name: "svc", Version: "v1"}),
+	})
+	for i := 0; i < 50; i++ {
+		n, _, err := s.Select(callCtx(header{"version": "v2"}))
+		if err != nil || n.Address() == "127.0.0.1:9002" {
+			t.Fatalf("a v2 call reached %v, %v", n, err)
+		}
+	}
+}
+
 // TestSelectorNodeFilter: a call's NodeFilters narrow what graylb's
 // routing left and never widen it.
 func TestSelectorNodeFilter(t *testing.T) {
