@@ -1,0 +1,219 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_grpc"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
+	"github.com/nacos-group/nacos-sdk-go/v2/util"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
+)
+
+// query reads a service's instances from the server (never from a cache).
+func (c *Client) query(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error) {
+	cl := strings.Join(clusters, ",")
+	svc, err := call(ctx, c, func(n *naming_grpc.NamingGrpcProxy) (*model.Service, error) {
+		return n.QueryInstancesOfService(service, group, cl, 0, false)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if svc == nil {
+		return nil, nil
+	}
+	c.repair(service, group, cl, svc)
+	return svc.Hosts, nil
+}
+
+// repair replaces the SDK's cached list of a service with the server's
+// when they differ: a push the SDK dropped as out of date would otherwise
+// keep it stale until the next change.
+func (c *Client) repair(service, group, clusters string, svc *model.Service) {
+	key := util.GetGroupName(service, group)
+	if !c.holder.IsSubscribed(key, clusters) {
+		return
+	}
+	old, ok := c.holder.GetServiceInfo(service, group, clusters)
+	if ok && sameHosts(old.Hosts, svc.Hosts) {
+		return
+	}
+	fresh := *svc
+	fresh.Name, fresh.GroupName, fresh.Clusters = service, group, clusters
+	if ok && fresh.LastRefTime <= old.LastRefTime {
+		fresh.LastRefTime = old.LastRefTime + 1
+	}
+	c.holder.ProcessService(&fresh)
+}
+
+// cached returns the SDK's cached list of a service: what the server
+// pushed over the Client's connection, or the disk cache written from
+// such pushes by an earlier process.
+func (c *Client) cached(service, group string, clusters []string) ([]model.Instance, bool) {
+	svc, ok := c.holder.GetServiceInfo(service, group, strings.Join(clusters, ","))
+	return svc.Hosts, ok
+}
+
+// subscribe registers p's callback and subscribes to the service. When
+// the Client is not connected yet the subscription goes out in the
+// background; the SDK sends it again after every reconnection.
+func (c *Client) subscribe(p *vo.SubscribeParam) error {
+	cl := strings.Join(p.Clusters, ",")
+	c.holder.RegisterCallback(util.GetGroupName(p.ServiceName, p.GroupName), cl, &p.SubscribeCallback)
+	send := func(n *naming_grpc.NamingGrpcProxy) error {
+		svc, err := n.Subscribe(p.ServiceName, p.GroupName, cl)
+		if err != nil {
+			return err
+		}
+		c.holder.ProcessService(&svc)
+		return nil
+	}
+	if n := c.builtNaming(); n != nil && n.ServerHealthy() {
+		return send(n)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errClientClosed
+	}
+	c.done.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.done.Done()
+		select {
+		case <-c.built:
+		case <-c.ctx.Done():
+		}
+		if c.ctx.Err() != nil { // closed: both may be ready
+			return
+		}
+		if c.naming != nil {
+			if err := send(c.naming); err != nil {
+				c.cfg.logger.Debug("nacos: subscribe deferred until the client connects", "service", p.ServiceName, "err", firstLine(err))
+			}
+		}
+	}()
+	return nil
+}
+
+// unsubscribe removes p's callback and, when it was the service's last,
+// the subscription.
+func (c *Client) unsubscribe(p *vo.SubscribeParam) error {
+	cl := strings.Join(p.Clusters, ",")
+	key := util.GetGroupName(p.ServiceName, p.GroupName)
+	c.holder.DeregisterCallback(key, cl, &p.SubscribeCallback)
+	if c.holder.IsSubscribed(key, cl) {
+		return nil
+	}
+	select {
+	case <-c.built:
+	default:
+		return nil
+	}
+	if c.naming == nil {
+		return nil
+	}
+	c.holder.StopUpdateIfContain(key, cl)
+	return c.naming.Unsubscribe(p.ServiceName, p.GroupName, cl)
+}
+
+func (c *Client) healthy() bool { return c.Healthy() }
+
+// register registers one ephemeral instance; the SDK registers it again
+// after each reconnection.
+func (c *Client) register(ctx context.Context, service, group string, in model.Instance) error {
+	key := util.GetGroupName(service, group)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errClientClosed
+	}
+	if c.registered[key] {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrDuplicateRegistration, service)
+	}
+	c.registered[key] = true
+	c.mu.Unlock()
+	ok, err := call(ctx, c, func(n *naming_grpc.NamingGrpcProxy) (bool, error) { return n.RegisterInstance(service, group, in) })
+	if err == nil && !ok {
+		err = errors.New("refused by the server")
+	}
+	if err != nil {
+		c.mu.Lock()
+		delete(c.registered, key)
+		c.mu.Unlock()
+		if n := c.builtNaming(); n != nil { // do not register it again on reconnect
+			n.DeregisterInstance(service, group, in)
+		}
+		return err
+	}
+	return nil
+}
+
+// deregister removes one instance. Unlike a query it does not fail at
+// once while the Client is disconnected: it waits for the connection until
+// ctx ends or the Client closes (an error wrapping graylb.ErrClosed), so
+// that a graceful stop during a server restart still tells the server;
+// callTimeout bounds the call to the server once connected. Whatever
+// happens, the SDK hears of it: the SDK registers every instance it
+// registered again after each reconnection, and forgets one only when it
+// deregisters it (even unsuccessfully).
+func (c *Client) deregister(ctx context.Context, callTimeout time.Duration, service, group string, in model.Instance) error {
+	key := util.GetGroupName(service, group)
+	c.mu.Lock()
+	delete(c.registered, key)
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return errClientClosed
+	}
+	n := c.builtNaming()
+	if n == nil { // not built yet: nothing can have been registered through it
+		var err error
+		if n, err = c.ready(ctx); err != nil {
+			return err
+		}
+	}
+	remove := func(n *naming_grpc.NamingGrpcProxy) (bool, error) { return n.DeregisterInstance(service, group, in) }
+	if !c.waitConnected(ctx, n) {
+		if ctx.Err() == nil { // the Client closed: the SDK forgot everything
+			return fmt.Errorf("%w while not connected to %s", errClientClosed, strings.Join(c.cfg.servers, ","))
+		}
+		// Out of time: the SDK still has to forget the instance. Its call
+		// fails within its own timeout (it retries for about 300 ms), and
+		// succeeds if the connection came back meanwhile.
+		c.mu.Lock()
+		if !c.closed {
+			c.done.Add(1)
+			go func() { defer c.done.Done(); remove(n) }()
+		}
+		c.mu.Unlock()
+		return fmt.Errorf("%w: not connected to %s: %w", ErrUnavailable, strings.Join(c.cfg.servers, ","), ctx.Err())
+	}
+	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	ok, err := callOn(callCtx, c, n, remove)
+	if err != nil && ctx.Err() == nil && callCtx.Err() != nil {
+		err = fmt.Errorf("no answer within %v: %w", callTimeout, err)
+	}
+	if err == nil && !ok {
+		err = errors.New("refused by the server")
+	}
+	return err
+}
+
+// sameHosts reports whether two host lists hold the same instances with
+// the same state, in any order.
+func sameHosts(a, b []model.Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	fa, fb := make([]string, len(a)), make([]string, len(b))
+	for i := range a {
+		fa[i], fb[i] = hostKey(a[i]), hostKey(b[i])
+	}
+	return sameSet(fa, fb)
+}
