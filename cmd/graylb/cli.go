@@ -8,15 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/nacos"
-	"github.com/graylb/graylb/redisrules"
-	"github.com/redis/go-redis/v9"
 )
 
 // Exit codes.
@@ -41,17 +35,6 @@ type env struct {
 	http *http.Client
 }
 
-// globals are the flags every command takes (kubectl style: before or
-// after the command's own arguments).
-type globals struct {
-	nacos, namespace, group, dataID string
-	username, password              string
-	redis, redisKey, redisKeys      string
-	output                          string
-	timeout                         time.Duration
-	grayKey, versionKey             string
-}
-
 // Environment variables, each the default of a flag.
 const (
 	envNacos      = "GRAYLB_NACOS"           // --nacos
@@ -66,105 +49,6 @@ const (
 	envOutput     = "GRAYLB_OUTPUT"          // --output
 	envPrometheus = "GRAYLB_PROMETHEUS"      // --prometheus
 )
-
-func (g *globals) register(fs *flag.FlagSet, e env) {
-	def := func(name, fallback string) string {
-		if v := e.getenv(name); v != "" {
-			return v
-		}
-		return fallback
-	}
-	fs.StringVar(&g.nacos, "nacos", def(envNacos, "127.0.0.1:8848"), "Nacos servers, host:port or http(s) URLs, comma-separated [$"+envNacos+"]; credentials from $"+envUsername+" and $"+envPassword)
-	fs.StringVar(&g.namespace, "namespace", def(envNamespace, ""), "Nacos namespace id (empty: public) [$"+envNamespace+"]")
-	fs.StringVar(&g.group, "group", def(envGroup, "DEFAULT_GROUP"), "Nacos group of the rule document and the services [$"+envGroup+"]")
-	fs.StringVar(&g.dataID, "data-id", def(envDataID, nacos.DefaultRulesDataID), "Nacos data id of the rule document [$"+envDataID+"]")
-	fs.StringVar(&g.redis, "redis", def(envRedis, ""), "keep the rules in Redis instead of Nacos: host:port or a redis:// URL [$"+envRedis+"]")
-	fs.StringVar(&g.redisKey, "redis-key", def(envRedisKey, ""), "Redis document layout: the key of the JSON rule document (default "+redisrules.DefaultDocumentKey+" unless --redis-keys) [$"+envRedisKey+"]")
-	fs.StringVar(&g.redisKeys, "redis-keys", def(envRedisKeys, ""), "Redis three-key layout: SWITCH,USERS,ADDRESSES key names, or \"default\" for "+redisrules.DefaultSwitchKey+",... [$"+envRedisKeys+"]")
-	fs.StringVar(&g.output, "output", def(envOutput, "text"), "output format: text or json [$"+envOutput+"]")
-	fs.StringVar(&g.output, "o", def(envOutput, "text"), "shorthand for --output")
-	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "bound of each call to Nacos or Redis")
-	fs.StringVar(&g.grayKey, "gray-key", graylb.DefaultGrayHeader, "instance metadata key that marks a gray instance (the clients' WithGrayKey)")
-	fs.StringVar(&g.versionKey, "version-key", graylb.DefaultVersionHeader, "instance metadata key of the version")
-	g.username, g.password = e.getenv(envUsername), e.getenv(envPassword)
-}
-
-func (g *globals) check() error {
-	if g.output != "text" && g.output != "json" {
-		return fmt.Errorf("--output %q: text or json", g.output)
-	}
-	if g.timeout <= 0 {
-		return fmt.Errorf("--timeout %v: must be positive", g.timeout)
-	}
-	if g.redisKey != "" && g.redisKeys != "" {
-		return errors.New("--redis-key and --redis-keys choose different layouts: give one")
-	}
-	if g.redis == "" && (g.redisKey != "" || g.redisKeys != "") {
-		return errors.New("--redis-key/--redis-keys need --redis")
-	}
-	return nil
-}
-
-// openStore returns where the rules live: Redis when --redis is given,
-// else Nacos config.
-func (g *globals) openStore(e env) (store, error) {
-	if g.redis != "" {
-		return g.openRedis()
-	}
-	api, err := g.nacosAPI(e)
-	if err != nil {
-		return nil, err
-	}
-	return &nacosStore{api: api, dataID: g.dataID, group: g.group}, nil
-}
-
-func (g *globals) nacosAPI(e env) (*nacosAPI, error) {
-	c := e.http
-	if c == nil {
-		c = &http.Client{}
-	}
-	c2 := *c
-	c2.Timeout = g.timeout
-	return newNacosAPI(g.nacos, g.namespace, g.username, g.password, &c2)
-}
-
-func (g *globals) openRedis() (*redisStore, error) {
-	var opt *redis.Options
-	if strings.Contains(g.redis, "://") {
-		var err error
-		if opt, err = redis.ParseURL(g.redis); err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				// url.Parse's reasons quote the part of the URL at fault,
-				// which may be in the password.
-				return nil, fmt.Errorf("--redis %q: not a URL (a character or %%-escape out of place, not shown: it may be in the password)", redactURL(g.redis))
-			}
-			return nil, fmt.Errorf("--redis: %v", redactURL(err.Error()))
-		}
-	} else {
-		opt = &redis.Options{Addr: g.redis}
-	}
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = g.timeout, g.timeout, g.timeout
-	opt.MaxRetries = -1 // a retried transaction is the caller's decision
-	s := &redisStore{client: redis.NewClient(opt), addr: opt.Addr}
-	switch {
-	case g.redisKeys == "default":
-		s.switchKey, s.usersKey, s.addrsKey = redisrules.DefaultSwitchKey, redisrules.DefaultUsersKey, redisrules.DefaultAddressesKey
-	case g.redisKeys != "":
-		parts := strings.Split(g.redisKeys, ",")
-		if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-			s.client.Close()
-			return nil, fmt.Errorf("--redis-keys %q: three key names SWITCH,USERS,ADDRESSES, or default", g.redisKeys)
-		}
-		s.switchKey, s.usersKey, s.addrsKey = parts[0], parts[1], parts[2]
-	default:
-		s.docKey = g.redisKey
-		if s.docKey == "" {
-			s.docKey = redisrules.DefaultDocumentKey
-		}
-	}
-	return s, nil
-}
 
 // command is one subcommand.
 type command struct {
@@ -366,36 +250,6 @@ func commands(e env) *command {
 	}
 }
 
-// parsePercent parses a canary percentage the way the rules take it.
-func parsePercent(s string) (float64, error) {
-	p, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a number", s)
-	}
-	if err := (graylb.Rules{CanaryPercent: p}).Validate(); err != nil {
-		return 0, err
-	}
-	return p, nil
-}
-
-// interruptedWrite reports a command interrupted (SIGINT, SIGTERM) during
-// its read-modify-write: a write in flight may have landed or not, so the
-// rules are read back, on a context the signal does not cancel, and shown.
-func interruptedWrite(ctx context.Context, g *globals, e env, st store, err error) int {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
-	defer cancel()
-	msg := fmt.Sprintf("interrupted (%v): a write in flight may have landed or not", err)
-	if d, rerr := st.get(rctx); rerr != nil {
-		msg += fmt.Sprintf("; reading the rules back failed (%v): see graylb rules get", rerr)
-	} else if r, perr := parseStored(d); perr != nil {
-		msg += fmt.Sprintf("; %s holds rules every client refuses: %v", st.describe(), perr)
-	} else {
-		msg += fmt.Sprintf("; %s holds canary %v%% (closed: %t, %d gray users): see graylb rules get", st.describe(), r.CanaryPercent, r.Closed, len(r.GrayUsers))
-	}
-	fmt.Fprintf(e.stderr, "graylb: %s\n", msg)
-	return exitSignal
-}
-
 func fail(e env, err error) int {
 	fmt.Fprintf(e.stderr, "graylb: %v\n", err)
 	return exitFailed
@@ -405,148 +259,6 @@ func printJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
-}
-
-func printChange(g *globals, e env, res changeResult) int {
-	if g.output == "json" {
-		printJSON(e.stdout, res)
-		return exitOK
-	}
-	switch {
-	case !res.Changed:
-		fmt.Fprintf(e.stdout, "%s: unchanged\n", res.Where)
-	case res.DryRun:
-		fmt.Fprintf(e.stdout, "%s: would change (dry run, nothing written):\n%s", res.Where, res.Diff)
-	default:
-		fmt.Fprintf(e.stdout, "%s: written\n%s", res.Where, res.Diff)
-	}
-	return exitOK
-}
-
-func runValidate(_ context.Context, g *globals, e env, args []string) int {
-	data, err := readRulesFile(args[0], e.stdin)
-	if err == nil {
-		_, err = graylb.ParseRules(data)
-	}
-	if g.output == "json" {
-		out := map[string]any{"file": args[0], "valid": err == nil}
-		if err != nil {
-			out["error"] = err.Error()
-		}
-		printJSON(e.stdout, out)
-	}
-	if err != nil {
-		if g.output != "json" {
-			fmt.Fprintf(e.stderr, "%s: %v\n", args[0], err)
-		}
-		return exitFailed
-	}
-	if g.output != "json" {
-		fmt.Fprintf(e.stdout, "%s: valid\n", args[0])
-	}
-	return exitOK
-}
-
-func runGet(ctx context.Context, g *globals, e env, _ []string) int {
-	st, err := g.openStore(e)
-	if err != nil {
-		return fail(e, err)
-	}
-	defer st.close()
-	d, err := st.get(ctx)
-	if err != nil {
-		return fail(e, err)
-	}
-	rules, perr := parseStored(d)
-	if g.output == "json" {
-		out := map[string]any{"where": st.describe(), "exists": d.exists, "document": string(d.data), "valid": perr == nil}
-		if perr == nil {
-			out["rules"] = rules
-		} else {
-			out["error"] = perr.Error()
-		}
-		printJSON(e.stdout, out)
-	} else {
-		if !d.exists {
-			fmt.Fprintf(e.stderr, "%s: no rules stored\n", st.describe())
-		}
-		e.stdout.Write(d.data)
-		if len(d.data) > 0 && d.data[len(d.data)-1] != '\n' {
-			fmt.Fprintln(e.stdout)
-		}
-	}
-	if perr != nil {
-		fmt.Fprintf(e.stderr, "graylb: the stored document is refused by every client: %v\n", perr)
-		return exitFailed
-	}
-	return exitOK
-}
-
-func runDiff(ctx context.Context, g *globals, e env, args []string) int {
-	data, err := readRulesFile(args[0], e.stdin)
-	if err == nil {
-		_, err = graylb.ParseRules(data)
-	}
-	if err != nil {
-		fmt.Fprintf(e.stderr, "%s: %v\n", args[0], err)
-		return exitUsage
-	}
-	st, err := g.openStore(e)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "graylb: %v\n", err)
-		return exitUsage
-	}
-	defer st.close()
-	d, err := st.get(ctx)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "graylb: %v\n", err)
-		return exitUsage
-	}
-	diff := diffDocs(d.data, data)
-	if g.output == "json" {
-		printJSON(e.stdout, map[string]any{"where": st.describe(), "diff": diff, "equal": diff == ""})
-	} else {
-		fmt.Fprint(e.stdout, diff)
-	}
-	if diff != "" {
-		return exitFailed
-	}
-	return exitOK
-}
-
-func runApply(ctx context.Context, g *globals, e env, args []string, dryRun bool) int {
-	data, err := readRulesFile(args[0], e.stdin)
-	if err != nil {
-		return fail(e, err)
-	}
-	after, err := graylb.ParseRules(data)
-	if err != nil {
-		return fail(e, fmt.Errorf("%s: %w (nothing written)", args[0], err))
-	}
-	st, err := g.openStore(e)
-	if err != nil {
-		return fail(e, err)
-	}
-	defer st.close()
-	cur, err := st.get(ctx)
-	if err != nil {
-		return fail(e, err)
-	}
-	before, _ := parseStored(cur) // an invalid stored document is what apply repairs
-	res := changeResult{Where: st.describe(), Before: before, After: after, Diff: diffDocs(cur.data, data), DryRun: dryRun, Attempts: 1}
-	res.Changed = res.Diff != "" || !cur.exists
-	if res.Changed && !dryRun {
-		if err := st.put(ctx, cur, data); err != nil {
-			if ctx.Err() != nil {
-				return interruptedWrite(ctx, g, e, st, err)
-			}
-			if errors.Is(err, errConflict) {
-				err = fmt.Errorf("%w; run the command again to see the diff from the new document", err)
-			}
-			return fail(e, err)
-		}
-	}
-	return printChange(g, e, res)
 }
 
 func runStatus(ctx context.Context, g *globals, e env, services []string) int {
