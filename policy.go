@@ -109,12 +109,28 @@ const (
 // single shared counter costs 2-6x per pick when two cores pick at once).
 // The choice only spreads contention: any counter gives a correct turn.
 //
-// A rotor is 2 KiB; a picker takes one only once its picks contend (see
-// turns), so a leaf picked by one goroutine at a time, or never, does not
-// pay for it.
+// Two goroutines whose stacks map to one counter would contend on it for as
+// long as their stacks stay where they are: a turn is taken by
+// compare-and-swap, and after clashesToRehash lost swaps the rotor draws a
+// new mapping of stacks to counters (a multiplier of its own), so that
+// goroutines picking at once on different cores are soon apart again.
+//
+// A rotor is about 2 KiB; a picker takes one only once its picks contend
+// (see turns), so a leaf picked by one goroutine at a time, or never, does
+// not pay for it.
 type rotor struct {
 	shards [rotorShards]counter
+	// mix is 0 (the stack address folded, see shardOfCaller) until the
+	// first rehash, then an odd multiplier; read on every turn, written
+	// once per rehash: a line of its own.
+	mix   atomic.Uint64
+	clash atomic.Uint32
+	_     [cacheLine - 12]byte
 }
+
+// clashesToRehash is how many lost compare-and-swaps on a rotor's counters
+// make it draw a new mapping of stacks to counters.
+const clashesToRehash = 32
 
 func newRotor(n uint64) *rotor {
 	r := &rotor{}
@@ -131,20 +147,32 @@ func (r *rotor) start(n uint64) {
 
 // next returns the next turn.
 func (r *rotor) next() uint64 {
-	return r.shards[shardOfCaller()].n.Add(1) - 1
+	c := &r.shards[shardOfCaller(r.mix.Load())].n
+	if old := c.Load(); c.CompareAndSwap(old, old+1) {
+		return old
+	}
+	// Another core took a turn from this counter at the same moment.
+	if r.clash.Add(1)%clashesToRehash == 0 {
+		r.mix.Store(rand.Uint64() | 1)
+	}
+	return c.Add(1) - 1
 }
 
-// shardOfCaller maps the calling goroutine's stack to a shard: the stack
-// address in units of 2 KiB (the smallest goroutine stack, so two live
-// goroutines differ there), bits 11 to 26 of the address folded by XOR into
-// 4. Goroutines started together get nearby stacks, which folding mostly
-// maps to different shards (neighbours differ in the low group; a
-// multiplicative hash of the address sent two neighbours to one shard
-// about as often as two stacks taken at random); stacks far apart share a
-// shard about one time in 16.
-func shardOfCaller() uint64 {
+// shardOfCaller maps the calling goroutine's stack to a shard. With mix 0,
+// the stack address in units of 2 KiB (the smallest goroutine stack, so
+// two live goroutines differ there), bits 11 to 26 of the address folded
+// by XOR into 4: goroutines started together get nearby stacks, which
+// folding mostly maps to different shards (neighbours differ in the low
+// group), and stacks far apart share a shard about one time in 16. With an
+// odd mix, the top bits of the address times mix: a mapping drawn at
+// random, so two stacks that shared a shard under one mix share one under
+// the next about one time in 16.
+func shardOfCaller(mix uint64) uint64 {
 	var here byte
 	x := uint64(uintptr(unsafe.Pointer(&here))) >> 11
+	if mix != 0 {
+		return (x * mix) >> (64 - rotorShardBits)
+	}
 	return (x ^ x>>4 ^ x>>8 ^ x>>12) & (rotorShards - 1)
 }
 

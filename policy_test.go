@@ -2,6 +2,7 @@ package graylb
 
 import (
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -172,4 +173,40 @@ func TestRoundRobin_ShardsOnceContended(t *testing.T) {
 	for i, c := range counts {
 		assert.InDelta(t, 1000, c, 1, "instance %d: one goroutine rotates strictly on its shard", i)
 	}
+}
+
+// Two goroutines whose stacks share a rotor's counter do not keep sharing
+// it: lost swaps make the rotor draw a new mapping, and a mapping drawn at
+// random separates two given stacks 15 times in 16.
+func TestRotorRehashesOnClashes(t *testing.T) {
+	r := newRotor(10)
+	assert.Zero(t, r.mix.Load())
+	r.clash.Store(clashesToRehash - 1) // one more lost swap rehashes
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for r.mix.Load() == 0 {
+			for i := range r.shards {
+				r.shards[i].n.Add(1) // another core taking turns from every counter
+			}
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.mix.Load() == 0 && time.Now().Before(deadline) {
+		r.next()
+	}
+	r.mix.CompareAndSwap(0, 2) // (stops the goroutine if no rehash came)
+	<-done
+	mix := r.mix.Load()
+	require.NotEqual(t, uint64(2), mix, "no rehash after %d lost swaps", clashesToRehash)
+	assert.Equal(t, uint64(1), mix&1, "the multiplier is odd")
+	apart := 0
+	for trial := 0; trial < 1000; trial++ {
+		m := rand.Uint64() | 1
+		a, b := uint64(0x7f0000100000)>>11, uint64(0x7f0000100800)>>11
+		if (a*m)>>(64-rotorShardBits) != (b*m)>>(64-rotorShardBits) {
+			apart++
+		}
+	}
+	assert.Greater(t, apart, 900, "neighbouring stacks apart under a random mix")
 }
