@@ -241,10 +241,7 @@ func (lb *LoadBalancer) routeReq(ctx context.Context, service string) (routing, 
 // route runs the chain of t for the request in ctx, whose call's keys call
 // reads (nil: the ContextHandlers alone).
 func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree, call ContextHandler) (routing, error) {
-	var r Request
-	r.init(ctx, service, lb.handlerFor(call), valuesIn(ctx))
-	r.call = call
-	n, d := t.route(&r)
+	n, d := t.leaf(ctx, call, lb.handlerFor(call))
 	if lb.observer != nil {
 		lb.observer(service, d.kind, d.outcome)
 	}

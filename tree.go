@@ -289,78 +289,95 @@ func (t *tree) route(r *Request) (*node, decision) {
 	return nil, d
 }
 
-// pick is route followed by the leaf's policy for the call in ctx (not
-// nil), on every pick's path: it tells observe (when not nil) what was
-// decided and returns the picked candidate in its leaf's list, or the
-// error of a request whose kind has no instance. It agrees with route on
-// every request.
+// leaf routes the request in ctx (not nil): the leaf whose candidates it
+// may reach (nil when its kind has none, the decision's outcome Failed)
+// and the decision. call (nil: none) reads the keys of an adapter's call,
+// asked before h, the LoadBalancer's ContextHandlers. Every pick and every
+// adapter's route walks it: lb.Pick, the Transport, the gRPC picker, a
+// framework's selector.
 //
 // A plain tree (see tree.plain) is walked in its flat form: the request's
 // own gray value decides its kind, as decide does when no rule classifies
-// requests, its version picks the leaf, and round robin picks without a
-// call; no Request is built.
-func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*Instance, error) {
-	vals := valuesIn(ctx)
-	var in *Instance
-	var d decision
+// requests, and its version picks the leaf; no Request is built.
+func (t *tree) leaf(ctx context.Context, call, h ContextHandler) (*node, decision) {
 	if !t.plain {
 		var r Request
-		r.init(ctx, t.service, h, vals)
-		var n *node
-		if n, d = t.route(&r); n != nil {
-			in = &n.instances[n.next()]
+		r.init(ctx, t.service, h, valuesIn(ctx))
+		r.call = call
+		return t.route(&r)
+	}
+	d := decision{kind: Prod, source: FromKey, outcome: Selected}
+	var st *routestate.State
+	v := ""
+	if call != nil {
+		v = call.Value(ctx, t.grayKey)
+	}
+	if v == "" && h != nil {
+		v = h.Value(ctx, t.grayKey)
+	}
+	if v == "" {
+		st = routestate.From(ctx)
+		if v = st.Get(t.grayKey); v == "" {
+			if v = valuesIn(ctx).get(t.grayKey); v != "" {
+				d.source = FromContext
+			} else {
+				d.source = FromDefault
+			}
 		}
-	} else {
-		d = decision{kind: Prod, outcome: Selected} // what decided is not asked for
-		v := ""
-		if h != nil {
-			v = h.Value(ctx, t.grayKey)
+	}
+	i := grayIdxProd
+	if IsGray(v) {
+		d.kind, i = Gray, grayIdxGray
+		if !t.gray.hasGray {
+			i, d.outcome = grayIdxAll, FellBack
 		}
-		var st *routestate.State
+	}
+	fr := &t.flat[i]
+	leaf := &fr.leaves[0]
+	if len(fr.leaves) > 1 { // a version stage's leaves
+		v = ""
+		if call != nil {
+			v = call.Value(ctx, t.versionKey)
+		}
+		if v == "" && h != nil {
+			v = h.Value(ctx, t.versionKey)
+		}
 		if v == "" {
-			st = routestate.From(ctx)
-			if v = st.Get(t.grayKey); v == "" {
-				v = vals.get(t.grayKey)
+			if st == nil {
+				st = routestate.From(ctx)
+			}
+			if v = st.Get(t.versionKey); v == "" {
+				v = valuesIn(ctx).get(t.versionKey)
 			}
 		}
-		i := grayIdxProd
-		if IsGray(v) {
-			d.kind, i = Gray, grayIdxGray
-			if !t.gray.hasGray {
-				i, d.outcome = grayIdxAll, FellBack
-			}
+		leaf = &fr.leaves[fr.choice.choose(v, t.versionSelf)]
+	}
+	if len(leaf.instances) == 0 {
+		d.outcome = Failed
+		return nil, d
+	}
+	return leaf, d
+}
+
+// pick is leaf followed by the leaf's policy for the call in ctx (not
+// nil), on every pick's path: it tells observe (when not nil) what was
+// decided and returns the picked candidate in its leaf's list, or the
+// error of a request whose kind has no instance.
+func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*Instance, error) {
+	n, d := t.leaf(ctx, nil, h)
+	var in *Instance
+	switch {
+	case n == nil:
+	case n.ext == nil || n.ext.picker == nil:
+		// node.next written out (it does not fit the inlining budget): the
+		// single counter's turn, else the slow path.
+		turn := n.t.one.Load()
+		if turn >= turnsSharded || !n.t.one.CompareAndSwap(turn, turn+1) {
+			turn = n.t.contended(uint64(n.t.n))
 		}
-		fr := &t.flat[i]
-		leaf := &fr.leaves[0]
-		if len(fr.leaves) > 1 { // a version stage's leaves
-			v = ""
-			if h != nil {
-				v = h.Value(ctx, t.versionKey)
-			}
-			if v == "" {
-				if st == nil {
-					st = routestate.From(ctx)
-				}
-				if v = st.Get(t.versionKey); v == "" {
-					v = vals.get(t.versionKey)
-				}
-			}
-			leaf = &fr.leaves[fr.choice.choose(v, t.versionSelf)]
-		}
-		switch {
-		case len(leaf.instances) == 0:
-			d.outcome = Failed
-		case leaf.ext == nil || leaf.ext.picker == nil:
-			// node.Next written out (it does not fit the inlining
-			// budget): the single counter's turn, else the slow path.
-			turn := leaf.t.one.Load()
-			if turn >= turnsSharded || !leaf.t.one.CompareAndSwap(turn, turn+1) {
-				turn = leaf.t.contended(uint64(leaf.t.n))
-			}
-			in = &leaf.instances[leaf.m.of(uint32(turn), leaf.t.n)]
-		default:
-			in = &leaf.instances[leaf.ext.picker.Next()]
-		}
+		in = &n.instances[n.m.of(uint32(turn), n.t.n)]
+	default:
+		in = &n.instances[n.ext.picker.Next()]
 	}
 	if observe != nil {
 		observe(t.service, d.kind, d.outcome)

@@ -83,6 +83,9 @@ func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 			var kind Kind
 			var outcome Outcome
 			got, err := tr.pick(ctx, h, func(_ string, k Kind, o Outcome) { kind, outcome = k, o })
+			flatLeaf, flat := tr.leaf(ctx, nil, h)
+			require.Equal(t, want, flat, "seed %d: the flat walk's decision (source included) is route's", seed)
+			require.Equal(t, leaf, flatLeaf, "seed %d", seed)
 			require.Equal(t, want.kind, kind, "seed %d", seed)
 			require.Equal(t, want.outcome, outcome, "seed %d", seed)
 			if leaf == nil {
