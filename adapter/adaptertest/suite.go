@@ -379,17 +379,25 @@ func callObserver(t *testing.T, d *Driver) {
 		t.Run(p.name, func(t *testing.T) {
 			e := newEnv(t, d)
 			var obs observer
+			var fail, hang atomic.Bool
 			lb, slb := e.lb(graylb.WithPolicy(p.policy), graylb.WithCallObserver(obs.observe)), e.lb()
 			ins := []*instance{
 				e.serve(slb, "svc", "prod-1", nil, ServerOptions{}),
 				e.serve(slb, "svc", "prod-2", nil, ServerOptions{}),
 				e.serve(slb, "svc", "gray-1", map[string]string{"gray": "true"}, ServerOptions{}),
 				e.serve(slb, "solo", "prod-solo", nil, ServerOptions{}),
+				e.serve(slb, "failing", "gray-failing", map[string]string{"gray": "true"}, ServerOptions{Fail: &fail}),
+				e.serve(slb, "hanging", "gray-hanging", map[string]string{"gray": "true"}, ServerOptions{Hang: &hang}),
 			}
-			svc, solo := e.dial(lb, "svc"), e.dial(lb, "solo")
+			svc, solo, failing, hanging := e.dial(lb, "svc"), e.dial(lb, "solo"), e.dial(lb, "failing"), e.dial(lb, "hanging")
 			ready(t, svc, nil, "prod-1", "prod-2")
 			ready(t, svc, grayKeys, "gray-1")
 			ready(t, solo, grayKeys, "prod-solo")
+			ready(t, failing, grayKeys, "gray-failing")
+			ready(t, hanging, grayKeys, "gray-hanging")
+			fail.Store(true)
+			hang.Store(true)
+
 			obs.reset()
 			want := map[string]int{}
 			for i := 0; i < 6; i++ {
@@ -402,51 +410,32 @@ func callObserver(t *testing.T, d *Driver) {
 				}
 			}
 			obs.wait(t, 18)
-			assert.Equal(t, want, obs.seen(), "%s under %s: the calls told to the CallObserver", d.Name, p.name)
+			assert.Equal(t, want, obs.seen(), "%s under %s: the calls answered", d.Name, p.name)
+
+			obs.reset()
+			for i := 0; i < 2; i++ {
+				a, err := call(failing, grayKeys)
+				require.Error(t, err, "%s: a failing instance answered %+v", d.Name, a)
+			}
+			obs.wait(t, 2)
+			assert.Equal(t, map[string]int{addrOf(ins, "gray-failing") + " gray error": 2}, obs.seen(),
+				"%s under %s: the calls answered with a server error", d.Name, p.name)
+
+			obs.reset()
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			a, err := hanging(ctx, grayKeys)
+			cancel()
+			require.Error(t, err, "%s: a hanging instance answered %+v", d.Name, a)
+			obs.wait(t, 1)
+			ctx, cancel = context.WithCancel(context.Background())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			a, err = hanging(ctx, grayKeys)
+			require.Error(t, err, "%s: a hanging instance answered %+v", d.Name, a)
+			time.Sleep(50 * time.Millisecond) // a cancelled call wrongly told would be by now
+			assert.Equal(t, map[string]int{addrOf(ins, "gray-hanging") + " gray error": 1}, obs.seen(),
+				"%s under %s: a call past its deadline is told as failed, a cancelled one is not told", d.Name, p.name)
 		})
 	}
-	t.Run("ServerError", func(t *testing.T) {
-		e := newEnv(t, d)
-		var obs observer
-		var fail atomic.Bool
-		lb, slb := e.lb(graylb.WithCallObserver(obs.observe)), e.lb()
-		g := e.serve(slb, "svc", "gray-1", map[string]string{"gray": "true"}, ServerOptions{Fail: &fail})
-		e.serve(slb, "svc", "prod-1", nil, ServerOptions{})
-		svc := e.dial(lb, "svc")
-		ready(t, svc, grayKeys, "gray-1")
-		fail.Store(true)
-		obs.reset()
-		for i := 0; i < 2; i++ {
-			a, err := call(svc, grayKeys)
-			require.Error(t, err, "%s: a failing instance answered %+v", d.Name, a)
-		}
-		obs.wait(t, 2)
-		assert.Equal(t, map[string]int{g.inst.Addr() + " gray error": 2}, obs.seen(), "%s: calls answered with a server error", d.Name)
-	})
-	t.Run("TimedOut", func(t *testing.T) {
-		e := newEnv(t, d)
-		var obs observer
-		var hang atomic.Bool
-		lb, slb := e.lb(graylb.WithCallObserver(obs.observe)), e.lb()
-		g := e.serve(slb, "svc", "gray-1", map[string]string{"gray": "true"}, ServerOptions{Hang: &hang})
-		e.serve(slb, "svc", "prod-1", nil, ServerOptions{})
-		svc := e.dial(lb, "svc")
-		ready(t, svc, grayKeys, "gray-1")
-		hang.Store(true)
-		obs.reset()
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		a, err := svc(ctx, grayKeys)
-		cancel()
-		require.Error(t, err, "%s: a hanging instance answered %+v", d.Name, a)
-		obs.wait(t, 1)
-		ctx, cancel = context.WithCancel(context.Background())
-		time.AfterFunc(100*time.Millisecond, cancel)
-		a, err = svc(ctx, grayKeys)
-		require.Error(t, err, "%s: a hanging instance answered %+v", d.Name, a)
-		time.Sleep(100 * time.Millisecond) // a cancelled call wrongly told would be by now
-		assert.Equal(t, map[string]int{g.inst.Addr() + " gray error": 1}, obs.seen(),
-			"%s: a call past its deadline is told as failed, a cancelled one is not told", d.Name)
-	})
 }
 
 // ejection: with outlier detection (graylb.WithOutlierDetection), an
@@ -779,7 +768,7 @@ func (o *observer) seen() map[string]int {
 // its caller had the answer), then a little longer for any extra one.
 func (o *observer) wait(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Second)
 	for {
 		o.mu.Lock()
 		got := o.n
@@ -793,7 +782,7 @@ func (o *observer) wait(t *testing.T, n int) {
 				keys = append(keys, k)
 			}
 			sort.Strings(keys)
-			t.Errorf("%d calls told to the CallObserver within 5s, not %d: %v", got, n, keys)
+			t.Errorf("%d calls told to the CallObserver within 1s, not %d: %v", got, n, keys)
 			return
 		}
 		time.Sleep(time.Millisecond)
