@@ -1,0 +1,89 @@
+package adaptertest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Respond answers with the instance, the keys received (names lowered, the
+// values of one name in any letter case together) and the next call's
+// answer; it fails while Fail holds, and waits for the call's end while
+// Hang holds.
+func TestRespond(t *testing.T) {
+	next := Client(func(ctx context.Context, keys map[string]string) (Answer, error) {
+		return Answer{Instance: "gray-1"}, nil
+	})
+	var fail, hang atomic.Bool
+	o := ServerOptions{ID: "edge", Next: next, Fail: &fail, Hang: &hang}
+	a, err := Respond(context.Background(), o, map[string][]string{"Gray": {"true"}, "gray": {"TRUE"}, "X-Lane": {"a"}})
+	require.NoError(t, err)
+	assert.Equal(t, "edge", a.Instance)
+	assert.ElementsMatch(t, []string{"true", "TRUE"}, a.Keys["gray"])
+	assert.Equal(t, "a", a.Key("X-LANE"))
+	assert.True(t, a.Has("x-lane"))
+	assert.False(t, a.Has("uid"))
+	require.NotNil(t, a.Next)
+	assert.Equal(t, "edge>gray-1", path(a))
+
+	b, err := ParseAnswer(a.Encode())
+	require.NoError(t, err)
+	assert.Equal(t, a, b)
+
+	o.Next = func(context.Context, map[string]string) (Answer, error) { return Answer{}, errors.New("refused") }
+	a, err = Respond(context.Background(), o, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "refused", a.NextErr)
+	assert.Equal(t, "edge>error: refused", path(a))
+
+	fail.Store(true)
+	_, err = Respond(context.Background(), o, nil)
+	assert.ErrorIs(t, err, ErrFailing)
+
+	hang.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = Respond(ctx, o, nil)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// Kill resets the connections a Listener accepted, and so those Proxy
+// forwarded, and refuses new ones.
+func TestListenerKillThroughProxy(t *testing.T) {
+	up := Listen(t)
+	go func() { // an echo server
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(c, c)
+		}
+	}()
+	front := Listen(t)
+	Proxy(front, up.Addr().String())
+	c, err := net.Dial("tcp", front.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte("ping"))
+	require.NoError(t, err)
+	buf := make([]byte, 4)
+	_, err = io.ReadFull(c, buf)
+	require.NoError(t, err)
+	assert.Equal(t, "ping", string(buf))
+
+	front.Kill()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(buf)
+	require.Error(t, err, "the connection outlived the kill")
+	assert.NotErrorIs(t, err, io.EOF, "a killed server's connection is reset, not closed: %v", err)
+	_, err = net.DialTimeout("tcp", front.Addr().String(), time.Second)
+	assert.Error(t, err, "a killed server accepts no connection")
+}

@@ -1,0 +1,213 @@
+package gozero_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter/adaptertest"
+	"github.com/graylb/graylb/gozero"
+	"github.com/graylb/graylb/grpcctx"
+	"github.com/graylb/graylb/httpctx"
+	"github.com/stretchr/testify/require"
+	"github.com/zeromicro/go-zero/core/conf"
+	"github.com/zeromicro/go-zero/core/logx"
+	"github.com/zeromicro/go-zero/rest"
+	"github.com/zeromicro/go-zero/zrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// go-zero's servers listen on an address of their own (and say nothing of
+// a :0 port): each listens on a free port, and adaptertest.Proxy forwards
+// the suite's listener to it, so that killing the listener resets its
+// callers' connections as a dead process would.
+
+// The conformance suite over go-zero's rest: servers are go-zero rest
+// servers with gozero.Middleware; go-zero has no HTTP client of its own
+// that picks, so clients are http.Clients over httpctx.NewTransport.
+func TestConformanceRest(t *testing.T) {
+	adaptertest.Run(t, adaptertest.Driver{
+		Name: "gozero-rest",
+		Serve: func(t *testing.T, lb *graylb.LoadBalancer, l net.Listener, o adaptertest.ServerOptions) {
+			var c rest.RestConf
+			require.NoError(t, conf.FillDefault(&c))
+			quiet(&c.ServiceConf, "adaptertest")
+			c.Host, c.Port = "127.0.0.1", freePort(t)
+			s, err := rest.NewServer(c)
+			require.NoError(t, err)
+			logx.Disable()
+			s.Use(gozero.Middleware(lb, middlewareOptions(o)...))
+			s.AddRoute(rest.Route{Method: http.MethodGet, Path: "/call", Handler: func(w http.ResponseWriter, r *http.Request) {
+				a, err := adaptertest.Respond(r.Context(), o, r.Header)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.Write(a.Encode())
+			}})
+			addr := net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+			done := start(t, addr, s.Start)
+			t.Cleanup(func() { stopAll(t, done) })
+			adaptertest.Proxy(l, addr)
+		},
+		Dial: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.Client {
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			return httpClient(&http.Client{Transport: httpctx.NewTransport(lb, httpctx.WithBase(base))}, "http://"+service+"/call")
+		},
+		Direct: func(t *testing.T, addr string) adaptertest.Client {
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			return httpClient(&http.Client{Transport: base}, "http://"+addr+"/call")
+		},
+		MaxAllocs: 4,
+	})
+}
+
+// The conformance suite over zrpc: servers are zrpc servers with
+// gozero.AddServerInterceptors serving the interop TestService, clients
+// gozero.NewClient with go-zero's default client configuration.
+func TestConformanceZrpc(t *testing.T) {
+	adaptertest.Run(t, adaptertest.Driver{
+		Name: "gozero-zrpc",
+		Serve: func(t *testing.T, lb *graylb.LoadBalancer, l net.Listener, o adaptertest.ServerOptions) {
+			addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+			s, err := zrpc.NewServer(serverConf(t, "adaptertest", addr), func(g *grpc.Server) {
+				testgrpc.RegisterTestServiceServer(g, &zrpcAnswering{o: o})
+			})
+			require.NoError(t, err)
+			logx.Disable()
+			gozero.AddServerInterceptors(s, lb, interceptorOptions(o)...)
+			done := start(t, addr, s.Start)
+			t.Cleanup(func() { stopAll(t, done) })
+			adaptertest.Proxy(l, addr)
+		},
+		Dial: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.Client {
+			cli, err := gozero.NewClient(lb, clientConf(t, gozero.Target(service)))
+			require.NoError(t, err)
+			t.Cleanup(func() { cli.Conn().Close() })
+			return zrpcCall(testgrpc.NewTestServiceClient(cli.Conn()))
+		},
+		Direct: func(t *testing.T, addr string) adaptertest.Client {
+			c := clientConf(t, "")
+			c.Endpoints = []string{addr}
+			cli, err := zrpc.NewClient(c)
+			require.NoError(t, err)
+			t.Cleanup(func() { cli.Conn().Close() })
+			return zrpcCall(testgrpc.NewTestServiceClient(cli.Conn()))
+		},
+		MaxAllocs: 4,
+		Lacks: map[adaptertest.Capability]string{
+			adaptertest.RetryOnDeath: "zrpc retries no RPC, and gozero.NewClient puts graylb's service config after the " +
+				"program's options, so no retry policy for UNAVAILABLE can be added: an RPC sent to an instance as it " +
+				"dies, before its connection's loss is read, fails",
+		},
+	})
+}
+
+// middlewareOptions are httpctx's options for o.
+func middlewareOptions(o adaptertest.ServerOptions) []httpctx.MiddlewareOption {
+	var opts []httpctx.MiddlewareOption
+	if o.Trusted != nil {
+		opts = append(opts, httpctx.WithTrusted(func(r *http.Request) bool { return o.Trusted(r.Header.Get) }))
+	}
+	if o.User != nil {
+		opts = append(opts, httpctx.WithUser(func(r *http.Request) string { return o.User(r.Header.Get) }))
+	}
+	if len(o.Propagated) > 0 {
+		opts = append(opts, httpctx.WithPropagated(o.Propagated...))
+	}
+	return opts
+}
+
+// interceptorOptions are grpcctx's options for o.
+func interceptorOptions(o adaptertest.ServerOptions) []grpcctx.Option {
+	var opts []grpcctx.Option
+	if o.Trusted != nil {
+		opts = append(opts, grpcctx.WithTrusted(func(ctx context.Context) bool { return o.Trusted(incoming(ctx)) }))
+	}
+	if o.User != nil {
+		opts = append(opts, grpcctx.WithUser(func(ctx context.Context) string { return o.User(incoming(ctx)) }))
+	}
+	if len(o.Propagated) > 0 {
+		opts = append(opts, grpcctx.WithPropagated(o.Propagated...))
+	}
+	return opts
+}
+
+// incoming reads the call's incoming metadata by name.
+func incoming(ctx context.Context) func(string) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return func(name string) string {
+		if v := md.Get(name); len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+}
+
+// zrpcAnswering answers UnaryCall with adaptertest.Respond, the Answer as
+// the response's server id (Internal for its error).
+type zrpcAnswering struct {
+	testgrpc.UnimplementedTestServiceServer
+	o adaptertest.ServerOptions
+}
+
+func (s *zrpcAnswering) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	a, err := adaptertest.Respond(ctx, s.o, md)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &testgrpc.SimpleResponse{ServerId: string(a.Encode())}, nil
+}
+
+// zrpcCall calls UnaryCall with c, the keys as outgoing metadata.
+func zrpcCall(c testgrpc.TestServiceClient) adaptertest.Client {
+	return func(ctx context.Context, keys map[string]string) (adaptertest.Answer, error) {
+		for k, v := range keys {
+			ctx = metadata.AppendToOutgoingContext(ctx, k, v)
+		}
+		r, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		return adaptertest.ParseAnswer([]byte(r.GetServerId()))
+	}
+}
+
+// httpClient calls GET url with c, the keys as headers.
+func httpClient(c *http.Client, url string) adaptertest.Client {
+	return func(ctx context.Context, keys map[string]string) (adaptertest.Answer, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		for k, v := range keys {
+			req.Header.Add(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return adaptertest.Answer{}, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		}
+		return adaptertest.ParseAnswer(b)
+	}
+}
