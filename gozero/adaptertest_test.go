@@ -93,7 +93,8 @@ func TestConformanceZrpc(t *testing.T) {
 			adaptertest.Proxy(l, addr)
 		},
 		Dial: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.Client {
-			cli, err := gozero.NewClient(lb, clientConf(t, gozero.Target(service)))
+			cli, err := gozero.NewClient(lb, clientConf(t, gozero.Target(service)),
+				zrpc.WithDialOption(grpc.WithDefaultServiceConfig(retryOnUnavailable)))
 			require.NoError(t, err)
 			t.Cleanup(func() { cli.Conn().Close() })
 			return zrpcCall(testgrpc.NewTestServiceClient(cli.Conn()))
@@ -107,11 +108,6 @@ func TestConformanceZrpc(t *testing.T) {
 			return zrpcCall(testgrpc.NewTestServiceClient(cli.Conn()))
 		},
 		MaxAllocs: 4,
-		Lacks: map[adaptertest.Capability]string{
-			adaptertest.RetryOnDeath: "zrpc retries no RPC, and gozero.NewClient puts graylb's service config after the " +
-				"program's options, so no retry policy for UNAVAILABLE can be added: an RPC sent to an instance as it " +
-				"dies, before its connection's loss is read, fails",
-		},
 	})
 }
 
@@ -211,3 +207,9 @@ func httpClient(c *http.Client, url string) adaptertest.Client {
 		return adaptertest.ParseAnswer(b)
 	}
 }
+
+// retryOnUnavailable is graylb's service config with the retry policy
+// docs/grpc.md advises for idempotent methods: an RPC sent to an instance
+// as it dies, before its connection's loss is read, goes to another.
+const retryOnUnavailable = `{"loadBalancingConfig":[{"graylb":{}}],"methodConfig":[{"name":[{}],` +
+	`"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}`

@@ -36,10 +36,16 @@ func ClientOptions(lb *graylb.LoadBalancer) []zrpc.ClientOption {
 	return opts
 }
 
-// NewClient is zrpc.NewClient with ClientOptions(lb) added after opts. It
-// refuses (ErrNotGraylbTarget) a configuration that would not resolve
-// through graylb: c.Endpoints or c.Etcd.Hosts set, or a c.Target that is
-// not graylb:///<service>.
+// NewClient is zrpc.NewClient with ClientOptions(lb) and then opts. A
+// service config among opts (zrpc.WithDialOption of
+// grpc.WithDefaultServiceConfig: a retry policy) comes after graylb's and
+// replaces it, as the last one counts: it must select graylb's balancer
+// ("loadBalancingConfig":[{"graylb":{}}] beside its methodConfig), or
+// every call fails with an error wrapping grpcctx.ErrOtherBalancer. The
+// interceptors among opts run inside graylb's, so they see the routing
+// keys graylb writes. NewClient refuses (ErrNotGraylbTarget) a
+// configuration that would not resolve through graylb: c.Endpoints or
+// c.Etcd.Hosts set, or a c.Target that is not graylb:///<service>.
 func NewClient(lb *graylb.LoadBalancer, c zrpc.RpcClientConf, opts ...zrpc.ClientOption) (zrpc.Client, error) {
 	if lb == nil {
 		return nil, errors.New("gozero: NewClient needs a LoadBalancer")
@@ -53,6 +59,6 @@ func NewClient(lb *graylb.LoadBalancer, c zrpc.RpcClientConf, opts ...zrpc.Clien
 		return nil, fmt.Errorf("%w: Target is %q", ErrNotGraylbTarget, c.Target)
 	}
 	all := make([]zrpc.ClientOption, 0, len(opts)+4)
-	all = append(append(all, opts...), ClientOptions(lb)...)
+	all = append(append(all, ClientOptions(lb)...), opts...)
 	return zrpc.NewClient(c, all...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +185,32 @@ func TestNilInputs(t *testing.T) {
 		_, err = testgrpc.NewTestServiceClient(cli.Conn()).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
 	}
 	assert.ErrorContains(t, err, "no LoadBalancer")
+}
+
+// A service config the caller gives NewClient (a retry policy that selects
+// graylb's balancer) applies: graylb's options come before the caller's,
+// so the caller's is the last and counts (one selecting another balancer
+// is refused, TestClientRefusesALaterServiceConfigOfAnotherBalancer).
+func TestNewClientKeepsTheCallersRetryPolicy(t *testing.T) {
+	reg := graylb.NewRegistry()
+	var attempts atomic.Int64
+	zrpcServer(t, reg, "user-rpc", false, &named{name: "user-prod", next: func(context.Context) (string, error) {
+		if attempts.Add(1) <= 2 {
+			return "", status.Error(codes.Unavailable, "not yet")
+		}
+		return "ok", nil
+	}}, nil)
+	lb, err := graylb.New(reg)
+	require.NoError(t, err)
+	defer lb.Close()
+	retry := `{"loadBalancingConfig":[{"graylb":{}}],"methodConfig":[{"name":[{}],` +
+		`"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.05s","maxBackoff":"0.5s","backoffMultiplier":2,` +
+		`"retryableStatusCodes":["UNAVAILABLE"]}}]}`
+	c, err := gozero.NewClient(lb, clientConf(t, gozero.Target("user-rpc")), zrpc.WithDialOption(grpc.WithDefaultServiceConfig(retry)))
+	require.NoError(t, err)
+	defer c.Conn().Close()
+	r, err := testgrpc.NewTestServiceClient(c.Conn()).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+	require.NoError(t, err, "the caller's retry policy retries UNAVAILABLE")
+	assert.Equal(t, "user-prod,ok", r.GetServerId())
+	assert.EqualValues(t, 3, attempts.Load())
 }
