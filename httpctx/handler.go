@@ -30,6 +30,7 @@ import (
 	"context"
 	"net/http"
 	"net/textproto"
+	"strings"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -63,10 +64,20 @@ func (handler) Value(ctx context.Context, name string) string {
 	return adapter.KeptFrom(ctx).Get(name)
 }
 
-// get is Header.Get without allocating for the usual names.
+// get is Header.Get without allocating for the usual names, that also
+// finds a name a program stored in another letter case (h["gray"]), which
+// net/http sends as it is and the next hop reads in canonical form.
 func get(h http.Header, name string) string {
-	if v := h[canonical(name)]; len(v) > 0 {
-		return v[0]
+	if v, ok := h[canonical(name)]; ok {
+		if len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	for k, v := range h {
+		if len(k) == len(name) && len(v) > 0 && strings.EqualFold(k, name) {
+			return v[0]
+		}
 	}
 	return ""
 }

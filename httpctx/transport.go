@@ -148,9 +148,17 @@ func (t *Transport) canonical(name string) string {
 	return canonical(name)
 }
 
+// has reports whether h holds k (a canonical name) in any letter case.
 func has(h http.Header, k string) bool {
-	_, ok := h[k]
-	return ok
+	if _, ok := h[k]; ok {
+		return true
+	}
+	for name := range h {
+		if len(name) == len(k) && strings.EqualFold(name, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // WithFailureStatus sets which response status codes count as a failure
@@ -335,7 +343,13 @@ func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untr
 		one := spare[:1:1]
 		one[0] = v
 		spare = spare[1:]
-		out.Header[canonical(key)] = one
+		ck := canonical(key)
+		for k := range out.Header {
+			if k != ck && len(k) == len(ck) && strings.EqualFold(k, ck) {
+				delete(out.Header, k) // one spelling on the wire: the value written
+			}
+		}
+		out.Header[ck] = one
 	}
 	for i := 0; i < kept.Len(); i++ {
 		name, _ := kept.At(i)
