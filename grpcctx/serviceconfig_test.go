@@ -72,7 +72,9 @@ func TestDialOptions_LaterDefaultServiceConfigOfAnotherBalancerIsRefused(t *test
 			if disabled {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				opts := append(append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithBlock()), extra...)
+				//lint:ignore SA1019 a blocking dial, as zrpc's
+				block := grpc.WithBlock()
+				opts := append(append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()), block), extra...)
 				//lint:ignore SA1019 a blocking dial, as zrpc's
 				_, err := grpc.DialContext(ctx, "graylb:///svc", opts...)
 				require.ErrorIs(t, err, ErrOtherBalancer)

@@ -301,12 +301,3 @@ func httpRequest(tr transport.Transporter) *http.Request {
 	}
 	return nil
 }
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
-}

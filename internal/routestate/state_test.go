@@ -65,7 +65,8 @@ func TestDecideFirstWins(t *testing.T) {
 }
 
 func TestFromAndWith(t *testing.T) {
-	if From(nil) != nil || From(context.Background()) != nil {
+	var none context.Context // a nil Context: a caller that passed none
+	if From(none) != nil || From(context.Background()) != nil {
 		t.Error("no state on a context without one")
 	}
 	s := New(nil, true)
