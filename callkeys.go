@@ -3,6 +3,8 @@ package graylb
 import (
 	"context"
 	"reflect"
+
+	"github.com/graylb/graylb/internal/routestate"
 )
 
 // An adapter (the HTTP Transport, the gRPC interceptors and picker) knows
@@ -107,7 +109,7 @@ func (lb *LoadBalancer) kindToPassWith(ctx context.Context, call ContextHandler)
 		return k, true
 	}
 	rl := lb.rules.Load()
-	if !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" {
+	if !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" && !drawnFor(ctx) {
 		return Prod, false
 	}
 	k, src := lb.requestKind(ctx, call)
@@ -145,7 +147,7 @@ func (lb *LoadBalancer) passWith(ctx context.Context, call ContextHandler) (Kind
 	}
 	rl := lb.rules.Load()
 	untrusted := UntrustedCaller(ctx)
-	if !untrusted && !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" {
+	if !untrusted && !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" && !drawnFor(ctx) {
 		return Prod, false, ""
 	}
 	var r Request
@@ -172,4 +174,11 @@ func (lb *LoadBalancer) requestKind(ctx context.Context, call ContextHandler) (K
 	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
 	r.call = call
 	return lb.gray.requestKind(&r, lb.rules.Load())
+}
+
+// drawnFor reports whether a canary drew for the request served with ctx:
+// its kind then comes from that draw, under any LoadBalancer's rules.
+func drawnFor(ctx context.Context) bool {
+	_, ok := routestate.From(ctx).Drawn()
+	return ok
 }

@@ -138,16 +138,19 @@ func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSou
 	if src != FromDefault {
 		return Prod, src, ""
 	}
-	// Rules decide once per request served: the first decision is kept in
-	// the request's routing state, so every call it makes, over any
-	// transport, has the kind and lane of its first.
-	if d, ok := r.state.Decision(); ok && r.read == r.Context {
-		return kindOf(d.Gray), FromRules, d.Lane
-	}
 	if len(rl.matches) > 0 {
 		if m := rl.match(r); m != nil {
-			return r.decided(m.gray, m.version)
+			if m.gray {
+				return Gray, FromRules, m.version
+			}
+			return Prod, FromRules, m.version
 		}
+	}
+	// The canary draws once per request served: the first draw is kept in
+	// the request's routing state, and every call the request makes, over
+	// any transport and through any LoadBalancer, has its kind.
+	if gray, ok := r.drawn(); ok {
+		return kindOf(gray), FromRules, ""
 	}
 	if rl.canary > 0 {
 		var h uint32
@@ -156,19 +159,27 @@ func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSou
 		} else {
 			h = rand.Uint32N(canaryScale)
 		}
-		return r.decided(h < rl.canary, "")
+		return kindOf(r.draw(h < rl.canary)), FromRules, ""
 	}
 	return Prod, src, ""
 }
 
-// decided records a rules decision in the request's routing state (the
-// first one recorded wins) and returns the one in force.
-func (r *Request) decided(gray bool, lane string) (Kind, KindSource, string) {
-	if r.state != nil && r.read == r.Context {
-		d := r.state.Decide(routestate.Decided{Gray: gray, Lane: lane})
-		gray, lane = d.Gray, d.Lane
+// drawn returns the canary's draw recorded for the request being served,
+// false when there is none.
+func (r *Request) drawn() (gray, ok bool) {
+	if r.read != r.Context {
+		return routestate.From(r.Context).Drawn()
 	}
-	return kindOf(gray), FromRules, lane
+	return r.state.Drawn()
+}
+
+// draw records the canary's draw for the request being served (the first
+// one recorded wins) and returns the one in force.
+func (r *Request) draw(gray bool) bool {
+	if r.read != r.Context {
+		return routestate.From(r.Context).Draw(gray)
+	}
+	return r.state.Draw(gray)
 }
 
 func kindOf(gray bool) Kind {

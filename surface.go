@@ -75,12 +75,9 @@ func decisionOf(r routing) (adapterDecision, adapterCandidates) {
 
 func (a *adapterLB) MatchKeys() []string { return a.lb().matchKeys() }
 
-// RulesDecide reports whether the rules in force decide the kind or lane
-// of a request no key decided (a canary, match rules).
-func (a *adapterLB) RulesDecide() bool {
-	rl := a.lb().rules.Load()
-	return rl.canary > 0 || len(rl.matches) > 0
-}
+// RulesDraw reports whether the rules in force draw the kind of a request
+// no key decided (a canary).
+func (a *adapterLB) RulesDraw() bool { return a.lb().rules.Load().canary > 0 }
 
 func (a *adapterLB) Route(ctx context.Context, service string, call ContextHandler) (adapterDecision, adapterCandidates, error) {
 	r, err := a.lb().routeWith(ctx, service, call)

@@ -297,7 +297,8 @@ func (t *tree) route(r *Request) (*node, decision) {
 // framework's selector.
 //
 // A plain tree (see tree.plain) is walked in its flat form: the request's
-// own gray value decides its kind, as decide does when no rule classifies
+// own gray value (else the canary's draw recorded for the request being
+// served) decides its kind, as decide does when no rule classifies
 // requests, and its version picks the leaf; no Request is built.
 func (t *tree) leaf(ctx context.Context, call, h ContextHandler) (*node, decision) {
 	if !t.plain {
@@ -320,6 +321,12 @@ func (t *tree) leaf(ctx context.Context, call, h ContextHandler) (*node, decisio
 		if v = st.Get(t.grayKey); v == "" {
 			if v = valuesIn(ctx).get(t.grayKey); v != "" {
 				d.source = FromContext
+			} else if gray, ok := st.Drawn(); ok {
+				// another LoadBalancer's canary drew for the request
+				d.source = FromRules
+				if gray {
+					v = "true"
+				}
 			} else {
 				d.source = FromDefault
 			}

@@ -32,7 +32,7 @@ type router = interface {
 // impl is what package graylb implements for a LoadBalancer.
 type impl interface {
 	MatchKeys() []string
-	RulesDecide() bool
+	RulesDraw() bool
 	Route(ctx context.Context, service string, call graylb.ContextHandler) (decision, candidates, error)
 	Reroute(ctx context.Context, service string, d decision, first candidates, tried func(graylb.Instance) bool, call graylb.ContextHandler) (decision, candidates, error)
 	NewRouter(service string, list []graylb.Instance, policy graylb.Policy) (router, error)

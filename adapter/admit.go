@@ -15,10 +15,18 @@ type Carrier interface {
 	Get(name string) string
 	// Set replaces every value of name with value.
 	Set(name, value string)
-	// Delete removes name, in every letter case.
+	// Delete removes name, in every letter case; a name the call does not
+	// carry is no error.
 	Delete(name string)
-	// Keys returns the names the call carries.
-	Keys() []string
+}
+
+// ContextCarrier is a Carrier that keeps copies of the call's keys on the
+// call's context (gRPC's incoming metadata, a framework's server
+// metadata): Context returns ctx carrying them as the Carrier's changes
+// left them. Admit gives Admission.User that context.
+type ContextCarrier interface {
+	Carrier
+	Context(ctx context.Context) context.Context
 }
 
 // Admission says how one incoming call is admitted.
@@ -28,11 +36,14 @@ type Admission struct {
 	// call's carrier, in any letter case, and every call made with the
 	// returned context settles its kind (see Balancer.Pass).
 	Untrusted bool
-	// User, when not nil, is the program's user id for the call (an
-	// authenticated user; "" for none), asked after an untrusted caller's
-	// keys are deleted: it replaces whatever the caller sent under the
-	// user key, in the carrier too (deleted when it is "").
-	User func() string
+	// User, when not nil, gives the program's user id for the call (an
+	// authenticated user; "" for none): it replaces whatever the caller
+	// sent under the user key, in the carrier too (deleted when it is "").
+	// It is asked after an untrusted caller's keys are deleted, with the
+	// call's context as admitted so far: marked untrusted
+	// (graylb.UntrustedCaller) for such a caller, and carrying the
+	// carrier's changes when it is a ContextCarrier.
+	User func(ctx context.Context) string
 }
 
 // Admitter admits incoming calls for one server adapter: it keeps the
@@ -77,24 +88,36 @@ func (a *Admitter) Routing(name string) bool {
 // returns ctx carrying its routing state: the values of the routing keys
 // c carries (after the trust boundary and the program's user id did their
 // part, see Admission), whether the caller is trusted, and room for the
-// decision rules make for it once. A context that already carries a
+// canary's draw, made once for the request. A context that already carries a
 // state of an untrusted caller (an outer server side) stays untrusted.
 // Admit modifies c only for an untrusted caller or with Admission.User.
 func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if c == nil {
+		c = noKeys{}
+	}
 	untrusted := how.Untrusted || routestate.From(ctx).IsUntrusted()
 	match := a.b.MatchKeys()
 	if untrusted {
-		for _, k := range c.Keys() {
-			if hasFold(a.names, k) || hasFold(match, k) {
-				c.Delete(k)
-			}
+		// By name, in every letter case: whatever else the call carries.
+		for _, n := range a.names {
+			c.Delete(n)
+		}
+		for _, n := range match {
+			c.Delete(n)
 		}
 	}
 	if how.User != nil {
-		u := how.User()
+		uctx := ctx
+		if untrusted {
+			uctx = routestate.With(uctx, routestate.New(nil, true))
+		}
+		if cc, ok := c.(ContextCarrier); ok {
+			uctx = cc.Context(uctx)
+		}
+		u := how.User(uctx)
 		c.Delete(a.userKey)
 		if u != "" {
 			c.Set(a.userKey, u)
@@ -114,16 +137,24 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 			keep(n)
 		}
 	}
-	if pairs == nil && !untrusted && !a.b.rulesDecide() {
+	if pairs == nil && !untrusted && !a.b.rulesDraw() {
 		return ctx
 	}
 	return routestate.With(ctx, routestate.New(pairs, untrusted))
 }
 
-// rulesDecide reports whether the rules in force can decide a request
-// that carries no key (a canary, match rules): its state then holds the
-// decision, made once.
-func (b *Balancer) rulesDecide() bool { return b != nil && b.impl.RulesDecide() }
+// noKeys is the Carrier of a call that carries no key.
+type noKeys struct{}
+
+func (noKeys) Get(string) string  { return "" }
+func (noKeys) Set(string, string) {}
+func (noKeys) Delete(string)      {}
+
+// rulesDraw reports whether the rules in force draw the kind of a request
+// that carries no key (a canary): its state then holds the draw, made
+// once. (A canary set while a request is served, after its admission,
+// draws for each of its calls.)
+func (b *Balancer) rulesDraw() bool { return b != nil && b.impl.RulesDraw() }
 
 // Kept is the routing keys a server side admitted for the request being
 // served: what a client adapter writes on each call the request makes that

@@ -74,7 +74,10 @@ func TestAdmitUntrusted(t *testing.T) {
 	require.NoError(t, lb.SetRules(graylb.Rules{Matches: []graylb.Match{{Key: "x-tenant", Exact: "beta", Gray: true}}}))
 	adm := adapter.For(lb).Admitter("X-Extra")
 	c := mapCarrier{"GRAY": "true", "gray": "true", "uid": "attacker", "X-Tenant": "beta", "x-extra": "1", "Other": "o"}
-	ctx := adm.Admit(context.Background(), c, adapter.Admission{Untrusted: true, User: func() string { return "alice" }})
+	var userSaw context.Context
+	ctx := adm.Admit(context.Background(), c, adapter.Admission{Untrusted: true, User: func(ctx context.Context) string { userSaw = ctx; return "alice" }})
+	require.NotNil(t, userSaw)
+	assert.True(t, graylb.UntrustedCaller(userSaw), "the user id is asked with the caller marked untrusted")
 	assert.Equal(t, mapCarrier{"uid": "alice", "Other": "o"}, c)
 	assert.True(t, graylb.UntrustedCaller(ctx))
 	kept := adapter.KeptFrom(ctx)
@@ -92,7 +95,7 @@ func TestAdmitUntrusted(t *testing.T) {
 	assert.Equal(t, "", adapter.KeptFrom(ctx).Get("gray"))
 }
 
-// Rules decide once per request served: under a 50 % canary every call a
+// The canary draws once per request served: under a 50 % canary every call a
 // request makes has the kind of its first, whichever reader asks.
 func TestAdmitDecidesOnce(t *testing.T) {
 	lb := newLB(t)
@@ -124,4 +127,78 @@ func TestAdmitNothingKeepsContext(t *testing.T) {
 	ctx := context.Background()
 	assert.Equal(t, ctx, adapter.For(lb).Admitter().Admit(ctx, mapCarrier{"Other": "x"}, adapter.Admission{}))
 	assert.Equal(t, 0, adapter.KeptFrom(ctx).Len())
+}
+
+// The canary's draw for a request is its kind under every LoadBalancer
+// that routes its calls, rules or none, and is written for the next hop;
+// a rules change while it is served does not redraw it.
+func TestAdmitDrawHoldsAcrossLoadBalancers(t *testing.T) {
+	canary := newLB(t)
+	require.NoError(t, canary.SetRules(graylb.Rules{CanaryPercent: 100}))
+	plain := newLB(t)
+	other := newLB(t)
+	require.NoError(t, other.SetRules(graylb.Rules{GrayUsers: []string{"nobody"}}))
+	ctx := adapter.For(canary).Admitter().Admit(context.Background(), mapCarrier{}, adapter.Admission{})
+	in, err := canary.Pick(ctx, "svc")
+	require.NoError(t, err)
+	require.Equal(t, "10.0.0.2:80", in.Addr(), "the canary drew gray")
+	for name, lb := range map[string]*graylb.LoadBalancer{"no rules": plain, "other rules": other} {
+		in, err := lb.Pick(ctx, "svc")
+		require.NoError(t, err)
+		assert.Equal(t, "10.0.0.2:80", in.Addr(), "%s: the request's draw", name)
+		assert.Equal(t, adapter.Pass{GrayKey: "gray", Gray: "true"}, adapter.For(lb).PassFor(ctx, nil), "%s: written for the next hop", name)
+	}
+	require.NoError(t, canary.SetRules(graylb.Rules{}))
+	in, err = canary.Pick(ctx, "svc")
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.2:80", in.Addr(), "the canary at 0 mid-request: the request keeps its draw")
+}
+
+// A match rule one call's own key meets makes that call gray, and no
+// other: only the canary's draw is kept for the request.
+func TestAdmitPerCallMatchStaysPerCall(t *testing.T) {
+	lb := newLB(t)
+	require.NoError(t, lb.SetRules(graylb.Rules{CanaryPercent: 0.01, Matches: []graylb.Match{{Key: "x-api", Exact: "beta", Gray: true}}}))
+	b := adapter.For(lb)
+	ctx := b.Admitter().Admit(context.Background(), mapCarrier{"uid": "u-prod"}, adapter.Admission{}) // u-prod: outside the 0.01 %
+	beta := graylb.ContextHandlerFunc(func(_ context.Context, name string) string {
+		if name == "x-api" {
+			return "beta"
+		}
+		return ""
+	})
+	for i, c := range []struct {
+		call graylb.ContextHandler
+		want graylb.Kind
+	}{{nil, graylb.Prod}, {beta, graylb.Gray}, {nil, graylb.Prod}, {beta, graylb.Gray}} {
+		r, err := b.Route(ctx, "svc", c.call)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, r.Kind, "call %d", i)
+	}
+}
+
+// A program that marks the caller untrusted after a trusting server side
+// admitted its keys routes by none of them.
+func TestWithUntrustedCallerDropsAdmittedKeys(t *testing.T) {
+	lb := newLB(t)
+	require.NoError(t, lb.SetRules(graylb.Rules{Matches: []graylb.Match{{Key: "x-tenant", Exact: "beta", Gray: true}}}))
+	ctx := adapter.For(lb).Admitter().Admit(context.Background(), mapCarrier{"gray": "true", "x-tenant": "beta"}, adapter.Admission{})
+	ctx = graylb.WithUntrustedCaller(ctx)
+	assert.Equal(t, 0, adapter.KeptFrom(ctx).Len())
+	for i := 0; i < 10; i++ {
+		in, err := lb.Pick(ctx, "svc")
+		require.NoError(t, err)
+		assert.Equal(t, "10.0.0.1:80", in.Addr())
+	}
+}
+
+// A nil Carrier is a call that carries no key.
+func TestAdmitNilCarrier(t *testing.T) {
+	lb := newLB(t)
+	adm := adapter.For(lb).Admitter()
+	ctx := adm.Admit(context.Background(), nil, adapter.Admission{Untrusted: true, User: func(context.Context) string { return "alice" }})
+	assert.True(t, graylb.UntrustedCaller(ctx))
+	assert.Equal(t, 0, adapter.KeptFrom(ctx).Len(), "nothing to set the user on")
+	var none context.Context // a caller that passed no context
+	assert.Equal(t, context.Background(), adapter.For(nil).Admitter().Admit(none, nil, adapter.Admission{}))
 }

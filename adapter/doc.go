@@ -23,7 +23,7 @@
 //     the request's routing state, which every client side reads whatever
 //     its transport: a service that receives HTTP and calls gRPC (or
 //     receives a record and calls HTTP) keeps the request's kind, and
-//     rules that draw (the canary) decide once per request served.
+//     the canary draws once per request served.
 //
 // A client side does, for each call it makes:
 //

@@ -86,7 +86,7 @@ func TestAdapterAdmit(t *testing.T) {
 		// for each incoming call: its keys over a Carrier, the trust boundary, the user id
 		ctx = adm.Admit(ctx, headers, adapter.Admission{
 			Untrusted: !fromInsideTheBoundary,
-			User:      func() string { return authenticatedUser },
+			User:      func(context.Context) string { return authenticatedUser },
 		})
 		// the handler runs with ctx: every call it makes, over any transport, routes by what was admitted
 		// end snippet

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/graylb/graylb"
 	"github.com/stretchr/testify/assert"
 	"google.golang.org/grpc/metadata"
 )
@@ -30,4 +31,27 @@ func TestHandler(t *testing.T) {
 	// allocation when the call has outgoing metadata, none otherwise.
 	assert.LessOrEqual(t, testing.AllocsPerRun(100, func() { h.Value(appended, "version") }), 1.0)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Value(kept, "uid") }))
+}
+
+// At a trust boundary the program's user function sees the call as
+// admitted so far: the caller's routing keys gone from its incoming
+// metadata, and the call marked untrusted.
+func TestUserSeesTheStrippedCall(t *testing.T) {
+	var sawUID []string
+	var sawUntrusted bool
+	a := newAdmission(nil, []Option{
+		WithTrusted(func(context.Context) bool { return false }),
+		WithUser(func(ctx context.Context) string {
+			md, _ := metadata.FromIncomingContext(ctx)
+			sawUID, sawUntrusted = md.Get("uid"), graylb.UntrustedCaller(ctx)
+			return "alice"
+		}),
+	})
+	ctx := a.keep(metadata.NewIncomingContext(context.Background(), metadata.Pairs("uid", "attacker", "gray", "true", "x-other", "1")))
+	assert.Empty(t, sawUID, "the caller's uid, seen by the user function")
+	assert.True(t, sawUntrusted)
+	md, _ := metadata.FromIncomingContext(ctx)
+	assert.Equal(t, metadata.MD{"uid": {"alice"}, "x-other": {"1"}}, md)
+	assert.Equal(t, "alice", Handler().Value(ctx, "uid"))
+	assert.Equal(t, "", Handler().Value(ctx, "gray"))
 }

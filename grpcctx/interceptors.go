@@ -73,14 +73,8 @@ func (a *admission) keep(ctx context.Context) context.Context {
 	if a.trusted != nil && !a.trusted(ctx) {
 		how.Untrusted = true
 	}
-	if a.user != nil {
-		how.User = func() string { return a.user(ctx) }
-	}
-	ctx = a.adm.Admit(ctx, c, how)
-	if c.copied {
-		ctx = metadata.NewIncomingContext(ctx, c.md)
-	}
-	return ctx
+	how.User = a.user
+	return c.Context(a.adm.Admit(ctx, c, how))
 }
 
 // mdCarrier is a call's incoming metadata as an adapter.Carrier: the
@@ -114,20 +108,21 @@ func (c *mdCarrier) Set(name, value string) {
 }
 
 func (c *mdCarrier) Delete(name string) {
-	c.own()
 	for k := range c.md {
 		if strings.EqualFold(k, name) {
+			c.own()
 			delete(c.md, k)
 		}
 	}
 }
 
-func (c *mdCarrier) Keys() []string {
-	keys := make([]string, 0, len(c.md))
-	for k := range c.md {
-		keys = append(keys, k)
+// Context returns ctx carrying the metadata as the carrier's changes left
+// it.
+func (c *mdCarrier) Context(ctx context.Context) context.Context {
+	if c.copied {
+		return metadata.NewIncomingContext(ctx, c.md)
 	}
-	return keys
+	return ctx
 }
 
 // UnaryServerInterceptor keeps the propagated keys of each incoming call on

@@ -1,6 +1,7 @@
 package httpctx
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -79,7 +80,7 @@ func Middleware(lb *graylb.LoadBalancer, opts ...MiddlewareOption) func(http.Han
 			}
 			if m.user != nil {
 				user, req := m.user, r
-				how.User = func() string { return user(req) }
+				how.User = func(ctx context.Context) string { return user(req.WithContext(ctx)) }
 			}
 			if ctx := adm.Admit(r.Context(), headerCarrier(r.Header), how); ctx != r.Context() {
 				r = r.WithContext(ctx)
@@ -105,14 +106,6 @@ func (h headerCarrier) Delete(name string) {
 			delete(h, k)
 		}
 	}
-}
-
-func (h headerCarrier) Keys() []string {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	return keys
 }
 
 func containsFold(list []string, s string) bool {

@@ -107,9 +107,7 @@ func (o *options) keep(ctx context.Context, adm *admitter) context.Context {
 	if o.trusted != nil && !o.trusted(ctx) {
 		how.Untrusted = true
 	}
-	if o.user != nil {
-		how.User = func() string { return o.user(c.ctx) }
-	}
+	how.User = o.user
 	ctx = adm.Admit(ctx, c, how)
 	ctx = c.apply(ctx)
 	if how.Untrusted {
@@ -134,8 +132,6 @@ type headerCarrier struct {
 
 func (c *headerCarrier) Get(name string) string { return c.hdr.Get(name) }
 
-func (c *headerCarrier) Keys() []string { return c.hdr.Keys() }
-
 func (c *headerCarrier) Set(name, value string) {
 	c.Delete(name)
 	c.hdr.Set(name, value)
@@ -147,20 +143,46 @@ func (c *headerCarrier) Set(name, value string) {
 func (c *headerCarrier) Delete(name string) {
 	drop := func(k string) bool { return strings.EqualFold(k, name) }
 	removeFromHeader(c.hdr, drop)
-	if c.ownGRPC || c.loadGRPC() {
-		for k := range c.grpc {
-			if drop(k) {
-				delete(c.grpc, k)
+	if md, ok := grpcmd.FromIncomingContext(c.ctx); (ok && carries(md, drop)) || (c.ownGRPC && carries(c.grpc, drop)) {
+		if c.ownGRPC || c.loadGRPC() {
+			for k := range c.grpc {
+				if drop(k) {
+					delete(c.grpc, k)
+				}
 			}
 		}
 	}
-	if c.ownKrat || c.loadKratos() {
-		for k := range c.kratos {
-			if drop(k) {
-				delete(c.kratos, k)
+	if md, ok := kmetadata.FromServerContext(c.ctx); (ok && carries(md, drop)) || (c.ownKrat && carries(c.kratos, drop)) {
+		if c.ownKrat || c.loadKratos() {
+			for k := range c.kratos {
+				if drop(k) {
+					delete(c.kratos, k)
+				}
 			}
 		}
 	}
+}
+
+// carries reports whether m has a key drop names.
+func carries[V any](m map[string]V, drop func(string) bool) bool {
+	for k := range m {
+		if drop(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// Context returns ctx carrying the changed copies (as apply, without
+// keeping ctx).
+func (c *headerCarrier) Context(ctx context.Context) context.Context {
+	if c.ownGRPC {
+		ctx = grpcmd.NewIncomingContext(ctx, c.grpc)
+	}
+	if c.ownKrat {
+		ctx = kmetadata.NewServerContext(ctx, c.kratos)
+	}
+	return ctx
 }
 
 // loadGRPC copies the request's incoming gRPC metadata, false when it has
@@ -185,16 +207,10 @@ func (c *headerCarrier) loadKratos() bool {
 	return true
 }
 
-// apply returns ctx carrying the changed copies.
+// apply returns ctx carrying the changed copies and keeps it.
 func (c *headerCarrier) apply(ctx context.Context) context.Context {
-	if c.ownGRPC {
-		ctx = grpcmd.NewIncomingContext(ctx, c.grpc)
-	}
-	if c.ownKrat {
-		ctx = kmetadata.NewServerContext(ctx, c.kratos)
-	}
-	c.ctx = ctx
-	return ctx
+	c.ctx = c.Context(ctx)
+	return c.ctx
 }
 
 // removeFromHeader deletes the keys drop names from hdr, in every letter

@@ -2,8 +2,7 @@
 // serving, kept on its context.Context whatever transport the request came
 // over: what a server side admitted (the routing keys the caller sent and
 // the trust boundary let through, and whether the caller is outside that
-// boundary) and the kind and lane decided for it the first time rules
-// decided. Package graylb reads it on every pick; package adapter writes
+// boundary) and the canary's draw for it, made once. Package graylb reads it on every pick; package adapter writes
 // it (server sides) and reads it (client sides), so a request received
 // over one transport keeps its kind on calls made over any other.
 //
@@ -24,23 +23,21 @@ type Pair struct {
 	Name, Value string
 }
 
-// Decided is a kind and lane decided by rules for the request (a canary
-// draw, a match rule).
-type Decided struct {
-	Gray bool
-	Lane string
-}
-
 // State is the routing state of one request being served. It is made by
 // New when a server side admits the request and is never modified after,
-// except for the decision recorded once by Decide. A nil *State is valid:
-// it has no pairs, trusts its caller and has decided nothing.
+// except for the canary's draw recorded once by Draw. A nil *State is
+// valid: it has no pairs, trusts its caller and has drawn nothing.
 type State struct {
 	pairs     []Pair
 	values    []string // values[i] is pairs[i].Value: one-element slices without allocating
 	untrusted bool
-	decided   atomic.Pointer[Decided]
+	drawn     atomic.Uint32 // 0: not drawn; drawnProd, drawnGray
 }
+
+const (
+	drawnProd = 1
+	drawnGray = 2
+)
 
 // New returns the state of a request whose admitted keys are pairs (names
 // in lower case, values not empty, each name once) and whose caller is
@@ -56,16 +53,14 @@ func New(pairs []Pair, untrusted bool) *State {
 	return s
 }
 
-// Untrusted returns a state with s's pairs whose caller is untrusted (s
-// itself when it is already).
+// Untrusted returns the state of a request whose caller is untrusted: no
+// admitted key (what the caller sent routes nothing), nothing drawn; s
+// itself when it is such a state already.
 func (s *State) Untrusted() *State {
-	if s != nil && s.untrusted {
+	if s != nil && s.untrusted && len(s.pairs) == 0 {
 		return s
 	}
-	if s == nil {
-		return New(nil, true)
-	}
-	return &State{pairs: s.pairs, values: s.values, untrusted: true}
+	return New(nil, true)
 }
 
 // IsUntrusted reports whether the request's caller is outside the trust
@@ -98,30 +93,37 @@ func (s *State) Get(name string) string {
 	return ""
 }
 
-// Decision returns the kind and lane rules decided for the request the
-// first time they did, false when they have not yet.
-func (s *State) Decision() (Decided, bool) {
+// Drawn returns the canary's draw for the request (gray or not) and
+// whether it was drawn yet.
+func (s *State) Drawn() (gray, ok bool) {
 	if s == nil {
-		return Decided{}, false
+		return false, false
 	}
-	if d := s.decided.Load(); d != nil {
-		return *d, true
+	switch s.drawn.Load() {
+	case drawnGray:
+		return true, true
+	case drawnProd:
+		return false, true
 	}
-	return Decided{}, false
+	return false, false
 }
 
-// Decide records d as the request's decision unless one is recorded
-// already, and returns the one in force: every call the request makes
-// then has the kind and lane of its first. A nil State records nothing
-// and returns d.
-func (s *State) Decide(d Decided) Decided {
+// Draw records gray as the request's canary draw unless one is recorded
+// already, and returns the one in force: every call the request makes,
+// through any LoadBalancer, then has the kind of its first draw. A nil
+// State records nothing and returns gray.
+func (s *State) Draw(gray bool) bool {
 	if s == nil {
-		return d
+		return gray
 	}
-	if s.decided.CompareAndSwap(nil, &d) {
-		return d
+	v := uint32(drawnProd)
+	if gray {
+		v = drawnGray
 	}
-	return *s.decided.Load()
+	if s.drawn.CompareAndSwap(0, v) {
+		return gray
+	}
+	return s.drawn.Load() == drawnGray
 }
 
 type key struct{}

@@ -21,45 +21,47 @@ func TestGetIsCaseInsensitive(t *testing.T) {
 	if none.Get("gray") != "" || none.IsUntrusted() || none.Pairs() != nil {
 		t.Error("a nil State has no pairs and trusts its caller")
 	}
-	if d, ok := none.Decision(); ok || d != (Decided{}) {
-		t.Error("a nil State has decided nothing")
+	if g, ok := none.Drawn(); ok || g {
+		t.Error("a nil State has drawn nothing")
 	}
 }
 
-func TestUntrustedKeepsPairs(t *testing.T) {
+// An untrusted caller's state keeps nothing a trusting server side
+// admitted before (a program marking the caller untrusted afterwards).
+func TestUntrustedDropsPairs(t *testing.T) {
 	s := New([]Pair{{"uid", "alice"}}, false)
 	u := s.Untrusted()
-	if !u.IsUntrusted() || s.IsUntrusted() || u.Get("uid") != "alice" {
+	if !u.IsUntrusted() || s.IsUntrusted() || u.Get("uid") != "" || len(u.Pairs()) != 0 {
 		t.Errorf("Untrusted: %v %v %q", u.IsUntrusted(), s.IsUntrusted(), u.Get("uid"))
 	}
 	if u.Untrusted() != u {
-		t.Error("an untrusted State is its own Untrusted")
+		t.Error("an untrusted State without pairs is its own Untrusted")
 	}
 	if !(*State)(nil).Untrusted().IsUntrusted() {
 		t.Error("nil.Untrusted is untrusted")
 	}
 }
 
-// The first decision recorded wins, whatever races with it.
-func TestDecideFirstWins(t *testing.T) {
+// The first draw recorded wins, whatever races with it.
+func TestDrawFirstWins(t *testing.T) {
 	s := New(nil, false)
 	var wg sync.WaitGroup
-	got := make([]Decided, 64)
+	got := make([]bool, 64)
 	for i := range got {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i] = s.Decide(Decided{Gray: i%2 == 0, Lane: strings.Repeat("v", i%3)})
+			got[i] = s.Draw(i%2 == 0)
 		}()
 	}
 	wg.Wait()
-	d, ok := s.Decision()
+	d, ok := s.Drawn()
 	if !ok {
-		t.Fatal("no decision recorded")
+		t.Fatal("no draw recorded")
 	}
 	for i, g := range got {
 		if g != d {
-			t.Fatalf("call %d got %+v, the decision in force is %+v", i, g, d)
+			t.Fatalf("call %d got %v, the draw in force is %v", i, g, d)
 		}
 	}
 }
