@@ -66,3 +66,13 @@ func TestLineSlice(t *testing.T) {
 		}
 	}
 }
+
+// A rotor's mixer, read on every turn, shares its cache line with nothing
+// that is written on a turn.
+func TestRotorMixHasALineOfItsOwn(t *testing.T) {
+	var r rotor
+	mix, clash := unsafe.Offsetof(r.mix), unsafe.Offsetof(r.clash)
+	assert.GreaterOrEqual(t, clash-mix, uintptr(cacheLine), "mix at %d, clash at %d", mix, clash)
+	last := unsafe.Offsetof(r.shards) + unsafe.Sizeof(r.shards)
+	assert.GreaterOrEqual(t, mix, last, "mix after the counters")
+}

@@ -123,9 +123,12 @@ type rotor struct {
 	// mix is 0 (the stack address folded, see shardOfCaller) until the
 	// first rehash, then an odd multiplier; read on every turn, written
 	// once per rehash: a line of its own.
-	mix   atomic.Uint64
+	mix atomic.Uint64
+	_   [cacheLine - 8]byte
+	// clash counts lost swaps, written on each: a line of its own, apart
+	// from mix.
 	clash atomic.Uint32
-	_     [cacheLine - 12]byte
+	_     [cacheLine - 4]byte
 }
 
 // clashesToRehash is how many lost compare-and-swaps on a rotor's counters
