@@ -69,6 +69,11 @@ type resolverBuilder struct {
 	// guard: before the first list, check that the service config in
 	// effect selects graylb's balancer, and refuse the ClientConn if not.
 	guard bool
+	// refused is the refusal of the ClientConn the builder's options made,
+	// once given: a ClientConn that leaves idle mode builds its resolver
+	// again, under the service config the refusal handed it (graylb's),
+	// and must stay refused.
+	refused atomic.Pointer[error]
 }
 
 // ErrOtherBalancer is wrapped by the error of every RPC of a ClientConn
@@ -112,11 +117,18 @@ func guardBalancer(cc resolver.ClientConn, opts resolver.BuildOptions, service s
 		"after gozero.ClientOptions) replaced graylb's, and another balancer would send prod calls to gray instances; "+
 		`select graylb in it ("loadBalancingConfig":[{"graylb":{}}] beside its methodConfig, as grpcctx.ServiceConfig `+
 		"does), or give it before them (graylb's then replaces it whole)", ErrOtherBalancer, service)
+	refuse(cc, opts, err)
+	return err
+}
+
+// refuse hands cc graylb's service config with the refusal err, so that
+// graylb's balancer fails every RPC with it (unless cc ignores resolvers'
+// service configs: then the resolver's build fails with it).
+func refuse(cc resolver.ClientConn, opts resolver.BuildOptions, err error) {
 	if !opts.DisableServiceConfig {
 		_ = cc.UpdateState(resolver.State{ServiceConfig: cc.ParseServiceConfig(ServiceConfig),
 			Attributes: attributes.New(refusedKey{}, &refusal{err: err})})
 	}
-	return err
 }
 
 func (b *resolverBuilder) Scheme() string { return Scheme }
@@ -134,7 +146,14 @@ func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, 
 	}
 	r := &graylbResolver{cc: cc, lb: b.lb, ab: b.ab, service: service}
 	if b.guard {
-		if err := guardBalancer(cc, opts, service); err != nil {
+		err := error(nil)
+		if p := b.refused.Load(); p != nil {
+			err = *p
+			refuse(cc, opts, err)
+		} else if err = guardBalancer(cc, opts, service); err != nil {
+			b.refused.CompareAndSwap(nil, &err)
+		}
+		if err != nil {
 			if opts.DisableServiceConfig {
 				// No way to hand RPCs the refusal: fail the build (a
 				// dial that blocks returns it).

@@ -169,3 +169,26 @@ func TestDialOptions_EarlierDefaultServiceConfigIsReplaced(t *testing.T) {
 	assert.Zero(t, wrong.Load())
 	assert.Zero(t, gray.hits.Load())
 }
+
+// A refused ClientConn stays refused through idleness: when it leaves idle
+// mode (its resolver built again) its calls still fail with the refusal,
+// and never reach an instance, rather than run under graylb's service
+// config with the program's own dropped.
+func TestDialOptions_RefusalOutlivesIdleness(t *testing.T) {
+	reg := graylb.NewRegistry()
+	prod, gray := &testServer{name: "prod"}, &testServer{name: "gray"}
+	serve(t, reg, "svc", prod, nil)
+	serve(t, reg, "svc", gray, map[string]string{"gray": "true"})
+	lb, err := graylb.New(reg)
+	require.NoError(t, err)
+	t.Cleanup(func() { lb.Close() })
+	rr := `{"loadBalancingConfig":[{"round_robin":{}}],` + retryMethodConfig + `}`
+	c := dialAfter(t, lb, "svc", grpc.WithDefaultServiceConfig(rr), grpc.WithIdleTimeout(100*time.Millisecond))
+	for round := 0; round < 3; round++ {
+		_, err := call(t, c, "false")
+		require.Error(t, err, "round %d", round)
+		assert.Contains(t, status.Convert(err).Message(), "grpcctx:", "round %d: %v", round, err)
+		time.Sleep(300 * time.Millisecond) // past the idle timeout: the next call builds the resolver again
+	}
+	assert.Zero(t, gray.hits.Load()+prod.hits.Load(), "calls that reached an instance")
+}
