@@ -36,14 +36,15 @@ func ClientOptions(lb *graylb.LoadBalancer) []zrpc.ClientOption {
 	return opts
 }
 
-// NewClient is zrpc.NewClient with ClientOptions(lb) and then opts. A
+// NewClient is zrpc.NewClient with ClientOptions(lb) and opts. A
 // service config among opts (zrpc.WithDialOption of
 // grpc.WithDefaultServiceConfig: a retry policy) comes after graylb's and
 // replaces it, as the last one counts: it must select graylb's balancer
 // ("loadBalancingConfig":[{"graylb":{}}] beside its methodConfig), or
 // every call fails with an error wrapping grpcctx.ErrOtherBalancer. The
-// interceptors among opts run inside graylb's, so they see the routing
-// keys graylb writes. NewClient refuses (ErrNotGraylbTarget) a
+// interceptors among opts run outside graylb's, as zrpc's own do: graylb's
+// run last, right before the call is sent, and write the routing keys
+// whatever metadata the caller's left. NewClient refuses (ErrNotGraylbTarget) a
 // configuration that would not resolve through graylb: c.Endpoints or
 // c.Etcd.Hosts set, or a c.Target that is not graylb:///<service>.
 func NewClient(lb *graylb.LoadBalancer, c zrpc.RpcClientConf, opts ...zrpc.ClientOption) (zrpc.Client, error) {
@@ -58,7 +59,11 @@ func NewClient(lb *graylb.LoadBalancer, c zrpc.RpcClientConf, opts ...zrpc.Clien
 	case !strings.HasPrefix(c.Target, grpcctx.Scheme+":///"):
 		return nil, fmt.Errorf("%w: Target is %q", ErrNotGraylbTarget, c.Target)
 	}
-	all := make([]zrpc.ClientOption, 0, len(opts)+4)
-	all = append(append(all, ClientOptions(lb)...), opts...)
+	// graylb's service config, then the caller's options (a service config
+	// of theirs replaces graylb's), then graylb's resolver and interceptors
+	// (inside the caller's, which then cannot drop the keys they write).
+	graylbs := ClientOptions(lb)
+	all := make([]zrpc.ClientOption, 0, len(opts)+len(graylbs))
+	all = append(append(append(all, graylbs[0]), opts...), graylbs[1:]...)
 	return zrpc.NewClient(c, all...)
 }

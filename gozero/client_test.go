@@ -214,3 +214,29 @@ func TestNewClientKeepsTheCallersRetryPolicy(t *testing.T) {
 	assert.Equal(t, "user-prod,ok", r.GetServerId())
 	assert.EqualValues(t, 3, attempts.Load())
 }
+
+// The caller's interceptors given to NewClient run outside graylb's, as
+// zrpc's own do: one that replaces the call's outgoing metadata does not
+// drop the keys graylb writes for the next hop (the kind a rule decided).
+func TestNewClientCallersInterceptorsRunOutsideGraylbs(t *testing.T) {
+	reg := graylb.NewRegistry()
+	for _, gray := range []bool{false, true} {
+		zrpcServer(t, reg, "svc", gray, &named{name: kindName(gray), next: func(ctx context.Context) (string, error) {
+			md, _ := metadata.FromIncomingContext(ctx)
+			return strings.Join(md.Get("gray"), "|") + ";" + strings.Join(md.Get("x-own"), "|"), nil
+		}}, nil)
+	}
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}}))
+	require.NoError(t, err)
+	defer lb.Close()
+	replace := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(metadata.NewOutgoingContext(ctx, metadata.Pairs("x-own", "1")), method, req, reply, cc, opts...)
+	}
+	c, err := gozero.NewClient(lb, clientConf(t, gozero.Target("svc")), zrpc.WithUnaryClientInterceptor(replace))
+	require.NoError(t, err)
+	defer c.Conn().Close()
+	ctx := graylb.WithValue(context.Background(), "uid", "alice") // a gray user: graylb writes gray: true
+	r, err := testgrpc.NewTestServiceClient(c.Conn()).UnaryCall(ctx, &testgrpc.SimpleRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, "gray,true;1", r.GetServerId())
+}

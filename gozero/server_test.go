@@ -60,6 +60,42 @@ func TestMiddlewareCarriesKeptHeadersToGRPC(t *testing.T) {
 	}
 }
 
+// The rest middleware also puts the routing headers it admitted on the
+// context as outgoing gRPC metadata, so that a zrpc client made without
+// graylb's options (etcd discovery) carries them to the next hop too; none
+// of an untrusted caller's, and no other header.
+func TestMiddlewarePutsAdmittedHeadersOnOutgoingMetadata(t *testing.T) {
+	lb, err := graylb.New(graylb.NewRegistry())
+	require.NoError(t, err)
+	defer lb.Close()
+	var got metadata.MD
+	h := func(w http.ResponseWriter, r *http.Request) { got, _ = metadata.FromOutgoingContext(r.Context()) }
+	trusted := httpctx.WithTrusted(func(r *http.Request) bool { return r.Header.Get("X-Internal-Token") == "s3cret" })
+	serve := gozero.Middleware(lb, trusted, httpctx.WithPropagated("X-Lane", "X!Odd", "Grpc-Timeout"))(h)
+
+	for _, tc := range []struct {
+		name string
+		hdr  http.Header
+		want metadata.MD
+	}{
+		{"trusted", http.Header{"X-Internal-Token": {"s3cret"}, "Gray": {"true"}, "Uid": {"alice"}, "Version": {"v2"}, "Other": {"x"}},
+			metadata.MD{"gray": {"true"}, "uid": {"alice"}, "version": {"v2"}}},
+		{"propagated", http.Header{"X-Internal-Token": {"s3cret"}, "X-Lane": {"blue"}}, metadata.MD{"x-lane": {"blue"}}},
+		{"not carried by gRPC", http.Header{"X-Internal-Token": {"s3cret"}, "Gray": {"true"}, "Uid": {"é"}, "Version": {"v1\tv2"}, "X!odd": {"1"}, "Grpc-Timeout": {"1S"}},
+			metadata.MD{"gray": {"true"}}},
+		{"trusted, no routing header", http.Header{"X-Internal-Token": {"s3cret"}, "Other": {"x"}}, nil},
+		{"untrusted", http.Header{"Gray": {"true"}, "GRAY": {"true"}, "uid": {"alice"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got = nil
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.Header = tc.hdr
+			serve(httptest.NewRecorder(), r)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
 // streamer answers StreamingOutputCall with one message: its name and the
 // answer of the next service, called with the stream's context.
 type streamer struct {

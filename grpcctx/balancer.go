@@ -54,9 +54,11 @@ func init() { balancer.Register(builder{}) }
 // provide graylb's service config instead, so that no part of the
 // program's is silently dropped.
 func DialOptions(lb *graylb.LoadBalancer) []grpc.DialOption {
+	// The service config first: gozero.NewClient puts it before the
+	// program's options and the rest after them.
 	return []grpc.DialOption{
-		grpc.WithResolvers(&resolverBuilder{lb: lb, ab: adapter.For(lb), guard: true}),
 		grpc.WithDefaultServiceConfig(ServiceConfig),
+		grpc.WithResolvers(&resolverBuilder{lb: lb, ab: adapter.For(lb), guard: true}),
 		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(lb)),
 		grpc.WithChainStreamInterceptor(StreamClientInterceptor(lb)),
 	}

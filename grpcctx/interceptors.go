@@ -180,7 +180,7 @@ func outgoing(ctx context.Context, lb *adapter.Balancer, d *decisions) context.C
 	for i := 0; i < kept.Len(); i++ {
 		// A key admitted over another transport (an HTTP header) that gRPC
 		// metadata cannot carry is not sent: the call would fail for it.
-		if k, v := kept.At(i); metadataKey(k) && metadataValue(v) && len(metadata.ValueFromOutgoingContext(ctx, k)) == 0 {
+		if k, v := kept.At(i); CanCarry(k, v) && len(metadata.ValueFromOutgoingContext(ctx, k)) == 0 {
 			kv = append(kv, k, v)
 		}
 	}
@@ -230,9 +230,15 @@ func StreamClientInterceptor(lb *graylb.LoadBalancer) grpc.StreamClientIntercept
 	}
 }
 
+// CanCarry reports whether gRPC metadata carries key (in lower case) with
+// value as they are: a key grpc-go sends ([0-9a-z-_.], not reserved
+// grpc-, not binary -bin) and a value of printable ASCII. A routing key an
+// HTTP server side admitted (HTTP allows more) is written on a gRPC call
+// only when it can be carried: the call would fail for it.
+func CanCarry(key, value string) bool { return metadataKey(key) && metadataValue(value) }
+
 // metadataKey reports whether k (lower case) is a metadata key grpc-go
-// sends: [0-9a-z-_.], not reserved (grpc-), not binary (-bin: values
-// base64).
+// sends.
 func metadataKey(k string) bool {
 	if k == "" || strings.HasPrefix(k, "grpc-") || strings.HasSuffix(k, "-bin") {
 		return false
