@@ -30,7 +30,6 @@ import (
 	"context"
 	"net/http"
 	"net/textproto"
-	"strings"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -64,22 +63,42 @@ func (handler) Value(ctx context.Context, name string) string {
 	return adapter.KeptFrom(ctx).Get(name)
 }
 
-// get is Header.Get without allocating for the usual names, that also
-// finds a name a program stored in another letter case (h["gray"]), which
-// net/http sends as it is and the next hop reads in canonical form.
+// get is Header.Get without allocating for the usual names.
 func get(h http.Header, name string) string {
-	if v, ok := h[canonical(name)]; ok {
-		if len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	for k, v := range h {
-		if len(k) == len(name) && len(v) > 0 && strings.EqualFold(k, name) {
-			return v[0]
-		}
+	if v := h[canonical(name)]; len(v) > 0 {
+		return v[0]
 	}
 	return ""
+}
+
+// canonicalKeys reports whether every key of h is in canonical form, as
+// net/http stores the headers it reads and Header.Set writes; a program
+// can store others (h["gray"]), which net/http sends as they are and the
+// next hop reads in canonical form.
+func canonicalKeys(h http.Header) bool {
+	for k := range h {
+		upper := true
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			if upper && 'a' <= c && c <= 'z' || !upper && 'A' <= c && c <= 'Z' {
+				return false
+			}
+			upper = c == '-'
+		}
+	}
+	return true
+}
+
+// canonicalized returns h with every key in canonical form (the values of
+// two spellings of one name joined, as the next hop reads them): what the
+// Transport routes by when a program stored a key in another form.
+func canonicalized(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, v := range h {
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		out[ck] = append(out[ck], v...)
+	}
+	return out
 }
 
 // canonical avoids textproto's allocation for the default names.

@@ -141,7 +141,7 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 			return nil, cerr
 		}
 		call = next.Call(i)
-		out := t.outgoing(req, host, t.addrs.of(call.Instance), next, untrusted)
+		out := t.outgoing(req, host, t.addrs.of(call.Instance), next, untrusted, !canonicalKeys(req.Header))
 		if req.GetBody != nil {
 			body, gerr := req.GetBody()
 			if gerr != nil {

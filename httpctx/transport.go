@@ -148,10 +148,11 @@ func (t *Transport) canonical(name string) string {
 	return canonical(name)
 }
 
-// has reports whether h holds k (a canonical name) in any letter case.
-func has(h http.Header, k string) bool {
-	if _, ok := h[k]; ok {
-		return true
+// has reports whether h holds k (a canonical name), in any letter case
+// when folded (h has keys not in canonical form).
+func has(h http.Header, k string, folded bool) bool {
+	if _, ok := h[k]; ok || !folded {
+		return ok
 	}
 	for name := range h {
 		if len(name) == len(k) && strings.EqualFold(name, k) {
@@ -247,8 +248,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// written whatever decided it.
 	untrusted := graylb.UntrustedCaller(req.Context())
 	routed := req.Header
+	folded := !canonicalKeys(routed) // a key stored in another form (h["gray"]) routes as it travels
+	if folded {
+		routed = canonicalized(routed)
+	}
 	if untrusted {
-		routed, _ = withoutKeys(req.Header, t.lb.MatchKeys())
+		routed, _ = withoutKeys(routed, t.lb.MatchKeys())
 	}
 	// The Transport reads the request's own headers (and those Middleware
 	// kept) itself, whether or not lb has a ContextHandler: as the call's
@@ -275,7 +280,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	call := route.Start()
-	resp, err := rt.RoundTrip(t.outgoing(req, host, t.addrs.of(call.Instance), route, untrusted))
+	resp, err := rt.RoundTrip(t.outgoing(req, host, t.addrs.of(call.Instance), route, untrusted, folded))
 	if err != nil {
 		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, untrusted, call, err)
 	}
@@ -291,7 +296,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // request it sends) with its own URL holding the instance's address, the
 // Host it gets and the propagated headers, both in one allocation. The
 // header is req's own until something is written to it, then a clone.
-func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter.Route, untrusted bool) *http.Request {
+//
+// folded: req's header has keys not in canonical form, which the copy's
+// written keys must not stand beside.
+func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter.Route, untrusted, folded bool) *http.Request {
 	c := &requestCopy{r: *req, u: *req.URL}
 	out := &c.r
 	out.URL = &c.u
@@ -309,7 +317,7 @@ func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter
 	case t.instanceHost && out.Host == host:
 		out.Host = addr
 	}
-	t.propagate(req, out, route, untrusted, owned)
+	t.propagate(req, out, route, untrusted, owned, folded)
 	return out
 }
 
@@ -326,7 +334,7 @@ type requestCopy struct {
 //
 // owned: out.Header is a clone already; else it is cloned before the first
 // write.
-func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untrusted, owned bool) {
+func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untrusted, owned, folded bool) {
 	kept := adapter.KeptFrom(orig.Context())
 	var spare []string // room for the values written, in the clone's one array
 	own := func() {
@@ -344,16 +352,18 @@ func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untr
 		one[0] = v
 		spare = spare[1:]
 		ck := canonical(key)
-		for k := range out.Header {
-			if k != ck && len(k) == len(ck) && strings.EqualFold(k, ck) {
-				delete(out.Header, k) // one spelling on the wire: the value written
+		if folded {
+			for k := range out.Header {
+				if k != ck && len(k) == len(ck) && strings.EqualFold(k, ck) {
+					delete(out.Header, k) // one spelling on the wire: the value written
+				}
 			}
 		}
 		out.Header[ck] = one
 	}
 	for i := 0; i < kept.Len(); i++ {
 		name, _ := kept.At(i)
-		if k := t.canonical(name); !has(out.Header, k) {
+		if k := t.canonical(name); !has(out.Header, k, folded) {
 			own()
 			out.Header[k] = kept.Values(i)
 		}
