@@ -72,7 +72,8 @@ type Request struct {
 	read context.Context
 	// state is the routing state a server side admitted for the request
 	// being served (routestate.From(read)): its keys are asked after the
-	// call's and the ContextHandlers', before WithValue's.
+	// call's and the ContextHandlers', before WithValue's; it holds the
+	// canary's draw for the request.
 	state *routestate.State
 	lane  string // set by a match rule (see Lane)
 }
@@ -124,13 +125,14 @@ func (r *Request) handlerValue(name string) string {
 }
 
 // admitted returns the value under name that a server side admitted for
-// the request being served ("" when none). A filter that replaced Context
-// reads the new one's state.
+// the request being served ("" when none): of the state on the context the
+// Request was made with (a filter's replacement Context is derived from
+// it, and admits nothing of its own).
 func (r *Request) admitted(name string) string {
-	if r.read == r.Context {
-		return r.state.Get(name)
+	if r.state == nil {
+		return "" // the usual case, inlined: nothing admitted
 	}
-	return routestate.From(r.Context).Get(name)
+	return r.state.Get(name)
 }
 
 // contextValue returns the request's value set by WithValue under name.

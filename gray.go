@@ -1,10 +1,6 @@
 package graylb
 
-import (
-	"math/rand/v2"
-
-	"github.com/graylb/graylb/internal/routestate"
-)
+import "math/rand/v2"
 
 // Default key names.
 const (
@@ -167,20 +163,15 @@ func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSou
 // drawn returns the canary's draw recorded for the request being served,
 // false when there is none.
 func (r *Request) drawn() (gray, ok bool) {
-	if r.read != r.Context {
-		return routestate.From(r.Context).Drawn()
+	if r.state == nil {
+		return false, false // the usual case, inlined: no state
 	}
 	return r.state.Drawn()
 }
 
 // draw records the canary's draw for the request being served (the first
 // one recorded wins) and returns the one in force.
-func (r *Request) draw(gray bool) bool {
-	if r.read != r.Context {
-		return routestate.From(r.Context).Draw(gray)
-	}
-	return r.state.Draw(gray)
-}
+func (r *Request) draw(gray bool) bool { return r.state.Draw(gray) }
 
 func kindOf(gray bool) Kind {
 	if gray {
