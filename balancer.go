@@ -241,16 +241,11 @@ func (lb *LoadBalancer) routeReq(ctx context.Context, service string) (routing, 
 // route runs the chain of t for the request in ctx, whose call's keys call
 // reads (nil: the ContextHandlers alone).
 func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree, call ContextHandler) (routing, error) {
-	n, d := t.leaf(ctx, call, lb.handlerFor(call))
-	if lb.observer != nil {
-		lb.observer(service, d.kind, d.outcome)
-	}
+	var d decision
+	n, _, err := t.walk(ctx, call, lb.handlerFor(call), lb.observer, &d, false)
 	// Returned as built, in registers: a local routing copied out stalls on
 	// the byte-wide stores that built it.
-	if n == nil {
-		return routing{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane}, t.noInstance(d.kind)
-	}
-	return routing{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, nil
+	return routing{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, err
 }
 
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {

@@ -90,7 +90,7 @@ func (r *Request) init(ctx context.Context, service string, h ContextHandler, va
 		vals = noValues
 	}
 	r.Context, r.Service, r.handler, r.vals, r.read = ctx, service, h, vals, ctx
-	r.state = routestate.From(ctx)
+	r.state = stateIn(ctx)
 }
 
 // Value returns the request's named value: from the keys of the call (an

@@ -83,7 +83,8 @@ func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 			var kind Kind
 			var outcome Outcome
 			got, err := tr.pick(ctx, h, func(_ string, k Kind, o Outcome) { kind, outcome = k, o })
-			flatLeaf, flat := tr.leaf(ctx, nil, h)
+			var flat decision
+			flatLeaf := tr.leafOf(ctx, nil, h, &flat)
 			require.Equal(t, want, flat, "seed %d: the flat walk's decision (source included) is route's", seed)
 			require.Equal(t, leaf, flatLeaf, "seed %d", seed)
 			require.Equal(t, want.kind, kind, "seed %d", seed)

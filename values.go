@@ -16,18 +16,32 @@ import (
 type valuesCtx struct {
 	context.Context
 	name, value string
-	up          *valuesCtx // the next pair above, nil when none
+	up          *valuesCtx        // the next pair above, nil when none
+	state       *routestate.State // the parent's routing state, found once (stateIn)
 }
 
 // valuesKey is the key under which a valuesCtx answers Value with itself.
 type valuesKey struct{}
 
-// Value returns the newest valuesCtx for valuesKey, else asks the parent.
+// Value returns the newest valuesCtx for valuesKey and the parent's
+// routing state for routestate.Key, else asks the parent.
 func (c *valuesCtx) Value(key any) any {
-	if _, ok := key.(valuesKey); ok {
+	switch key.(type) {
+	case valuesKey:
 		return c
+	case routestate.Key:
+		return c.state
 	}
 	return c.Context.Value(key)
+}
+
+// stateIn returns the routing state on ctx (routestate.From), without
+// walking the context when ctx is a WithValue context (inlined).
+func stateIn(ctx context.Context) *routestate.State {
+	if c, ok := ctx.(*valuesCtx); ok {
+		return c.state
+	}
+	return routestate.From(ctx)
 }
 
 // String names the context and its parent, as the context package's own
@@ -58,7 +72,7 @@ func WithValue(ctx context.Context, name, value string) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return &valuesCtx{Context: ctx, name: lowerASCII(name), value: value, up: valuesIn(ctx)}
+	return &valuesCtx{Context: ctx, name: lowerASCII(name), value: value, up: valuesIn(ctx), state: stateIn(ctx)}
 }
 
 // ValueFrom returns the value set by WithValue under name, in any letter
@@ -81,6 +95,11 @@ func valuesIn(ctx context.Context) *valuesCtx {
 	if c, ok := ctx.(*valuesCtx); ok {
 		return c
 	}
+	return valuesAbove(ctx)
+}
+
+// valuesAbove is valuesIn for a context of another type.
+func valuesAbove(ctx context.Context) *valuesCtx {
 	c, _ := ctx.Value(valuesKey{}).(*valuesCtx)
 	return c
 }
@@ -107,4 +126,13 @@ func sameName(lower, name string) bool { return routestate.SameName(lower, name)
 // they usually are on the pick path.
 func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
+}
+
+// valuesAndState returns valuesIn(ctx) and stateIn(ctx) in one call: a
+// WithValue context answers both at once.
+func valuesAndState(ctx context.Context) (*valuesCtx, *routestate.State) {
+	if c, ok := ctx.(*valuesCtx); ok {
+		return c, c.state
+	}
+	return valuesAbove(ctx), routestate.From(ctx)
 }

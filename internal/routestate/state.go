@@ -126,11 +126,14 @@ func (s *State) Draw(gray bool) bool {
 	return s.drawn.Load() == drawnGray
 }
 
-type key struct{}
+// Key is the context key of a State. A context type that keeps the State
+// of its parent (package graylb's WithValue contexts) answers Value(Key{})
+// with it, without asking its parent.
+type Key struct{}
 
 // With returns ctx carrying s.
 func With(ctx context.Context, s *State) context.Context {
-	return context.WithValue(ctx, key{}, s)
+	return context.WithValue(ctx, Key{}, s)
 }
 
 // From returns the state on ctx, nil when there is none.
@@ -138,7 +141,11 @@ func From(ctx context.Context) *State {
 	if ctx == nil {
 		return nil
 	}
-	s, _ := ctx.Value(key{}).(*State)
+	return from(ctx)
+}
+
+func from(ctx context.Context) *State {
+	s, _ := ctx.Value(Key{}).(*State)
 	return s
 }
 
