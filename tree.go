@@ -404,7 +404,7 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 
 // pick is walk picking, for lb.Pick, with the flat form of a plain tree
 // written out (lb.Pick's hot path: a call to leafOf costs a tenth of a
-// pick): the same walk as leafOf's, which TestTree_FlatPickIsRoute holds
+// pick): the same walk as leafOf's, which TestTree_FlatPickAgreesWithRoute holds
 // equal to route's on random trees and requests. It returns the picked
 // candidate in its leaf's list, or the error of a request whose kind has
 // no instance.

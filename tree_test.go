@@ -3,6 +3,7 @@ package graylb
 import (
 	"context"
 	"fmt"
+	"github.com/graylb/graylb/internal/routestate"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -61,6 +62,23 @@ func TestTree_FlatPickAgreesWithRoute(t *testing.T) {
 			}
 			if rng.IntN(2) == 0 {
 				ctx = WithValue(ctx, versionKey, versions[rng.IntN(len(versions))])
+			}
+			if rng.IntN(3) == 0 { // admitted by a server side, maybe with the canary's draw
+				var pairs []routestate.Pair
+				if rng.IntN(2) == 0 {
+					pairs = append(pairs, routestate.Pair{Name: routestate.Lower(grayKey), Value: grayValues[rng.IntN(len(grayValues))]})
+				}
+				if rng.IntN(2) == 0 {
+					pairs = append(pairs, routestate.Pair{Name: routestate.Lower(versionKey), Value: versions[rng.IntN(len(versions))]})
+				}
+				st := routestate.New(pairs, false)
+				if rng.IntN(2) == 0 {
+					st.Draw(rng.IntN(2) == 0)
+				}
+				ctx = routestate.With(ctx, st)
+				if rng.IntN(2) == 0 {
+					ctx = WithValue(ctx, "x-other", "1") // the state read through a WithValue context
+				}
 			}
 			if rng.IntN(3) == 0 {
 				var cancel context.CancelFunc
