@@ -123,10 +123,13 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 			c.Set(a.userKey, u)
 		}
 	}
-	var pairs []routestate.Pair
+	var st *routestate.State // made on the first key kept: one allocation
 	keep := func(n string) {
 		if v := c.Get(n); v != "" {
-			pairs = append(pairs, routestate.Pair{Name: n, Value: v})
+			if st == nil {
+				st = routestate.New(nil, untrusted)
+			}
+			st.Add(n, v)
 		}
 	}
 	for _, n := range a.names {
@@ -137,10 +140,13 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 			keep(n)
 		}
 	}
-	if pairs == nil && !untrusted && !a.b.rulesDraw() {
-		return ctx
+	if st == nil {
+		if !untrusted && !a.b.rulesDraw() {
+			return ctx
+		}
+		st = routestate.New(nil, untrusted)
 	}
-	return routestate.With(ctx, routestate.New(pairs, untrusted))
+	return routestate.With(ctx, st)
 }
 
 // noKeys is the Carrier of a call that carries no key.

@@ -32,7 +32,14 @@ type State struct {
 	values    []string // values[i] is pairs[i].Value: one-element slices without allocating
 	untrusted bool
 	drawn     atomic.Uint32 // 0: not drawn; drawnProd, drawnGray
+	// The first pairs and values live in the State itself: admitting a
+	// request's few routing keys is one allocation.
+	pairBuf [inlinePairs]Pair
+	valBuf  [inlinePairs]string
 }
+
+// inlinePairs is how many pairs a State holds without another allocation.
+const inlinePairs = 4
 
 const (
 	drawnProd = 1
@@ -41,16 +48,24 @@ const (
 
 // New returns the state of a request whose admitted keys are pairs (names
 // in lower case, values not empty, each name once) and whose caller is
-// untrusted or not. New owns pairs.
+// untrusted or not. New copies pairs.
 func New(pairs []Pair, untrusted bool) *State {
-	s := &State{pairs: pairs, untrusted: untrusted}
-	if len(pairs) > 0 {
-		s.values = make([]string, len(pairs))
-		for i, p := range pairs {
-			s.values[i] = p.Value
-		}
+	s := &State{untrusted: untrusted}
+	for _, p := range pairs {
+		s.Add(p.Name, p.Value)
 	}
 	return s
+}
+
+// Add adds a pair (a lower-case name not added before, a value not empty)
+// to a State that is not yet on any context: the server side that admits
+// the request adds its keys, then publishes the State with With.
+func (s *State) Add(name, value string) {
+	if s.pairs == nil {
+		s.pairs, s.values = s.pairBuf[:0], s.valBuf[:0]
+	}
+	s.pairs = append(s.pairs, Pair{Name: name, Value: value})
+	s.values = append(s.values, value)
 }
 
 // Untrusted returns the state of a request whose caller is untrusted: no
