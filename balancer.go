@@ -242,7 +242,7 @@ func (lb *LoadBalancer) routeReq(ctx context.Context, service string) (routing, 
 // reads (nil: the ContextHandlers alone).
 func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree, call ContextHandler) (routing, error) {
 	var d decision
-	n, _, err := t.walk(ctx, call, lb.handlerFor(call), lb.observer, &d, false)
+	n, err := t.walk(ctx, call, lb.handlerFor(call), lb.observer, &d)
 	// Returned as built, in registers: a local routing copied out stalls on
 	// the byte-wide stores that built it.
 	return routing{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, err

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"unsafe"
-
-	"github.com/graylb/graylb/internal/routestate"
 )
 
 // node is one node of the precomputed routing tree, one cache line (see
@@ -291,39 +289,26 @@ func (t *tree) route(r *Request) (*node, decision) {
 
 // walk routes the request in ctx (not nil): it sets *d to the decision,
 // tells observe (when not nil) what was decided, and returns the leaf
-// whose candidates the request may reach and, when pick is set, the
-// candidate the leaf's policy picks; the error of a request whose kind has
-// no instance (n nil, the decision's outcome Failed). call (nil: none)
+// whose candidates the request may reach, or the error of a request whose
+// kind has no instance (the decision's outcome Failed). call (nil: none)
 // reads the keys of an adapter's call, asked before h, the LoadBalancer's
-// ContextHandlers. It is the one walk of every pick and every adapter's
-// route: lb.Pick, the Transport, the gRPC picker, a framework's selector.
+// ContextHandlers. Every adapter's route walks it (the Transport, the gRPC
+// picker, a framework's selector), and lb.Pick over a tree that is not
+// plain; lb.Pick over a plain tree walks pick's copy of the flat walk.
 //
 // A plain tree (see tree.plain) is walked in its flat form: the request's
 // own gray value (else the canary's draw recorded for the request being
 // served) decides its kind, as decide does when no rule classifies
 // requests, and its version picks the leaf; no Request is built.
-func (t *tree) walk(ctx context.Context, call, h ContextHandler, observe Observer, d *decision, pick bool) (n *node, in *Instance, err error) {
-	if n = t.leafOf(ctx, call, h, d); n != nil && pick {
-		switch {
-		case n.ext == nil || n.ext.picker == nil:
-			// node.next written out (it does not fit the inlining budget):
-			// the single counter's turn, else the slow path.
-			turn := n.t.one.Load()
-			if turn >= turnsSharded || !n.t.one.CompareAndSwap(turn, turn+1) {
-				turn = n.t.contended(uint64(n.t.n))
-			}
-			in = &n.instances[n.m.of(uint32(turn), n.t.n)]
-		default:
-			in = &n.instances[n.ext.picker.Next()]
-		}
-	}
+func (t *tree) walk(ctx context.Context, call, h ContextHandler, observe Observer, d *decision) (*node, error) {
+	n := t.leafOf(ctx, call, h, d)
 	if observe != nil {
 		observe(t.service, d.kind, d.outcome)
 	}
 	if n == nil {
-		return nil, nil, t.noInstance(d.kind)
+		return nil, t.noInstance(d.kind)
 	}
-	return n, in, nil
+	return n, nil
 }
 
 // leafOf is walk's routing: the leaf, nil when the request's kind has
@@ -345,24 +330,21 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 	if v == "" && h != nil {
 		v = h.Value(ctx, t.grayKey)
 	}
-	var st *routestate.State
-	looked := v == ""
-	if looked {
-		if st = stateIn(ctx); st != nil {
-			v = st.Get(t.grayKey)
-		}
-		if v == "" {
-			if v = valuesIn(ctx).get(t.grayKey); v != "" {
-				d.source = FromContext
-			} else if gray, ok := st.Drawn(); ok {
-				// another LoadBalancer's canary drew for the request
-				d.source = FromRules
-				if gray {
-					v = "true"
-				}
-			} else {
-				d.source = FromDefault
+	vals, st := valuesAndState(ctx)
+	if v == "" && st != nil {
+		v = st.Get(t.grayKey)
+	}
+	if v == "" {
+		if v = vals.get(t.grayKey); v != "" {
+			d.source = FromContext
+		} else if gray, ok := st.Drawn(); ok {
+			// another LoadBalancer's canary drew for the request
+			d.source = FromRules
+			if gray {
+				v = "true"
 			}
+		} else {
+			d.source = FromDefault
 		}
 	}
 	i := grayIdxProd
@@ -382,16 +364,11 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 		if v == "" && h != nil {
 			v = h.Value(ctx, t.versionKey)
 		}
+		if v == "" && st != nil {
+			v = st.Get(t.versionKey)
+		}
 		if v == "" {
-			if !looked {
-				st = stateIn(ctx)
-			}
-			if st != nil {
-				v = st.Get(t.versionKey)
-			}
-			if v == "" {
-				v = valuesIn(ctx).get(t.versionKey)
-			}
+			v = vals.get(t.versionKey)
 		}
 		leaf = &fr.leaves[fr.choice.choose(v, t.versionSelf)]
 	}
@@ -411,8 +388,11 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*Instance, error) {
 	if !t.plain {
 		var d decision
-		_, in, err := t.walk(ctx, nil, h, observe, &d, true)
-		return in, err
+		n, err := t.walk(ctx, nil, h, observe, &d)
+		if err != nil {
+			return nil, err
+		}
+		return &n.instances[n.next()], nil
 	}
 	vals, st := valuesAndState(ctx)
 	kind, outcome := Prod, Selected // what decided is not asked for

@@ -74,10 +74,6 @@ func (b *Balancer) Admitter(extra ...string) *Admitter {
 	return a
 }
 
-// Names returns the names the Admitter keeps beside the match keys, in
-// lower case. The slice is shared: do not modify it.
-func (a *Admitter) Names() []string { return a.names }
-
 // Routing reports whether name is a routing key: one the Admitter keeps or
 // one the match rules in force name, in any letter case.
 func (a *Admitter) Routing(name string) bool {

@@ -156,10 +156,6 @@ func From(ctx context.Context) *State {
 	if ctx == nil {
 		return nil
 	}
-	return from(ctx)
-}
-
-func from(ctx context.Context) *State {
 	s, _ := ctx.Value(Key{}).(*State)
 	return s
 }
