@@ -3,32 +3,38 @@ package graylb
 import (
 	"log/slog"
 	"time"
+
+	"github.com/graylb/graylb/internal/engine"
 )
 
-// DefaultEmptyGrace is how long the Cache holds the last good list after
+const // DefaultEmptyGrace is how long the Cache holds the last good list after
 // the source reports an empty one, before it asks the source again.
-const DefaultEmptyGrace = 30 * time.Second
+DefaultEmptyGrace = engine.DefaultEmptyGrace
 
 // CacheOption configures a Cache.
-type CacheOption func(*Cache)
+type CacheOption = engine.CacheOption
 
 // WithEmptyProtection turns empty-update protection on or off (default on).
-func WithEmptyProtection(on bool) CacheOption { return func(c *Cache) { c.protect = on } }
+func WithEmptyProtection(on bool) CacheOption {
+	return engine.WithEmptyProtection(on)
+}
 
 // WithEmptyGrace sets the grace period of empty-update protection.
-func WithEmptyGrace(d time.Duration) CacheOption { return func(c *Cache) { c.grace = d } }
+func WithEmptyGrace(d time.Duration) CacheOption {
+	return engine.WithEmptyGrace(d)
+}
 
-// DefaultSettle is how long the Cache holds a sudden shrink (see Cache):
+const // DefaultSettle is how long the Cache holds a sudden shrink (see Cache):
 // long enough for Nacos clients to reconnect and register again after a
 // server restart or a cluster node's loss (5-7 s measured with r-nacos).
-const DefaultSettle = 10 * time.Second
+DefaultSettle = engine.DefaultSettle
 
 // WithShrinkProtection also holds an update that keeps less than keep
 // (0-1; default 0, off) of the last good list, for up to settle (default
 // DefaultSettle). Off by default: instances that deregister before they
 // shut down should stop getting traffic at once.
 func WithShrinkProtection(keep float64, settle time.Duration) CacheOption {
-	return func(c *Cache) { c.shrinkKeep, c.settle = keep, settle }
+	return engine.WithShrinkProtection(keep, settle)
 }
 
 // WithPartition sets the kind of each instance (instances with the same
@@ -43,7 +49,7 @@ func WithShrinkProtection(keep float64, settle time.Duration) CacheOption {
 // is called on list changes only and must classify as routing does at
 // that moment. nil turns it off.
 func WithPartition(key func(Instance) string) CacheOption {
-	return func(c *Cache) { c.partition = key }
+	return engine.WithPartition(key)
 }
 
 // WithSeedRetry sets how long a failed first query of a service is
@@ -51,13 +57,11 @@ func WithPartition(key func(Instance) string) CacheOption {
 // period return the same error without asking the source again; the first
 // call after it asks again, so the Cache recovers on its own. Zero or less
 // asks the source on every call.
-func WithSeedRetry(d time.Duration) CacheOption { return func(c *Cache) { c.seedRetry = d } }
+func WithSeedRetry(d time.Duration) CacheOption {
+	return engine.WithSeedRetry(d)
+}
 
 // WithCacheLogger sets the Cache's logger (default slog.Default()).
 func WithCacheLogger(l *slog.Logger) CacheOption {
-	return func(c *Cache) {
-		if l != nil {
-			c.logger = l
-		}
-	}
+	return engine.WithCacheLogger(l)
 }

@@ -1,5 +1,7 @@
 package graylb
 
+import "github.com/graylb/graylb/internal/engine"
+
 // ServerFilter is one of the user's filters: it narrows, after the gray
 // decision, the candidates a request may reach. Filters run in ascending
 // Order (equal orders in the order given); the gray decision always runs
@@ -10,27 +12,13 @@ package graylb
 // subsets the filter can yield; the Stage's Choose runs per request and only
 // names one of those subsets. The next filter in the chain is built over
 // each subset in turn. PartitionFilter writes the common case in one line.
-type ServerFilter interface {
-	Order() int
-	Build(in BuildInfo) Stage
-}
+type ServerFilter = engine.ServerFilter
 
 // BuildInfo is what a filter is built over.
-type BuildInfo struct {
-	Service   string
-	Instances []Instance // the candidates that reach this filter; read-only
-}
+type BuildInfo = engine.BuildInfo
 
 // Stage is a filter built over one candidate list.
-type Stage interface {
-	// Subsets returns the candidate lists the stage can choose from. It is
-	// called once, right after Build.
-	Subsets() [][]Instance
-	// Choose returns the index of the subset for the request. It runs on
-	// every pick: it must not block and should not allocate. An index out
-	// of range means no instance.
-	Choose(r Request) int
-}
+type Stage = engine.Stage
 
 // KeyReader is implemented by a ServerFilter that reads request keys
 // (Request.Value): the LoadBalancer lists them in Keys().Filters, so the
@@ -38,9 +26,7 @@ type Stage interface {
 // them from an untrusted caller's request, as it does the gray key. A
 // filter that reads a key it does not declare is not covered by the trust
 // boundary.
-type KeyReader interface {
-	RequestKeys() []string
-}
+type KeyReader = engine.KeyReader
 
 // PartitionFilter returns a ServerFilter that groups the candidates by
 // key(instance) once per list change and, per request, narrows them to the
@@ -51,49 +37,5 @@ type KeyReader interface {
 //
 //	graylb.PartitionFilter(200, "zone", func(in graylb.Instance) string { return in.Cluster })
 func PartitionFilter(order int, requestKey string, key func(Instance) string) ServerFilter {
-	return partitionFilter{order: order, requestKey: requestKey, key: key}
-}
-
-type partitionFilter struct {
-	order      int
-	requestKey string
-	key        func(Instance) string
-}
-
-func (f partitionFilter) Order() int { return f.order }
-
-// RequestKeys is the request key the filter reads.
-func (f partitionFilter) RequestKeys() []string { return []string{f.requestKey} }
-
-func (f partitionFilter) Build(in BuildInfo) Stage {
-	st := &partitionStage{requestKey: f.requestKey, subsets: [][]Instance{in.Instances}, index: map[string]int{}}
-	for _, inst := range in.Instances {
-		k := f.key(inst)
-		if k == "" {
-			continue
-		}
-		i, ok := st.index[k]
-		if !ok {
-			i = len(st.subsets)
-			st.index[k] = i
-			st.subsets = append(st.subsets, nil)
-		}
-		st.subsets[i] = append(st.subsets[i], inst)
-	}
-	return st
-}
-
-type partitionStage struct {
-	requestKey string
-	subsets    [][]Instance // 0: every candidate
-	index      map[string]int
-}
-
-func (s *partitionStage) Subsets() [][]Instance { return s.subsets }
-
-func (s *partitionStage) Choose(r Request) int {
-	if i, ok := s.index[r.Value(s.requestKey)]; ok {
-		return i
-	}
-	return 0
+	return engine.PartitionFilter(order, requestKey, key)
 }

@@ -1,35 +1,22 @@
 package graylb
 
-import "time"
+import "github.com/graylb/graylb/internal/engine"
 
 // Outcome is what a pick did, for an Observer.
-type Outcome uint8
+type Outcome = engine.Outcome
 
 const (
 	// Selected: the request reached an instance of its own kind.
-	Selected Outcome = iota
+	Selected = engine.Selected
 	// FellBack: a gray request was served from prod (no gray instance, or
 	// the rules are closed).
-	FellBack
+	FellBack = engine.FellBack
 	// Bypassed: gray routing is disabled by the rules; any instance.
-	Bypassed
+	Bypassed = engine.Bypassed
 	// Failed: nothing to pick; the pick failed with an error wrapping
 	// ErrNoInstance.
-	Failed
+	Failed = engine.Failed
 )
-
-func (o Outcome) String() string {
-	switch o {
-	case Selected:
-		return "selected"
-	case FellBack:
-		return "fell_back"
-	case Bypassed:
-		return "bypassed"
-	default:
-		return "failed"
-	}
-}
 
 // Observer is told of every pick's outcome, the way Envoy counts
 // lb_subsets_selected and lb_subsets_fallback. It runs on the pick path:
@@ -41,7 +28,7 @@ func (o Outcome) String() string {
 // route (names that never had an instance can come from untrusted input:
 // the service names an Observer sees stay as few as the services it
 // knows).
-type Observer func(service string, kind Kind, outcome Outcome)
+type Observer = engine.Observer
 
 // Observers returns an Observer that tells each non-nil Observer given of
 // every pick, in order: one LoadBalancer feeds PickCounters and a metrics
@@ -49,29 +36,7 @@ type Observer func(service string, kind Kind, outcome Outcome)
 // costs nothing) and the Observer itself when only one is. It allocates
 // nothing per pick.
 func Observers(a Observer, more ...Observer) Observer {
-	list := make([]Observer, 0, 1+len(more))
-	for _, o := range append([]Observer{a}, more...) {
-		if o != nil {
-			list = append(list, o)
-		}
-	}
-	switch len(list) {
-	case 0:
-		return nil
-	case 1:
-		return list[0]
-	case 2:
-		x, y := list[0], list[1]
-		return func(service string, kind Kind, outcome Outcome) {
-			x(service, kind, outcome)
-			y(service, kind, outcome)
-		}
-	}
-	return func(service string, kind Kind, outcome Outcome) {
-		for _, o := range list {
-			o(service, kind, outcome)
-		}
-	}
+	return engine.Observers(a, more...)
 }
 
 // CallObserver is told of every call an adapter made to an instance, once
@@ -91,4 +56,4 @@ func Observers(a Observer, more ...Observer) Observer {
 // It runs on the caller's goroutine after each call: keep it short and
 // non-blocking (the otelgraylb module's CallObserver records a histogram
 // without allocating). A nil CallObserver costs nothing.
-type CallObserver func(service string, inst Instance, kind Kind, ok bool, latency time.Duration)
+type CallObserver = engine.CallObserver

@@ -1,6 +1,6 @@
 package graylb
 
-import "math/rand/v2"
+import "github.com/graylb/graylb/internal/engine"
 
 // P2C returns the power-of-two-choices policy with peak-EWMA latency, the
 // algorithm of Finagle's and Linkerd's balancers: each pick draws two
@@ -26,49 +26,6 @@ import "math/rand/v2"
 //
 // A pick costs two random numbers, a clock reading and two estimates; it
 // is O(1), takes no lock and does not allocate.
-func P2C() Policy { return p2cPolicy{} }
-
-type p2cPolicy struct{}
-
-func (p2cPolicy) NewPicker(list []Instance) Picker {
-	stats := make([]*Stats, len(list))
-	for i := range stats {
-		stats[i] = &Stats{}
-	}
-	return p2cPolicy{}.NewStatsPicker(list, stats)
-}
-
-func (p2cPolicy) NewStatsPicker(list []Instance, stats []*Stats) Picker {
-	return &p2c{stats: stats}
-}
-
-// p2cBase is added to every estimate (in nanoseconds) so that calls in
-// flight weigh on instances not measured yet.
-const p2cBase = 1000
-
-type p2c struct {
-	stats []*Stats
-	_     [cacheLine - 24]byte // whole cache lines (see cacheLine)
-}
-
-func (p *p2c) Next() int {
-	n := len(p.stats)
-	if n <= 1 {
-		return 0
-	}
-	a := rand.IntN(n)
-	b := rand.IntN(n - 1)
-	if b >= a {
-		b++
-	}
-	now := monoNow()
-	if p.load(b, now) < p.load(a, now) {
-		return b
-	}
-	return a
-}
-
-func (p *p2c) load(i int, now int64) float64 {
-	s := p.stats[i]
-	return (s.cost(now) + p2cBase) * float64(s.inflight.Load()+1)
+func P2C() Policy {
+	return engine.P2C()
 }

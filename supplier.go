@@ -1,18 +1,9 @@
 package graylb
 
-import (
-	"context"
-)
+import "github.com/graylb/graylb/internal/engine"
 
 // Supplier gives the instance list of a service and tells of changes. The
 // in-memory Registry and the nacos package's supplier implement it.
 // Implementations must be safe for concurrent use; lists they hand over are
 // read-only from then on.
-type Supplier interface {
-	// Instances returns the current instances of service. An unknown
-	// service gives an error wrapping ErrUnknownService.
-	Instances(ctx context.Context, service string) ([]Instance, error)
-	// Watch calls fn with the full list each time it changes, until stop
-	// is called. Calls for one service do not overlap.
-	Watch(service string, fn func([]Instance)) (stop func(), err error)
-}
+type Supplier = engine.Supplier

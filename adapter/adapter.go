@@ -5,104 +5,31 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/internal/adapterhook"
+	"github.com/graylb/graylb/internal/engine"
 )
 
-// decision, candidates and router are the type literals package graylb
-// declares for its side of the surface: identical literals are one type,
-// so impl matches graylb's unexported implementation.
-type decision = struct {
-	Kind    graylb.Kind
-	Source  graylb.KindSource
-	Outcome graylb.Outcome
-	Lane    string
-}
-
-type candidates = interface {
-	Instances() []graylb.Instance
-	Picker() graylb.Picker
-	Next() int
-	Begin(i int) (*graylb.Stats, int64)
-}
-
-type router = interface {
-	Route(ctx context.Context, call graylb.ContextHandler) (decision, candidates, error)
-}
-
-// impl is what package graylb implements for a LoadBalancer.
-type impl interface {
-	MatchKeys() []string
-	RulesDraw() bool
-	Route(ctx context.Context, service string, call graylb.ContextHandler) (decision, candidates, error)
-	Reroute(ctx context.Context, service string, d decision, first candidates, tried func(graylb.Instance) bool, call graylb.ContextHandler) (decision, candidates, error)
-	NewRouter(service string, list []graylb.Instance, policy graylb.Policy) (router, error)
-	Decide(ctx context.Context, call graylb.ContextHandler) decision
-	PassWith(ctx context.Context, call graylb.ContextHandler) (graylb.Kind, bool, string)
-	Report(service string, inst graylb.Instance, ok bool, latency time.Duration)
-	Done(s *graylb.Stats, start int64, ok bool)
-	DoneObserved(service string, inst graylb.Instance, kind graylb.Kind, s *graylb.Stats, start int64, statsOK, callOK bool)
-	CallObserved() bool
-	Now() int64
-	Discard(s *graylb.Stats)
-	OnRulesChange(fn func()) (stop func())
-	OnEjectionChange(fn func(service string)) (stop func())
-	Policy() graylb.Policy
-	Cache() *graylb.Cache
-	VersionMetadataKey() string
-}
-
 // Balancer is a LoadBalancer as an adapter uses it, obtained with For. It
-// is safe for concurrent use and never changes.
-type Balancer struct {
-	lb   *graylb.LoadBalancer
-	impl impl
-	// The gray and version keys, fixed when the LoadBalancer was made.
-	grayKey, versionKey string
-	// The instance metadata key of the version, fixed likewise.
-	versionMetaKey string
-	// observed: the LoadBalancer has a graylb.CallObserver, so every call
-	// is timed and reported, with Stats or without.
-	observed bool
-}
+// is safe for concurrent use and never changes. It is a view of the
+// LoadBalancer, not a copy: a *Balancer is the *graylb.LoadBalancer it
+// was made from, converted, so For costs nothing.
+type Balancer engine.LoadBalancer
 
-// For returns the adapter surface of lb, nil when lb is nil. Each
-// LoadBalancer has one Balancer: For returns the same one every time and
-// allocates nothing after the first call, so code that is handed a
-// LoadBalancer per call may call For each time.
-func For(lb *graylb.LoadBalancer) *Balancer {
-	if lb == nil {
-		return nil
-	}
-	b, _ := adapterhook.Of(lb, newBalancer).(*Balancer)
-	if b == nil {
-		// Package graylb and this package are one module, built together:
-		// a mismatch is a build defect, caught by this package's tests.
-		panic("adapter: graylb's adapter surface does not match package adapter")
-	}
-	return b
-}
+// For returns the adapter surface of lb, nil when lb is nil. It allocates
+// nothing, so code that is handed a LoadBalancer per call may call For each
+// time.
+func For(lb *graylb.LoadBalancer) *Balancer { return (*Balancer)(lb) }
 
-// newBalancer makes the Balancer of a LoadBalancer and its surface (see
-// internal/adapterhook.Of); nil when the surface does not match impl.
-func newBalancer(v, surface any) any {
-	lb, _ := v.(*graylb.LoadBalancer)
-	i, _ := surface.(impl)
-	if lb == nil || i == nil {
-		return nil
-	}
-	k := lb.Keys()
-	return &Balancer{lb: lb, impl: i, grayKey: k.Gray, versionKey: k.Version, versionMetaKey: i.VersionMetadataKey(),
-		observed: i.CallObserved()}
-}
+// e is the engine b is a view of.
+func (b *Balancer) e() *engine.LoadBalancer { return (*engine.LoadBalancer)(b) }
 
 // CallObserved reports whether the LoadBalancer has a graylb.CallObserver
 // (graylb.WithCallObserver): an adapter that reports calls only when
 // something reads their results must then report every call, through
 // Route.Call and Call.Done.
-func (b *Balancer) CallObserved() bool { return b != nil && b.observed }
+func (b *Balancer) CallObserved() bool { return b != nil && b.e().CallObserved() }
 
 // LoadBalancer returns the LoadBalancer b is the surface of.
-func (b *Balancer) LoadBalancer() *graylb.LoadBalancer { return b.lb }
+func (b *Balancer) LoadBalancer() *graylb.LoadBalancer { return (*graylb.LoadBalancer)(b) }
 
 // Keys returns the names of the request values the LoadBalancer reads
 // (graylb.LoadBalancer.Keys): what an adapter reads, propagates, drops at
@@ -111,7 +38,7 @@ func (b *Balancer) Keys() graylb.Keys {
 	if b == nil {
 		return graylb.DefaultKeys()
 	}
-	return b.lb.Keys()
+	return b.e().Keys()
 }
 
 // VersionMetadataKey returns the instance metadata key under which the
@@ -125,7 +52,7 @@ func (b *Balancer) VersionMetadataKey() string {
 	if b == nil {
 		return graylb.DefaultVersionKey
 	}
-	return b.versionMetaKey
+	return b.e().VersionMetadataKey()
 }
 
 // MatchKeys returns the request keys named by the match rules in force, in
@@ -135,7 +62,7 @@ func (b *Balancer) MatchKeys() []string {
 	if b == nil {
 		return nil
 	}
-	return b.impl.MatchKeys()
+	return b.e().MatchKeys()
 }
 
 // Decide returns the decision for the request in ctx, whose call's keys
@@ -144,7 +71,7 @@ func (b *Balancer) MatchKeys() []string {
 // when the call carries no version. Outcome is left Selected: it is what a
 // pick did, and Decide picks nothing. Route decides the same way.
 func (b *Balancer) Decide(ctx context.Context, call graylb.ContextHandler) Decision {
-	return Decision(b.impl.Decide(ctx, call))
+	return Decision(b.e().Decide(ctx, call))
 }
 
 // Route runs the chain for the request in ctx to service: it decides the
@@ -157,7 +84,7 @@ func (b *Balancer) Decide(ctx context.Context, call graylb.ContextHandler) Decis
 // Errors wrap graylb.ErrNoInstance (the Route still carries the decision),
 // graylb.ErrInvalidService, graylb.ErrUnknownService or graylb.ErrClosed.
 func (b *Balancer) Route(ctx context.Context, service string, call graylb.ContextHandler) (Route, error) {
-	d, c, err := b.impl.Route(ctx, service, call)
+	d, c, err := b.e().Route(ctx, service, call)
 	return Route{Decision: Decision(d), Service: service, b: b, c: c}, err
 }
 
@@ -170,7 +97,7 @@ func (b *Balancer) Route(ctx context.Context, service string, call graylb.Contex
 // fails with a *graylb.NoInstanceError. The candidates may include tried
 // instances: pick with Route.NextUntried.
 func (b *Balancer) Reroute(ctx context.Context, first Route, tried func(graylb.Instance) bool, call graylb.ContextHandler) (Route, error) {
-	d, c, err := b.impl.Reroute(ctx, first.Service, decision(first.Decision), first.c, tried, call)
+	d, c, err := b.e().Reroute(ctx, first.Service, engine.Decision(first.Decision), first.c, tried, call)
 	return Route{Decision: Decision(d), Service: first.Service, b: b, c: c}, err
 }
 
@@ -180,7 +107,7 @@ func (b *Balancer) Reroute(ctx context.Context, first Route, tried func(graylb.I
 // their instances (gRPC's balancer, a framework's selector) rather than
 // reading them from the LoadBalancer's Cache.
 func (b *Balancer) NewRouter(service string, list []graylb.Instance, policy graylb.Policy) (*Router, error) {
-	r, err := b.impl.NewRouter(service, list, policy)
+	r, err := b.e().NewRouter(service, list, policy)
 	if err != nil {
 		return nil, err
 	}
@@ -193,27 +120,27 @@ func (b *Balancer) NewRouter(service string, list []graylb.Instance, policy gray
 // (0 when unknown). It does nothing when the LoadBalancer keeps no Stats or
 // does not know the instance.
 func (b *Balancer) Report(service string, inst graylb.Instance, ok bool, latency time.Duration) {
-	b.impl.Report(service, inst, ok, latency)
+	b.e().Report(service, inst, ok, latency)
 }
 
 // OnRulesChange calls fn after each accepted rules change, once the
 // LoadBalancer's own routing follows it, until stop is called: an adapter
 // that keeps routing of its own (Routers) rebuilds it there, off the pick
 // path. fn must not block.
-func (b *Balancer) OnRulesChange(fn func()) (stop func()) { return b.impl.OnRulesChange(fn) }
+func (b *Balancer) OnRulesChange(fn func()) (stop func()) { return b.e().OnRulesChange(fn) }
 
 // OnEjectionChange calls fn with a service's name after an ejection or a
 // readmission changed which of its instances are usable, once the
 // LoadBalancer's own routing follows it, until stop is called. fn must not
 // block.
 func (b *Balancer) OnEjectionChange(fn func(service string)) (stop func()) {
-	return b.impl.OnEjectionChange(fn)
+	return b.e().OnEjectionChange(fn)
 }
 
 // Policy returns the LoadBalancer's load-balancing policy, for an adapter
 // that applies it to connections of its own.
-func (b *Balancer) Policy() graylb.Policy { return b.impl.Policy() }
+func (b *Balancer) Policy() graylb.Policy { return b.e().Policy() }
 
 // Cache returns the Cache the LoadBalancer reads instances from: for an
 // adapter that follows the same lists (a resolver) and for its Stats.
-func (b *Balancer) Cache() *graylb.Cache { return b.impl.Cache() }
+func (b *Balancer) Cache() *graylb.Cache { return b.e().Cache() }

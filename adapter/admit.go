@@ -156,7 +156,7 @@ func (noKeys) Delete(string)      {}
 // that carries no key (a canary): its state then holds the draw, made
 // once. (A canary set while a request is served, after its admission,
 // draws for each of its calls.)
-func (b *Balancer) rulesDraw() bool { return b != nil && b.impl.RulesDraw() }
+func (b *Balancer) rulesDraw() bool { return b != nil && b.e().RulesDraw() }
 
 // Kept is the routing keys a server side admitted for the request being
 // served: what a client adapter writes on each call the request makes that

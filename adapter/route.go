@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/internal/engine"
 )
 
 // Decision is a request's routing decision, made once per request: its
@@ -25,14 +26,11 @@ type Route struct {
 	Decision
 	Service string // the service routed
 	b       *Balancer
-	c       candidates // nil: none
+	c       engine.Candidates
 }
 
 // Instances returns the candidates. The slice is shared: do not modify it.
 func (r Route) Instances() []graylb.Instance {
-	if r.c == nil {
-		return nil
-	}
 	return r.c.Instances()
 }
 
@@ -44,16 +42,13 @@ func (r Route) Len() int { return len(r.Instances()) }
 // instances themselves, such as connections, with a Policy of its own
 // passed to NewRouter.
 func (r Route) Picker() graylb.Picker {
-	if r.c == nil {
-		return nil
-	}
 	return r.c.Picker()
 }
 
 // NextIndex picks one candidate with the policy and returns its index in
 // Instances (0 when the route has none).
 func (r Route) NextIndex() int {
-	if r.c == nil || len(r.c.Instances()) == 0 {
+	if len(r.c.Instances()) == 0 {
 		return 0
 	}
 	return r.c.Next()
@@ -105,13 +100,13 @@ func (r Route) Call(i int) Call {
 	}
 	c := Call{Instance: list[i], Service: r.Service, Kind: r.Kind, b: r.b}
 	c.stats, c.start = r.c.Begin(i)
-	if r.b != nil && r.b.observed {
+	if r.b != nil && r.b.e().CallObserved() {
 		c.served = r.Kind
 		if r.Outcome == graylb.FellBack {
 			c.served = graylb.Prod
 		}
 		if c.stats == nil {
-			c.start = r.b.impl.Now()
+			c.start = engine.Now()
 		}
 	}
 	return c
@@ -140,10 +135,10 @@ type Call struct {
 // Discard exactly once per call.
 func (c Call) Done(ok bool) {
 	switch {
-	case c.b != nil && c.b.observed:
-		c.b.impl.DoneObserved(c.Service, c.Instance, c.served, c.stats, c.start, ok, ok)
+	case c.b != nil && c.b.e().CallObserved():
+		c.b.e().DoneObserved(c.Service, c.Instance, c.served, c.stats, c.start, ok, ok)
 	case c.stats != nil:
-		c.b.impl.Done(c.stats, c.start, ok)
+		engine.Done(c.stats, c.start, ok)
 	}
 }
 
@@ -161,14 +156,14 @@ func (c Call) TimedOut(answered bool) {
 	}
 	stats := c.stats
 	if !answered && stats != nil {
-		c.b.impl.Discard(stats)
+		engine.Discard(stats)
 		stats = nil
 	}
 	switch {
-	case c.b.observed:
-		c.b.impl.DoneObserved(c.Service, c.Instance, c.served, stats, c.start, true, false)
+	case c.b.e().CallObserved():
+		c.b.e().DoneObserved(c.Service, c.Instance, c.served, stats, c.start, true, false)
 	case stats != nil:
-		c.b.impl.Done(stats, c.start, true)
+		engine.Done(stats, c.start, true)
 	}
 }
 
@@ -178,7 +173,7 @@ func (c Call) Discard() {
 	if c.stats == nil {
 		return
 	}
-	c.b.impl.Discard(c.stats)
+	engine.Discard(c.stats)
 }
 
 // Stats returns the instance's Stats (nil when the LoadBalancer keeps
@@ -192,7 +187,7 @@ func (c Call) Stats() *graylb.Stats { return c.stats }
 type Router struct {
 	b       *Balancer
 	service string
-	r       router
+	r       engine.Router
 }
 
 // Route runs the chain for the request in ctx over the Router's list, as
@@ -219,13 +214,13 @@ type Pass struct {
 func (b *Balancer) Pass(d Decision, untrusted bool) Pass {
 	var p Pass
 	if !d.Source.Travels() || untrusted {
-		p.GrayKey, p.Gray = b.grayKey, "false"
+		p.GrayKey, p.Gray = b.e().GrayHeader(), "false"
 		if d.Kind == graylb.Gray {
 			p.Gray = "true"
 		}
 	}
 	if d.Lane != "" {
-		p.VersionKey, p.Version = b.versionKey, d.Lane
+		p.VersionKey, p.Version = b.e().VersionHeader(), d.Lane
 	}
 	return p
 }
@@ -239,12 +234,12 @@ func (b *Balancer) Pass(d Decision, untrusted bool) Pass {
 // adapter whose metadata keys are lower case lowers them.
 func (b *Balancer) PassFor(ctx context.Context, call graylb.ContextHandler) Pass {
 	var p Pass
-	kind, write, lane := b.impl.PassWith(ctx, call)
+	kind, write, lane := b.e().PassWith(ctx, call)
 	if lane != "" {
-		p.VersionKey, p.Version = b.versionKey, lane
+		p.VersionKey, p.Version = b.e().VersionHeader(), lane
 	}
 	if write {
-		p.GrayKey, p.Gray = b.grayKey, "false"
+		p.GrayKey, p.Gray = b.e().GrayHeader(), "false"
 		if kind == graylb.Gray {
 			p.Gray = "true"
 		}

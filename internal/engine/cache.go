@@ -1,0 +1,358 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/graylb/graylb/internal/fanout"
+)
+
+// Cache is the caching Supplier the LoadBalancer runs on. It keeps one
+// subscription per service to its source and fans changes out to its own
+// watchers (so unsubscribing one watcher never drops another). It keeps
+// only usable instances (healthy, enabled, weight > 0) whose host and port
+// are valid (see Instance.Validate; the service name aside), whatever the
+// source: an invalid one (port 0, a host that is no IP address or host
+// name, or one no gray rule can name, such as 010.0.0.7) is dropped with a
+// log line, as the Registry and the nacos supplier refuse them. It serves
+// the last good list when the source fails, and protects against empty
+// updates:
+//
+// With protection on (the default), an update that would empty a non-empty
+// list is refused, logged and counted, and the last good list keeps
+// serving. After the grace period (DefaultEmptyGrace) the Cache asks the
+// source once more: if the service is still empty, the empty list is
+// accepted, so a service that really went to zero instances does not stay
+// stale forever (nacos-sdk-go issue #781). A grace of zero or less holds the
+// last good list until a non-empty update arrives.
+//
+// With the same protection, a sudden shrink (an update in which every
+// instance of a kind vanished; see WithPartition and WithShrinkProtection)
+// can be held: that is what a registry shows while its clients register
+// again after a restart, in whatever order they reconnect. When the source
+// reports registry refills (it implements Refiller), a sudden shrink is
+// held only while a refill is under way, and then for every kind (prod and
+// gray alike: a refill changes nothing for traffic of either kind), until
+// the refill window ends; outside a refill it is applied at the next update,
+// so a deliberate deregistration takes effect at once. A source that does
+// not report refills gets the guarded kinds (non-empty partition keys: for
+// a LoadBalancer, prod) held for up to DefaultSettle. A later update that is
+// no longer a sudden shrink is applied at once; when the hold ends the
+// newest held list is applied. Other changes are never delayed.
+//
+// A service whose first query fails is remembered for a short while (see
+// WithSeedRetry): callers asking for it meanwhile get the same error at
+// once instead of waiting on an unreachable source again. At most
+// maxSeedFailures names are remembered, so memory stays bounded whatever
+// names callers send.
+type Cache struct {
+	src     Supplier
+	protect bool
+	grace   time.Duration
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*cacheEntry
+
+	shrinkKeep float64
+	settle     time.Duration
+	partition  func(Instance) string
+
+	seedRetry time.Duration
+	failed    map[string]seedFailure // guarded by mu; at most maxSeedFailures
+	// failedOrder holds the names in failed in the order they came, a ring
+	// once full; failedNext is the oldest.
+	failedOrder []string
+	failedNext  int
+
+	refused atomic.Uint64
+	applied atomic.Uint64
+	held    atomic.Uint64
+}
+
+// NewCache returns a Cache over src.
+func NewCache(src Supplier, opts ...CacheOption) (*Cache, error) {
+	if src == nil {
+		return nil, errors.New("graylb: nil supplier")
+	}
+	c := &Cache{src: src, protect: true, grace: DefaultEmptyGrace, logger: slog.Default(), entries: map[string]*cacheEntry{},
+		settle: DefaultSettle, seedRetry: DefaultSeedRetry, failed: map[string]seedFailure{}}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return c, nil
+}
+
+type cacheEntry struct {
+	seeded atomic.Bool   // set once seeded (err and snap are set before it)
+	wait   chan struct{} // made by the first caller that waits, under Cache.mu; closed once seeded
+	err    error         // seed error
+
+	snap atomic.Pointer[[]Instance]
+
+	mu       sync.Mutex // serialises apply and delivery
+	stop     func()
+	watchers fanout.Set[func([]Instance)]
+	recheck  *time.Timer
+	hold     *heldShrink // nil unless a sudden shrink is held
+
+	// delivering is set while apply calls the watchers (e.mu held);
+	// forgotten once forgetEmpty dropped the entry. A watcher's stop
+	// called from a watcher's callback must not take e.mu (apply holds
+	// it): forgetEmpty then leaves the release of the entry (its
+	// subscription to the source, its timers) to apply, which does it once
+	// its delivery ends. Each side stores its flag before it reads the
+	// other's, so at least one of them releases (release is idempotent).
+	delivering atomic.Bool
+	forgotten  atomic.Bool
+}
+
+// CacheStats counts what the Cache did.
+type CacheStats struct {
+	Applied      uint64 `json:"applied"`      // lists installed: each service's first non-empty list, then every update that replaced one
+	RefusedEmpty uint64 `json:"refusedEmpty"` // empty updates refused by the protection
+	HeldShrinks  uint64 `json:"heldShrinks"`  // sudden shrinks held for the settle period
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() CacheStats {
+	return CacheStats{Applied: c.applied.Load(), RefusedEmpty: c.refused.Load(), HeldShrinks: c.held.Load()}
+}
+
+// Instances returns the cached usable instances of service, subscribing to
+// the source on first use.
+func (c *Cache) Instances(ctx context.Context, service string) ([]Instance, error) {
+	e, err := c.entry(ctx, service, false)
+	if err != nil {
+		return nil, err
+	}
+	return *e.snap.Load(), nil
+}
+
+// Watch calls fn with the usable instances of service each time they
+// change. Calls for one service do not overlap and come in order.
+//
+// When the last watcher of a service whose list is empty stops (a name
+// nothing was ever registered under, such as a gRPC target to an unknown
+// name once its connection closed), the Cache forgets the name as it
+// forgets one it was merely asked about (see forgetEmpty): its entry and
+// its subscription to the source go, so memory stays bounded whatever
+// names callers watch.
+//
+// The stop may be called from fn itself (a watcher that stops once the
+// list is empty). A stop that runs while the Cache delivers an update of
+// the service, from fn or not, does not wait for the delivery: when it
+// made the name forgotten, the Cache lets go of the name's subscription as
+// that delivery ends, before the source's call that delivered the update
+// returns.
+func (c *Cache) Watch(service string, fn func([]Instance)) (func(), error) {
+	if fn == nil {
+		return nil, errors.New("graylb: nil watch function")
+	}
+	for {
+		e, err := c.entry(context.Background(), service, true)
+		if err != nil {
+			return nil, err
+		}
+		// Add under c.mu, so forgetEmpty never drops an entry that has
+		// just gained a watcher.
+		c.mu.Lock()
+		if c.entries[service] == e {
+			id := e.watchers.AddID(fn)
+			c.mu.Unlock()
+			return func() {
+				if e.watchers.Remove(id) { // once: a second call finds nothing
+					c.forgetEmpty(service)
+				}
+			}, nil
+		}
+		c.mu.Unlock()
+	}
+}
+
+// forgetEmpty drops the entry of a service whose list is empty and that
+// nobody watches (a name nothing was ever registered under, for a source
+// that answers such names with an empty list rather than an error; the
+// LoadBalancer asks after a pick found nothing, Watch when the last
+// watcher leaves), and
+// remembers it like a failed first query (see WithSeedRetry): the Cache
+// then keeps nothing per name it was merely asked about, so memory stays
+// bounded whatever names callers send. Instances gives an error wrapping
+// ErrNoInstance for it meanwhile; Watch subscribes again.
+func (c *Cache) forgetEmpty(service string) {
+	c.mu.Lock()
+	e := c.entries[service]
+	if e == nil {
+		c.mu.Unlock()
+		return
+	}
+	if !e.seededOK() {
+		c.mu.Unlock()
+		return
+	}
+	if s := e.snap.Load(); e.err != nil || s == nil || len(*s) > 0 || e.watchers.Len() > 0 {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.entries, service)
+	if c.seedRetry > 0 && c.failed != nil {
+		c.rememberFailure(service, fmt.Errorf("graylb: %q has no instances: %w", service, ErrNoInstance))
+	}
+	e.forgotten.Store(true)
+	c.mu.Unlock()
+	if e.delivering.Load() {
+		// apply is calling the watchers, maybe this very goroutine's
+		// caller: it releases the entry when its delivery ends.
+		return
+	}
+	e.mu.Lock()
+	stop := e.releaseLocked()
+	e.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// releaseLocked stops e's timers and returns its subscription's stop
+// (nil when released already), for the caller to call once e.mu is
+// released; e.mu is held.
+func (e *cacheEntry) releaseLocked() (stop func()) {
+	stop = e.stop
+	e.stop = nil
+	if e.recheck != nil {
+		e.recheck.Stop()
+		e.recheck = nil
+	}
+	if e.hold != nil {
+		e.hold.timer.Stop()
+		e.hold = nil
+	}
+	return stop
+}
+
+// entry returns the entry of service, seeding it on first use. A name
+// remembered as failed gives its error, unless watch is set (a watcher
+// subscribes again).
+func (c *Cache) entry(ctx context.Context, service string, watch bool) (*cacheEntry, error) {
+	if err := ValidateServiceName(service); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	e := c.entries[service]
+	if e == nil {
+		if f, ok := c.failed[service]; ok {
+			if time.Now().Before(f.until) && !watch {
+				c.mu.Unlock()
+				return nil, f.err
+			}
+			delete(c.failed, service)
+		}
+		e = &cacheEntry{}
+		c.entries[service] = e
+		c.mu.Unlock()
+		c.seed(ctx, service, e)
+	} else {
+		c.mu.Unlock()
+	}
+	if err := c.waitSeeded(ctx, e); err != nil {
+		return nil, err
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e, nil
+}
+
+// apply installs a list from the source. force skips the empty protection.
+func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool) {
+	u := c.keep(service, list)
+	var release func() // the subscription's stop, once the name is forgotten
+	e.mu.Lock()
+	defer func() {
+		e.mu.Unlock()
+		if release != nil {
+			release()
+		}
+	}()
+	old := e.snap.Load()
+	if len(u) == 0 && old != nil && len(*old) > 0 && c.protect && !force {
+		n := c.refused.Add(1)
+		c.logger.Warn("graylb: refused an update that would empty the instance list; keeping the last good list",
+			"service", service, "kept", len(*old), "refused", n)
+		if c.grace > 0 && e.recheck == nil {
+			e.recheck = time.AfterFunc(c.grace, func() { c.recheckEmpty(service, e) })
+		}
+		return
+	}
+	if e.recheck != nil {
+		e.recheck.Stop()
+		e.recheck = nil
+	}
+	if !force && old != nil && c.protect {
+		if wait, refill, ok := c.holdFor(); ok && c.suddenShrink(*old, u, refill) {
+			n := c.held.Add(1)
+			if e.hold != nil {
+				e.hold.pending = &u
+			} else {
+				e.hold = &heldShrink{pending: &u, since: time.Now()}
+				e.hold.timer = time.AfterFunc(wait, func() { c.settled(service, e) })
+				c.logger.Warn("graylb: holding a sudden shrink of the instance list while the registry settles",
+					"service", service, "from", len(*old), "to", len(u), "refill", refill, "held", n)
+			}
+			return
+		}
+	}
+	if e.hold != nil {
+		e.hold.timer.Stop()
+		e.hold = nil
+	}
+	e.snap.Store(&u)
+	c.applied.Add(1)
+	e.delivering.Store(true)
+	for _, fn := range e.watchers.Snapshot() {
+		fn(u)
+	}
+	e.delivering.Store(false)
+	if e.forgotten.Load() { // a watcher's stop forgot the name meanwhile
+		release = e.releaseLocked()
+	}
+}
+
+// Close stops every subscription. Later calls return ErrClosed.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	entries := c.entries
+	c.entries = nil
+	c.mu.Unlock()
+	for _, e := range entries {
+		_ = c.waitSeeded(context.Background(), e)
+		e.mu.Lock()
+		stop := e.releaseLocked()
+		e.watchers.Clear()
+		e.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	}
+	return nil
+}

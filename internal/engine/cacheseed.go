@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// DefaultSeedRetry is how long the Cache remembers that the first query
+// of a service failed (see WithSeedRetry).
+const DefaultSeedRetry = time.Second
+
+// maxSeedFailures bounds the failed first queries the Cache remembers.
+const maxSeedFailures = 4096
+
+type seedFailure struct {
+	err   error
+	until time.Time
+}
+
+// seededOK reports whether e is seeded, without waiting.
+func (e *cacheEntry) seededOK() bool { return e.seeded.Load() }
+
+// waitSeeded waits until e is seeded or ctx is done; a seeded entry
+// answers whatever ctx says (only waiting is cut short).
+func (c *Cache) waitSeeded(ctx context.Context, e *cacheEntry) error {
+	if e.seeded.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	if e.seeded.Load() {
+		c.mu.Unlock()
+		return nil
+	}
+	if e.wait == nil {
+		e.wait = make(chan struct{})
+	}
+	ch := e.wait
+	c.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		// (A select over both, when both are ready, picks one at random.)
+		if e.seeded.Load() {
+			return nil
+		}
+		return ctx.Err()
+	}
+}
+
+// markSeeded marks e seeded and wakes its waiters.
+func (c *Cache) markSeeded(e *cacheEntry) {
+	c.mu.Lock()
+	e.seeded.Store(true)
+	ch := e.wait
+	c.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// seed subscribes to the source and queries it once.
+func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
+	defer c.markSeeded(e)
+	stop, werr := c.src.Watch(service, func(list []Instance) { c.apply(service, e, list, false) })
+	list, qerr := c.src.Instances(ctx, service)
+	if qerr != nil {
+		if stop != nil {
+			stop()
+		}
+		e.err = fmt.Errorf("graylb: instances of %q: %w", service, qerr)
+		c.mu.Lock()
+		if c.entries[service] == e {
+			delete(c.entries, service)
+		}
+		// The caller's own deadline or cancellation says nothing about the
+		// source: only the source's failures are remembered.
+		if c.seedRetry > 0 && ctx.Err() == nil && c.failed != nil {
+			c.rememberFailure(service, e.err)
+		}
+		c.mu.Unlock()
+		return
+	}
+	if werr != nil {
+		c.logger.Warn("graylb: watch failed; serving the seeded list without updates", "service", service, "err", werr)
+	}
+	e.mu.Lock()
+	e.stop = stop
+	if e.snap.Load() == nil { // a push may already have arrived (apply counted it)
+		u := c.keep(service, list)
+		e.snap.Store(&u)
+		if len(u) > 0 {
+			// The first list counts as applied; an empty one (a name with
+			// no instance, maybe never registered) installs nothing.
+			c.applied.Add(1)
+		}
+	}
+	e.mu.Unlock()
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed && stop != nil { // Close ran while we seeded
+		stop()
+	}
+}
+
+// rememberFailure records a failed first query; c.mu is held. The map
+// never holds more than maxSeedFailures names: past that the oldest
+// recorded name goes, in O(1), so a flood of unknown names costs each pick
+// nothing more.
+func (c *Cache) rememberFailure(service string, err error) {
+	if _, ok := c.failed[service]; !ok {
+		if len(c.failedOrder) < maxSeedFailures {
+			c.failedOrder = append(c.failedOrder, service)
+		} else {
+			delete(c.failed, c.failedOrder[c.failedNext])
+			c.failedOrder[c.failedNext] = service
+			c.failedNext = (c.failedNext + 1) % maxSeedFailures
+		}
+	}
+	c.failed[service] = seedFailure{err: err, until: time.Now().Add(c.seedRetry)}
+}

@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Instance is one registered instance of a service. Once handed to graylb,
+// an Instance and its Metadata map are read-only.
+type Instance struct {
+	Service  string
+	Host     string
+	Port     int
+	Weight   float64 // Nacos weight; 0 gets no traffic
+	Healthy  bool
+	Enabled  bool
+	Cluster  string
+	Metadata map[string]string
+}
+
+// NewInstance returns a healthy, enabled instance of weight 1, the defaults
+// Nacos gives a registration.
+func NewInstance(service, host string, port int, metadata map[string]string) Instance {
+	return Instance{Service: service, Host: host, Port: port, Weight: 1, Healthy: true, Enabled: true, Metadata: metadata}
+}
+
+// Addr returns host:port.
+func (i Instance) Addr() string { return net.JoinHostPort(i.Host, strconv.Itoa(i.Port)) }
+
+// SameAddr reports whether i and o are at one host and port, their hosts
+// compared in canonical form as gray addresses, ejection and the Cache
+// compare instances: 10.0.0.7 and ::ffff:10.0.0.7 are one machine, and so
+// are Host-A and host-a, and 2001:DB8:0::7 and 2001:db8::7. For a retry's
+// tried set (a reroute; see package adapter's Balancer.Reroute): one machine listed under two
+// spellings is tried once.
+func (i Instance) SameAddr(o Instance) bool {
+	if i.Port != o.Port {
+		return false
+	}
+	if i.Host == o.Host {
+		return true
+	}
+	return endpointOf(i).host == endpointOf(o).host
+}
+
+// Usable reports whether the instance may receive traffic: healthy,
+// enabled, and of a positive, finite weight.
+func (i Instance) Usable() bool {
+	return i.Healthy && i.Enabled && i.Weight > 0 && !math.IsInf(i.Weight, 1)
+}
+
+// Validate returns an error wrapping ErrInvalidInstance (or
+// ErrInvalidService) when the instance cannot be registered or routed to:
+// the host must be an IP address (an IPv6 zone of letters, digits, '-', '_'
+// and '.' allowed) or a host name of dot-separated labels of letters,
+// digits, '-' and '_', at most 253 bytes, so that no pick can build a URL,
+// a header or a log line out of it that says more than host:port. A host
+// that a gray rule could not name is refused too, so that no instance
+// escapes a rule naming its machine (Rules.GrayAddresses): an IPv4 address
+// with a leading zero (010.0.0.7: octal to some resolvers, decimal to
+// others), an IPv4 shorthand (10.7, 167772167), a dotted name whose last
+// label is all digits (host.123). The error says what to write instead.
+func (i Instance) Validate() error {
+	if err := ValidateServiceName(i.Service); err != nil {
+		return err
+	}
+	return i.validateEndpoint()
+}
+
+// validateEndpoint is Validate without the service name: what routing
+// reads (host, port, weight).
+func (i Instance) validateEndpoint() error {
+	switch {
+	case i.Host == "":
+		return fmt.Errorf("%w: %s: empty host", ErrInvalidInstance, i.Service)
+	case !validHost(i.Host):
+		return fmt.Errorf("%w: %s: host %q is not an IP address or a host name", ErrInvalidInstance, i.Service, i.Host)
+	case i.Port < 1 || i.Port > 65535:
+		return fmt.Errorf("%w: %s: port %d is not within 1-65535", ErrInvalidInstance, i.Service, i.Port)
+	case math.IsNaN(i.Weight) || math.IsInf(i.Weight, 0) || i.Weight < 0:
+		return fmt.Errorf("%w: %s %s: weight %v", ErrInvalidInstance, i.Service, i.Addr(), i.Weight)
+	}
+	// What a rule entry may not be, an instance may not be: one a gray
+	// rule cannot name would stay prod under the rule naming its machine.
+	if _, err := parseHost(i.Host); err != nil {
+		return fmt.Errorf("%w: %s: host %q: %v", ErrInvalidInstance, i.Service, i.Host, err)
+	}
+	return nil
+}
+
+// usable returns the usable instances of list, in order.
+func usable(list []Instance) []Instance {
+	out := make([]Instance, 0, len(list))
+	for _, in := range list {
+		if in.Usable() {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// validHost reports whether h is an IP address (an IPv6 zone of letters,
+// digits, '-', '_' and '.' allowed) or a host name: dot-separated labels of
+// 1-63 ASCII letters, digits, '-' and '_', not starting or ending with '-',
+// at most 253 bytes.
+func validHost(h string) bool {
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Zone() == "" || hostChars(a.Zone())
+	}
+	if len(h) == 0 || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' || !hostChars(label) {
+			return false
+		}
+	}
+	return true
+}
+
+// hostChars reports whether s holds only ASCII letters, digits, '-', '_'
+// and '.'.
+func hostChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}

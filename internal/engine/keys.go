@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"strings"
+)
+
+// Keys are the names of the request values the LoadBalancer reads: the
+// gray value, the user id and the version. They are configured once, on
+// the LoadBalancer (WithGrayHeader, WithUserHeader, and WithVersionHeader
+// on its VersionFilter), and every
+// adapter takes them from LoadBalancer.Keys: what the middleware and
+// interceptors propagate, what a trust boundary drops, what the Transport
+// writes.
+type Keys struct {
+	Gray    string `json:"gray"`    // default "gray"
+	User    string `json:"user"`    // default "uid"
+	Version string `json:"version"` // default "version"
+	// Filters are the request keys the LoadBalancer's own filters read
+	// (see KeyReader), beside the version key.
+	Filters []string `json:"filters,omitempty"`
+	// Match are the keys the match rules in force name, when the Keys
+	// came from LoadBalancer.Keys: a snapshot; rules change at run time,
+	// so adapters read them per request instead (package adapter's
+	// Balancer.MatchKeys).
+	Match []string `json:"match,omitempty"`
+}
+
+// DefaultKeys returns the default names: gray, uid, version.
+func DefaultKeys() Keys {
+	return Keys{Gray: DefaultGrayHeader, User: DefaultUserHeader, Version: DefaultVersionHeader}
+}
+
+// Names returns the distinct names, in the order gray, user, version, the
+// filters' keys, then the match keys. Header and metadata names are
+// case-insensitive: two names that differ only in letter case count once.
+func (k Keys) Names() []string {
+	out := make([]string, 0, 3+len(k.Filters)+len(k.Match))
+	all := append(append([]string{k.Gray, k.User, k.Version}, k.Filters...), k.Match...)
+	for _, n := range all {
+		dup := n == ""
+		for _, o := range out {
+			dup = dup || strings.EqualFold(o, n)
+		}
+		if !dup {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Keys returns the names of the request values lb reads. A nil
+// LoadBalancer has the default names.
+func (lb *LoadBalancer) Keys() Keys {
+	if lb == nil {
+		return DefaultKeys()
+	}
+	k := Keys{Gray: lb.gray.header, User: lb.gray.userHeader, Version: lb.versionHeader()}
+	for _, f := range lb.filters {
+		if kr, ok := f.(KeyReader); ok {
+			k.Filters = append(k.Filters, kr.RequestKeys()...)
+		}
+	}
+	if mk := lb.matchKeys(); len(mk) > 0 {
+		k.Match = append([]string(nil), mk...)
+	}
+	return k
+}
+
+// versionHeader is the request key of the LoadBalancer's VersionFilter,
+// the default when it has none.
+func (lb *LoadBalancer) versionHeader() string { return lb.versionHdr }
+
+// kindToPass returns the kind of the request in ctx and whether an adapter
+// must write it on the outgoing call for the next hop to route the same
+// way: true when rules, a context value or the caller's own flag decided
+// it (see requestKind), false when a key the call carries, or nothing,
+// did. When no rule, context value or own flag could decide, it answers
+// without reading the call's keys. It is kindToPassWith without a reader
+// of the call's keys.
+func (lb *LoadBalancer) kindToPass(ctx context.Context) (Kind, bool) {
+	return lb.kindToPassWith(ctx, nil)
+}
+
+// laneToPass returns the lane (a version) a match rule gives the request
+// in ctx when the call carries no version of its own, "" otherwise. An
+// adapter that writes the kind (kindToPass) writes the lane under the
+// version key too: the next hop sees the kind as chosen, so its match
+// rules do not run, and routes by the version it is given. It is
+// laneToPassWith without a reader of the call's keys.
+func (lb *LoadBalancer) laneToPass(ctx context.Context) string {
+	return lb.laneToPassWith(ctx, nil)
+}

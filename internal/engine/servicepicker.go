@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// ServicePicker picks instances of one service for a caller that calls it
+// again and again, as a gRPC ClientConn calls its target: its Pick(ctx) is
+// LoadBalancer.Pick(ctx, service) without finding the service by its name
+// on every call. It follows the service's instance lists and the rules as
+// Pick does, and is safe for concurrent use.
+type ServicePicker struct {
+	lb   *LoadBalancer
+	name string
+	s    atomic.Pointer[service] // the routed service, once a pick found it
+	_    [cacheLine - 32]byte    // read on every pick (see cacheLine)
+}
+
+// Service returns the ServicePicker of service. It does no I/O: the first
+// Pick queries the supplier, as LoadBalancer.Pick does. A name that cannot
+// be a service's gives an error wrapping ErrInvalidService.
+func (lb *LoadBalancer) Service(service string) (*ServicePicker, error) {
+	if err := ValidateServiceName(service); err != nil {
+		return nil, err
+	}
+	return &ServicePicker{lb: lb, name: service}, nil
+}
+
+// Name returns the service's name.
+func (p *ServicePicker) Name() string { return p.name }
+
+// Pick returns an instance of the service for the request in ctx, with the
+// errors of LoadBalancer.Pick.
+func (p *ServicePicker) Pick(ctx context.Context) (Instance, error) {
+	in, err := p.pick(ctx)
+	if err != nil {
+		return Instance{}, err
+	}
+	return *in, nil
+}
+
+func (p *ServicePicker) pick(ctx context.Context) (*Instance, error) {
+	if s := p.s.Load(); s != nil && ctx != nil {
+		return s.tree.Load().pick(ctx, p.lb.handler, p.lb.observer)
+	}
+	in, err := p.lb.pick(ctx, p.name)
+	if s := p.lb.services.Load().get(p.name); s != nil {
+		p.s.Store(s) // routed from now on: services stay once added
+	}
+	return in, err
+}

@@ -1,5 +1,0 @@
-//go:build race
-
-package graylb
-
-const raceEnabled = true
