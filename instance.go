@@ -34,7 +34,8 @@ func (i Instance) Addr() string { return net.JoinHostPort(i.Host, strconv.Itoa(i
 // SameAddr reports whether i and o are at one host and port, their hosts
 // compared in canonical form as gray addresses, ejection and the Cache
 // compare instances: 10.0.0.7 and ::ffff:10.0.0.7 are one machine, and so
-// are Host-A and host-a, and 2001:DB8:0::7 and 2001:db8::7. For a retry's
+// are Host-A and host-a, localhost. and localhost, and 2001:DB8:0::7 and
+// 2001:db8::7. For a retry's
 // tried set (a reroute; see package adapter's Balancer.Reroute): one machine listed under two
 // spellings is tried once.
 func (i Instance) SameAddr(o Instance) bool {
