@@ -96,11 +96,12 @@ func TestSupplier_KeepsOnlyUsableHosts(t *testing.T) {
 }
 
 // Hosts that could build a URL or header injection, and hosts no gray rule
-// could name (an IPv4 address with a leading zero, IPv4 shorthands, an
-// all-digit last label), are dropped, each with a log line.
+// could name (an IPv4 address with a leading zero, IPv4 shorthands, hex
+// spellings the C library reads as 127.0.0.1, an all-digit last label),
+// are dropped, each with a log line.
 func TestSupplier_DropsInvalidHostsWithALogLine(t *testing.T) {
 	bad := []string{"evil.com/x?y=", "a\r\nX: y", "h#frag", "user@h", "h h", "\x00",
-		"010.0.0.7", "10.7", "167772167", "host.123"}
+		"010.0.0.7", "10.7", "167772167", "host.123", "0x7f000001", "0x7f.0.0.0x1"}
 	hosts := []model.Instance{host(1, true, true, 1, nil)}
 	for i, h := range bad {
 		in := host(uint64(10+i), true, true, 1, nil)

@@ -90,8 +90,9 @@ func TestGrayAddresses_RefusesAmbiguousForms(t *testing.T) {
 	for _, tc := range []struct{ entry, want string }{
 		{"010.0.0.7", "leading zero"},
 		{"10.0.0.7.", "10.0.0.7"},
-		{"10.7", "last label"},
-		{"0x0a.0.0.7", "last label"},
+		{"10.7", "write 10.0.0.7"},
+		{"0x0a.0.0.7", "write 10.0.0.7"},
+		{"1.2.3.4.5", "last label"},
 		{"host-a:+80", "port"},
 		{"host-a:0", "1-65535"},
 		{"host-a:65536", "1-65535"},

@@ -34,7 +34,8 @@ func (i Instance) Addr() string { return net.JoinHostPort(i.Host, strconv.Itoa(i
 // SameAddr reports whether i and o are at one host and port, their hosts
 // compared in canonical form as gray addresses, ejection and the Cache
 // compare instances: 10.0.0.7 and ::ffff:10.0.0.7 are one machine, and so
-// are Host-A and host-a, and 2001:DB8:0::7 and 2001:db8::7. For a retry's
+// are Host-A and host-a, localhost. and localhost, and 2001:DB8:0::7 and
+// 2001:db8::7. For a retry's
 // tried set (a reroute; see package adapter's Balancer.Reroute): one machine listed under two
 // spellings is tried once.
 func (i Instance) SameAddr(o Instance) bool {
@@ -57,13 +58,19 @@ func (i Instance) Usable() bool {
 // ErrInvalidService) when the instance cannot be registered or routed to:
 // the host must be an IP address (an IPv6 zone of letters, digits, '-', '_'
 // and '.' allowed) or a host name of dot-separated labels of letters,
-// digits, '-' and '_', at most 253 bytes, so that no pick can build a URL,
-// a header or a log line out of it that says more than host:port. A host
+// digits, '-' and '_', at most 253 bytes, one trailing dot allowed
+// (localhost. is the name localhost), so that no pick can build a URL, a
+// header or a log line out of it that says more than host:port. A host
 // that a gray rule could not name is refused too, so that no instance
-// escapes a rule naming its machine (Rules.GrayAddresses): an IPv4 address
-// with a leading zero (010.0.0.7: octal to some resolvers, decimal to
-// others), an IPv4 shorthand (10.7, 167772167), a dotted name whose last
-// label is all digits (host.123). The error says what to write instead.
+// escapes a rule naming its machine (Rules.GrayAddresses): every spelling
+// of an IPv4 address but a.b.c.d in decimal without leading zeros — hex or
+// octal parts (0x7f.0.0.0x1, 0177.0.0.1), fewer than four parts (127.1),
+// one number (0x7f000001, 2130706433), which the C library's resolver
+// reads as an address and Go's own looks up as a name — and a dotted name
+// whose last label is all digits (host.123). The error says what to write
+// instead: "0x7f000001 is 127.0.0.1 to the C library: write 127.0.0.1".
+// The rules' gray addresses accept and refuse the same hosts (see
+// docs/rules.md).
 func (i Instance) Validate() error {
 	if err := ValidateServiceName(i.Service); err != nil {
 		return err
@@ -74,20 +81,21 @@ func (i Instance) Validate() error {
 // validateEndpoint is Validate without the service name: what routing
 // reads (host, port, weight).
 func (i Instance) validateEndpoint() error {
-	switch {
-	case i.Host == "":
+	if i.Host == "" {
 		return fmt.Errorf("%w: %s: empty host", ErrInvalidInstance, i.Service)
-	case !validHost(i.Host):
-		return fmt.Errorf("%w: %s: host %q is not an IP address or a host name", ErrInvalidInstance, i.Service, i.Host)
+	}
+	// What a rule entry may not be, an instance may not be: one a gray
+	// rule cannot name would stay prod under the rule naming its machine.
+	// parseHost holds validHost's alphabet, so the messages below, which
+	// quote the host as it is, inject nothing.
+	if _, err := parseHost(i.Host); err != nil {
+		return fmt.Errorf("%w: %s: host %q: %v", ErrInvalidInstance, i.Service, i.Host, err)
+	}
+	switch {
 	case i.Port < 1 || i.Port > 65535:
 		return fmt.Errorf("%w: %s: port %d is not within 1-65535", ErrInvalidInstance, i.Service, i.Port)
 	case math.IsNaN(i.Weight) || math.IsInf(i.Weight, 0) || i.Weight < 0:
 		return fmt.Errorf("%w: %s %s: weight %v", ErrInvalidInstance, i.Service, i.Addr(), i.Weight)
-	}
-	// What a rule entry may not be, an instance may not be: one a gray
-	// rule cannot name would stay prod under the rule naming its machine.
-	if _, err := parseHost(i.Host); err != nil {
-		return fmt.Errorf("%w: %s: host %q: %v", ErrInvalidInstance, i.Service, i.Host, err)
 	}
 	return nil
 }
@@ -106,7 +114,7 @@ func usable(list []Instance) []Instance {
 // validHost reports whether h is an IP address (an IPv6 zone of letters,
 // digits, '-', '_' and '.' allowed) or a host name: dot-separated labels of
 // 1-63 ASCII letters, digits, '-' and '_', not starting or ending with '-',
-// at most 253 bytes.
+// at most 253 bytes, without a trailing dot (parseHost drops one first).
 func validHost(h string) bool {
 	if a, err := netip.ParseAddr(h); err == nil {
 		return a.Zone() == "" || hostChars(a.Zone())

@@ -41,7 +41,7 @@ func TestInstance_ValidateRefusesHostsNoRuleCanName(t *testing.T) {
 	}
 	for _, host := range []string{
 		"10.0.0.7", "0.0.0.0", "255.255.255.255", "user-svc-0.user-svc.prod.svc.cluster.local", "host-1", "1host", "1-2-3",
-		"0x0a", "a.0x1", "10.0.0.7-a", "pod-10-0-0-7.ns", "_srv._tcp.host", "UPPER.Case", "x",
+		"a.0x1", "0x", "0xg", "1.2.3.0xg", "0x.a", "10.0.0.7-a", "localhost.", "pod-10-0-0-7.ns", "_srv._tcp.host", "UPPER.Case", "x",
 		"2001:db8::7", "2001:DB8:0:0:0:0:0:7", "::1", "::ffff:10.0.0.7", "::FFFF:10.0.0.7", "fe80::1%eth0", "fe80::1%eth0.100",
 	} {
 		assert.NoError(t, NewInstance("svc", host, 8080, nil).Validate(), "host %q", host)
@@ -54,7 +54,7 @@ func TestInstance_ValidateRefusesHostsNoRuleCanName(t *testing.T) {
 // name (see parseHost).
 var ambiguousHosts = []string{
 	"010.0.0.7", "10.0.0.07", "00.0.0.0", "10.7", "10.0.7", "167772167", "0", "1.2.3.4.5", "256.0.0.1", "10.0.0.300",
-	"host.123", "a.b.0", "0x0a.0.0.7",
+	"host.123", "a.b.0", "0x0a.0.0.7", "0x0a", "0x7f000001", "0x7f.0.0.0x1", "0177.0.0.1", "127.0.0.1.",
 }
 
 func TestValidateServiceName_RefusesInjection(t *testing.T) {

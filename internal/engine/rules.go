@@ -35,9 +35,13 @@ type Rules struct {
 	// whatever its metadata says. Entries and instances are compared in
 	// canonical form: IP addresses as net/netip parses them (IPv4-mapped
 	// ones unmapped), host names in ASCII lower case without a trailing
-	// dot, ports as numbers; an IPv6 address with a port is written in
-	// brackets ([2001:db8::7]:8080). Ambiguous entries (010.0.0.7, 10.7)
-	// are refused with an error that says what to write.
+	// dot (localhost. is localhost), ports as numbers; an IPv6 address
+	// with a port is written in brackets ([2001:db8::7]:8080). An entry
+	// the C library reads as an IPv4 address written otherwise
+	// (0x7f000001, 0x7f.0.0.0x1, 0177.0.0.1, 127.1), or that is
+	// ambiguous (010.0.0.7, host.123), is refused with an error that says
+	// what to write ("write 127.0.0.1"), as an instance at such a host is
+	// (see Instance.Validate).
 	GrayAddresses []string `json:"grayAddresses,omitempty"`
 	// CanaryPercent (0-100, in steps of 0.01) of the requests whose kind was not
 	// set explicitly (no header, no context value, caller not gray) go gray;
