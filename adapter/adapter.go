@@ -25,7 +25,7 @@ func (b *Balancer) e() *engine.LoadBalancer { return (*engine.LoadBalancer)(b) }
 // CallObserved reports whether the LoadBalancer has a graylb.CallObserver
 // (graylb.WithCallObserver): an adapter that reports calls only when
 // something reads their results must then report every call, through
-// Route.Call and Call.Done.
+// Route.Call and Call.End (Call.Tracked says so per call).
 func (b *Balancer) CallObserved() bool { return b != nil && b.e().CallObserved() }
 
 // LoadBalancer returns the LoadBalancer b is the surface of.

@@ -64,8 +64,8 @@ func Example() {
 			out[strings.ToLower(p.VersionKey)] = p.Version
 		}
 		// ... send out to call.Instance over the transport ...
-		// 4. Report the outcome.
-		call.Done(true)
+		// 4. End the call with its result.
+		call.End(adapter.OK)
 		fmt.Printf("%s %s/%s: wrote gray=%q\n", call.Instance.Addr(), call.Service, call.Kind, out["gray"])
 	}
 	send(headers{"uid": "alice"}) // a gray user: rules decide, so the kind is written

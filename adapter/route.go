@@ -90,9 +90,9 @@ func (r Route) NextUntried(tried func(graylb.Instance) bool) (int, bool) {
 func (r Route) Start() Call { return r.Call(r.NextIndex()) }
 
 // Call starts a call to candidate i of Instances: it counts the call in
-// flight until Call.Done or Call.Discard, which report its outcome to the
-// instance's Stats (outlier detection, latency-aware policies). An index
-// out of range gives the zero Call.
+// flight until Call.End, which reports its result to the instance's Stats
+// (outlier detection, latency-aware policies) and the LoadBalancer's
+// graylb.CallObserver. An index out of range gives the zero Call.
 func (r Route) Call(i int) Call {
 	list := r.Instances()
 	if i < 0 || i >= len(list) {
@@ -111,74 +111,6 @@ func (r Route) Call(i int) Call {
 	}
 	return c
 }
-
-// Call is one call to a candidate of a Route, from Route.Call to Done: the
-// service, the instance and the request's kind it was made for, which a
-// report of its outcome carries. It is a small value: passing it around
-// does not allocate. The zero Call is valid and Done on it does nothing.
-type Call struct {
-	Instance graylb.Instance
-	Service  string
-	Kind     graylb.Kind
-	served   graylb.Kind // the kind of the instances that serve it, for a graylb.CallObserver
-	b        *Balancer
-	stats    *graylb.Stats
-	start    int64 // on graylb's monotonic clock; 0 when neither Stats nor a CallObserver are kept
-}
-
-// Done reports the call's outcome: ok is false for a failure that counts
-// against the instance (a connection failure, a 5xx answer, gRPC
-// Unavailable; the adapter decides). It ends the call's in-flight count,
-// feeds its latency to the instance's estimate and, with outlier
-// detection, its success or failure to the ejection rule, and the call to
-// the LoadBalancer's graylb.CallObserver (WithCallObserver). Call Done or
-// Discard exactly once per call.
-func (c Call) Done(ok bool) {
-	switch {
-	case c.b != nil && c.b.e().CallObserved():
-		c.b.e().DoneObserved(c.Service, c.Instance, c.served, c.stats, c.start, ok, ok)
-	case c.stats != nil:
-		engine.Done(c.stats, c.start, ok)
-	}
-}
-
-// TimedOut ends a call whose caller's deadline passed before it ended. The
-// call is told to the LoadBalancer's graylb.CallObserver as failed, with
-// its duration: its caller saw it fail, and a build that hangs must show
-// in the call metrics. To the instance's Stats (outlier detection, latency
-// estimates) it is Done(true) when answered is true (the instance answered,
-// as a gRPC DeadlineExceeded status is an answer: its latency feeds the
-// estimate and it does not count toward ejection), else nothing, as Discard
-// (the deadline was the caller's choice). Call it instead of Done or Discard.
-func (c Call) TimedOut(answered bool) {
-	if c.b == nil {
-		return
-	}
-	stats := c.stats
-	if !answered && stats != nil {
-		engine.Discard(stats)
-		stats = nil
-	}
-	switch {
-	case c.b.e().CallObserved():
-		c.b.e().DoneObserved(c.Service, c.Instance, c.served, stats, c.start, true, false)
-	case stats != nil:
-		engine.Done(stats, c.start, true)
-	}
-}
-
-// Discard ends the call without an outcome, for a call that says nothing
-// of the instance (the caller cancelled it).
-func (c Call) Discard() {
-	if c.stats == nil {
-		return
-	}
-	engine.Discard(c.stats)
-}
-
-// Stats returns the instance's Stats (nil when the LoadBalancer keeps
-// none: no outlier detection and a policy that reads none).
-func (c Call) Stats() *graylb.Stats { return c.stats }
 
 // Router is a routing snapshot of one service over an explicit instance
 // list (Balancer.NewRouter). It is immutable and safe for concurrent use;
