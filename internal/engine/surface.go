@@ -157,7 +157,10 @@ func (c Candidates) Instances() []Instance {
 	return c.n.instances
 }
 
-// Picker returns the policy's picker over the candidates (nil when none).
+// Picker returns the policy's picker over the candidates (nil when none):
+// the Picker the Router's Policy made for them, unless that Policy is the
+// round robin (whose turns the leaf keeps itself). Package adapter's
+// Endpoints reads its own leaves' pickers this way.
 func (c Candidates) Picker() Picker {
 	if c.n == nil {
 		return nil
