@@ -2,19 +2,22 @@ package grpcctx
 
 import (
 	"context"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 )
 
-// A latency-aware policy's Done carries the RPC's start in a pooled
-// object: it reports the call, and a pick makes no allocation for it.
-func TestTimedDone_ReportsAndIsReused(t *testing.T) {
+// An RPC's Done carries its Call in a pooled object: it ends the call,
+// and a pick makes no allocation for it.
+func TestCallDone_EndsTheCallAndIsReused(t *testing.T) {
 	reg := graylb.NewRegistry()
 	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", 8080, nil)))
 	lb, err := graylb.New(reg, graylb.WithPolicy(graylb.P2C()))
@@ -27,15 +30,66 @@ func TestTimedDone_ReportsAndIsReused(t *testing.T) {
 	call := rt.Call(0)
 	require.NotNil(t, call.Stats())
 	require.EqualValues(t, 1, call.Stats().InFlight())
-	newTimedDone(p, call)(balancer.DoneInfo{})
+	newCallDone(p, call)(balancer.DoneInfo{})
 	assert.EqualValues(t, 0, call.Stats().InFlight(), "Done ended the call")
 	assert.Positive(t, call.Stats().Latency(), "and fed its latency")
 
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop objects at random")
 	}
-	allocs := testing.AllocsPerRun(1000, func() { newTimedDone(p, adapter.Call{})(balancer.DoneInfo{}) })
+	allocs := testing.AllocsPerRun(1000, func() { newCallDone(p, adapter.Call{})(balancer.DoneInfo{}) })
 	assert.Zero(t, allocs, "a pick's Done allocates")
+}
+
+// fakeSubConn is a SubConn a picker hands out and nothing calls.
+type fakeSubConn struct{ balancer.SubConn }
+
+// A pick and its Done allocate nothing on a stable list, whatever the
+// policy, with outlier detection and a CallObserver on or off.
+func TestPicker_PickAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop objects at random")
+	}
+	for _, c := range []struct {
+		name string
+		opts []graylb.Option
+	}{
+		{"round robin", nil},
+		{"round robin, outlier detection", []graylb.Option{graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
+		{"weighted, outlier detection", []graylb.Option{graylb.WithPolicy(graylb.WeightedRoundRobin()), graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
+		{"p2c", []graylb.Option{graylb.WithPolicy(graylb.P2C())}},
+		{"call observer", []graylb.Option{graylb.WithCallObserver(func(string, graylb.Instance, graylb.Kind, bool, time.Duration) {})}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lb, err := graylb.New(graylb.NewRegistry(), c.opts...)
+			require.NoError(t, err)
+			defer lb.Close()
+			var list []adapter.Endpoint[endpoint]
+			for i := range 10 {
+				md := map[string]string{"gray": strconv.FormatBool(i%3 == 0)}
+				list = append(list, adapter.Endpoint[endpoint]{Instance: graylb.NewInstance("svc", "10.0.0.1", 8000+i, md),
+					Handle: endpoint{sc: &fakeSubConn{}, state: connectivity.Ready}})
+			}
+			e, err := adapter.NewEndpoints(adapter.For(lb), "svc", list, ready)
+			require.NoError(t, err)
+			p := &picker{service: "svc", failures: defaultFailureCodes}
+			p.live.Store(e)
+			p.all.Store(e)
+			// A gray request by a context value: reading outgoing metadata
+			// copies its values (grpc-go's, see TestHandler).
+			info := balancer.PickInfo{Ctx: graylb.WithValue(context.Background(), "gray", "true")}
+			allocs := testing.AllocsPerRun(200, func() {
+				res, err := p.Pick(info)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Done != nil {
+					res.Done(balancer.DoneInfo{})
+				}
+			})
+			assert.Zero(t, allocs)
+		})
+	}
 }
 
 // The client interceptors write a decision in one allocation on a call

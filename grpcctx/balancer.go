@@ -87,14 +87,14 @@ type conn struct {
 
 // graylbBalancer keeps one connection per address the resolver gives and,
 // on every change of the addresses, their instances, their connections'
-// states or the rules, builds a picker: a graylb Router over the
-// addresses' instances whose leaves pick among their READY connections.
+// states or the rules, builds a picker: graylb's routing over the
+// connections (adapter.Endpoints), whose leaves pick among the READY ones.
 // grpc-go calls it from one goroutine at a time.
 //
 // With outlier detection (graylb.WithOutlierDetection) each RPC's result is
 // reported for the instance that served it (PickResult.Done; which status
 // codes count is the balancer config's, DefaultFailureCodes by default),
-// and an ejection or readmission rebuilds the Router of the picker in use,
+// and an ejection or readmission rebuilds the routing of the picker in use,
 // without a new picker.
 type graylbBalancer struct {
 	cc       balancer.ClientConn
@@ -186,7 +186,7 @@ func (b *graylbBalancer) UpdateClientConnState(s balancer.ClientConnState) error
 	return nil
 }
 
-// ejectionChanged rebuilds the Router of the picker in use after an
+// ejectionChanged rebuilds the routing of the picker in use after an
 // ejection or readmission: the instances' usability changed, not the
 // connections.
 func (b *graylbBalancer) ejectionChanged() {
@@ -195,9 +195,9 @@ func (b *graylbBalancer) ejectionChanged() {
 	if b.picker == nil || b.src == nil {
 		return
 	}
-	if live, all, err := b.newRouters(); err == nil {
+	if live, all, err := b.newRouting(); err == nil {
 		b.picker.all.Store(all)
-		b.picker.router.Store(live)
+		b.picker.live.Store(live)
 	}
 }
 
@@ -282,11 +282,9 @@ func (b *graylbBalancer) closeConns() {
 // held.
 func (b *graylbBalancer) regenerate() {
 	state := connectivity.TransientFailure
-	ready := map[string]*conn{}
-	for addr, c := range b.conns {
+	for _, c := range b.conns {
 		switch c.state {
 		case connectivity.Ready:
-			ready[addr] = c
 			state = connectivity.Ready
 		case connectivity.Connecting, connectivity.Idle:
 			if state != connectivity.Ready && !c.failing {
@@ -294,7 +292,7 @@ func (b *graylbBalancer) regenerate() {
 			}
 		}
 	}
-	live, all, err := b.newRouters()
+	live, all, err := b.newRouting()
 	if err != nil {
 		b.picker = nil
 		b.cc.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure,
@@ -303,31 +301,31 @@ func (b *graylbBalancer) regenerate() {
 	}
 	p := &picker{service: b.src.service, failures: b.failures}
 	p.all.Store(all)
-	p.router.Store(live)
+	p.live.Store(live)
 	b.picker = p
 	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: p})
 }
 
-// newRouters builds the picker's Routers, whose leaves pick among READY
-// connections: live over the instances whose connection has not failed,
-// all over every address's instance (live itself when no connection has
-// failed); b.mu is held.
-func (b *graylbBalancer) newRouters() (live, all *adapter.Router, err error) {
-	list := make([]graylb.Instance, 0, len(b.order))
-	up := make([]graylb.Instance, 0, len(b.order))
+// newRouting builds the picker's routing over the connections, whose
+// leaves pick among READY ones: live over the instances whose connection
+// has not failed, all over every address's instance (live itself when no
+// connection has failed); b.mu is held.
+func (b *graylbBalancer) newRouting() (live, all *adapter.Endpoints[endpoint], err error) {
+	list := make([]adapter.Endpoint[endpoint], 0, len(b.order))
+	up := make([]adapter.Endpoint[endpoint], 0, len(b.order))
 	for _, addr := range b.order {
 		if c := b.conns[addr]; c != nil {
-			list = append(list, c.inst)
+			e := adapter.Endpoint[endpoint]{Instance: c.inst, Handle: endpoint{sc: c.sc, state: c.state, failing: c.failing, err: c.err}}
+			list = append(list, e)
 			if !c.failing {
-				up = append(up, c.inst)
+				up = append(up, e)
 			}
 		}
 	}
-	policy := readyPolicy{b: b, inner: b.src.ab.Policy()}
-	if all, err = b.src.ab.NewRouter(b.src.service, list, policy); err != nil || len(up) == len(list) {
+	if all, err = adapter.NewEndpoints(b.src.ab, b.src.service, list, ready); err != nil || len(up) == len(list) {
 		return all, all, err
 	}
-	live, err = b.src.ab.NewRouter(b.src.service, up, policy)
+	live, err = adapter.NewEndpoints(b.src.ab, b.src.service, up, ready)
 	return live, all, err
 }
 
@@ -335,5 +333,4 @@ var (
 	_ balancer.Balancer     = (*graylbBalancer)(nil)
 	_ balancer.Picker       = (*picker)(nil)
 	_ balancer.ConfigParser = builder{}
-	_ graylb.StatsPolicy    = readyPolicy{}
 )

@@ -213,7 +213,7 @@ func TestBalancer_P2CAvoidsTheSlowBackend(t *testing.T) {
 	for i := range r.Instances() {
 		cl := r.Call(i)
 		require.EqualValues(t, 1, cl.Stats().InFlight(), "every call was done")
-		cl.Discard()
+		cl.End(adapter.Cancelled)
 	}
 }
 

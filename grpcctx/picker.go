@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -52,35 +51,39 @@ import (
 // for UNAVAILABLE in the service config sends idempotent methods again,
 // each try picking anew.
 //
-// When the LoadBalancer keeps Stats, the result's Done reports the RPC's
-// outcome for the instance: with outlier detection alone it is made once
-// per connection (no allocation per pick); with a latency-aware policy
-// (graylb.P2C) it also carries the call's start, in an object taken from
-// a pool and returned by Done (see timedDone): no allocation per pick
-// either.
+// When the LoadBalancer keeps Stats or has a CallObserver, every RPC is
+// one adapter.Call, whatever the policy: the result's Done ends it with
+// the RPC's result (see resultOf), which counts it in flight, feeds its
+// latency and its success or failure to the instance's Stats (outlier
+// detection, P2C) and tells the CallObserver. The Done carries the Call
+// in an object taken from a pool and returned by Done (see callDone): no
+// allocation per pick.
 type picker struct {
-	router   atomic.Pointer[adapter.Router] // over the instances whose connection has not failed
-	all      atomic.Pointer[adapter.Router] // over every instance; router itself when none has failed
+	live     atomic.Pointer[adapter.Endpoints[endpoint]] // over the instances whose connection has not failed
+	all      atomic.Pointer[adapter.Endpoints[endpoint]] // over every instance; live itself when none has failed
 	service  string
 	failures failureSet
 }
 
+// endpoint is one instance's connection as a picker's routing sees it: a
+// snapshot taken when the routing was built.
+type endpoint struct {
+	sc      balancer.SubConn
+	state   connectivity.State
+	failing bool  // see conn.failing
+	err     error // the last connection error
+}
+
+// ready reports whether an RPC can be sent on e's connection now.
+func ready(e endpoint) bool { return e.state == connectivity.Ready }
+
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	rt, err := p.router.Load().Route(info.Ctx, handler{})
+	rt, err := p.live.Load().Route(info.Ctx, handler{})
 	if err == nil {
-		rp, _ := rt.Picker().(*readyPicker)
-		if j, ok := rp.nextReady(); ok {
-			// p.result, written out: the common path makes no call more.
-			res := balancer.PickResult{SubConn: rp.scs[j]}
-			switch {
-			case rp.timed:
-				res.Done = newTimedDone(p, rt.Call(rp.idx[j]))
-			case rp.dones != nil:
-				res.Done = rp.dones[j]
-			}
-			return res, nil
+		if e, call, ok := rt.Start(); ok {
+			return p.result(e, call), nil
 		}
-		if rp != nil && rp.connecting {
+		if connecting(rt.Handles()) {
 			return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 		}
 	}
@@ -96,76 +99,105 @@ func (p *picker) pickFailed(info balancer.PickInfo) (balancer.PickResult, error)
 		// The request's kind has no instance at all.
 		return balancer.PickResult{}, status.Error(codes.Unavailable, err.Error())
 	}
-	rp, _ := rt.Picker().(*readyPicker)
-	if j, ok := rp.nextReady(); ok {
-		return p.result(rt, rp, j), nil
+	if e, call, ok := rt.Start(); ok {
+		return p.result(e, call), nil
 	}
-	if rp == nil || rp.connecting {
+	if rt.Len() == 0 || connecting(rt.Handles()) {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
 	// Not a status error: grpc-go fails a non-wait-for-ready RPC with
 	// Unavailable and this message, and queues a wait-for-ready one.
-	return balancer.PickResult{}, fmt.Errorf("grpcctx: no connection to the %s instances of %q: %w", rt.Kind, p.service, rp.lastErr)
+	return balancer.PickResult{}, fmt.Errorf("grpcctx: no connection to the %s instances of %q: %w", rt.Kind, p.service, lastErr(rt.Handles()))
 }
 
-// result is the pick of READY connection j of rp, a leaf of rt.
-func (p *picker) result(rt adapter.Route, rp *readyPicker, j int) balancer.PickResult {
-	res := balancer.PickResult{SubConn: rp.scs[j]}
-	switch {
-	case rp.timed:
-		res.Done = newTimedDone(p, rt.Call(rp.idx[j]))
-	case rp.dones != nil:
-		res.Done = rp.dones[j]
+// connecting reports whether a candidate without a READY connection is
+// still connecting (not failed).
+func connecting(list []endpoint) bool {
+	for _, e := range list {
+		if e.state != connectivity.Ready && e.state != connectivity.TransientFailure && !e.failing {
+			return true
+		}
+	}
+	return false
+}
+
+// lastErr is the last connection error among the failed candidates.
+func lastErr(list []endpoint) error {
+	var err error
+	for _, e := range list {
+		if (e.state == connectivity.TransientFailure || e.failing) && e.err != nil {
+			err = e.err
+		}
+	}
+	if err == nil {
+		err = errors.New("connection failed")
+	}
+	return err
+}
+
+// result is the pick of e, started as call.
+func (p *picker) result(e endpoint, call adapter.Call) balancer.PickResult {
+	res := balancer.PickResult{SubConn: e.sc}
+	if call.Tracked() {
+		res.Done = newCallDone(p, call)
 	}
 	return res
 }
 
-// timedDone is the Done of one RPC picked by a latency-aware policy: it
-// carries the RPC's Call (its start, for the latency). grpc-go calls a
-// pick's Done at most once (when the attempt finishes, or at once when
-// the picked connection turned out not to be ready), so once it has run
-// the object serves another pick: a pool of them keeps the pick from
+// callDone is the Done of one RPC: it carries the RPC's Call. grpc-go
+// calls a pick's Done at most once (when the attempt finishes, or at once
+// when the picked connection turned out not to be ready), so once it has
+// run the object serves another pick: a pool of them keeps the pick from
 // allocating. One whose Done never runs is left to the collector.
-type timedDone struct {
+type callDone struct {
 	p    *picker
 	call adapter.Call
 	fn   func(balancer.DoneInfo) // t.done, made once per object
 }
 
-var timedDones sync.Pool // of *timedDone
+var callDones sync.Pool // of *callDone
 
 func init() {
-	timedDones.New = func() any {
-		t := &timedDone{}
+	callDones.New = func() any {
+		t := &callDone{}
 		t.fn = t.done
 		return t
 	}
 }
 
-// newTimedDone returns the Done of an RPC picked as call.
-func newTimedDone(p *picker, call adapter.Call) func(balancer.DoneInfo) {
-	t := timedDones.Get().(*timedDone)
+// newCallDone returns the Done of an RPC picked as call.
+func newCallDone(p *picker, call adapter.Call) func(balancer.DoneInfo) {
+	t := callDones.Get().(*callDone)
 	t.p, t.call = p, call
 	return t.fn
 }
 
-func (t *timedDone) done(di balancer.DoneInfo) {
+func (t *callDone) done(di balancer.DoneInfo) {
 	p, call := t.p, t.call
 	t.p, t.call = nil, adapter.Call{}
-	timedDones.Put(t)
-	p.done(call, di)
+	callDones.Put(t)
+	call.End(p.resultOf(di.Err))
 }
 
-// done reports one RPC's result.
-func (p *picker) done(call adapter.Call, di balancer.DoneInfo) {
-	switch {
-	case status.Code(di.Err) == codes.Canceled:
-		call.Discard()
-	case status.Code(di.Err) == codes.DeadlineExceeded && !p.failures.failed(di.Err):
-		call.TimedOut(true) // an answer as far as the instance goes; a failure for its caller
-	default:
-		call.Done(!p.failures.failed(di.Err))
+// resultOf is the result of an RPC that ended with err: what
+// adapter.ResultOf reads, else by its status code: Canceled is
+// Cancelled; DeadlineExceeded, unless a failure code, is
+// DeadlineAnswered (an answer as far as the instance goes, a failure for
+// its caller); a failure code (the balancer config's) is Failed; any
+// other is OK.
+func (p *picker) resultOf(err error) adapter.Result {
+	if r, ok := adapter.ResultOf(err); ok {
+		return r
 	}
+	switch status.Code(err) {
+	case codes.Canceled:
+		return adapter.Cancelled
+	case codes.DeadlineExceeded:
+		if !p.failures.failed(err) {
+			return adapter.DeadlineAnswered
+		}
+	}
+	return adapter.Answer(p.failures.failed(err))
 }
 
 // errPicker fails every RPC with err.
@@ -173,101 +205,4 @@ type errPicker struct{ err error }
 
 func (p errPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
 	return balancer.PickResult{}, p.err
-}
-
-// readyPolicy builds, for each leaf of the routing tree, the
-// LoadBalancer's own policy (round robin, weighted, random) over the
-// leaf's instances that have a READY connection, and notes whether the
-// others are still connecting or have failed.
-type readyPolicy struct {
-	b     *graylbBalancer
-	inner graylb.Policy
-}
-
-func (p readyPolicy) NewPicker(list []graylb.Instance) graylb.Picker {
-	return p.NewStatsPicker(list, nil)
-}
-
-// NewStatsPicker is NewPicker over instances whose Stats the LoadBalancer
-// keeps: the picker reports each RPC's result to them, and a latency-aware
-// inner policy reads them.
-func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*graylb.Stats) graylb.Picker {
-	rp := &readyPicker{}
-	var readyList []graylb.Instance
-	var readyStats []*graylb.Stats
-	for i, in := range list {
-		c := p.b.conns[in.Addr()]
-		switch {
-		case c == nil:
-		case c.state == connectivity.Ready:
-			rp.idx = append(rp.idx, i)
-			rp.scs = append(rp.scs, c.sc)
-			readyList = append(readyList, in)
-			if stats != nil {
-				readyStats = append(readyStats, stats[i])
-			}
-		case c.state == connectivity.TransientFailure || c.failing:
-			if c.err != nil {
-				rp.lastErr = c.err
-			}
-		default:
-			rp.connecting = true
-		}
-	}
-	sp, timed := p.inner.(graylb.StatsPolicy)
-	switch {
-	case len(readyList) == 0:
-	case stats != nil && timed:
-		rp.inner = sp.NewStatsPicker(readyList, readyStats)
-		rp.timed = true
-	case p.b.src.ab.CallObserved():
-		// The LoadBalancer's CallObserver is told of every RPC, timed
-		// (one closure per RPC, as with a latency-aware policy).
-		rp.inner = p.inner.NewPicker(readyList)
-		rp.timed = true
-	default:
-		rp.inner = p.inner.NewPicker(readyList)
-		if stats != nil {
-			failures := p.b.failures
-			rp.dones = make([]func(balancer.DoneInfo), len(readyStats))
-			for j, st := range readyStats {
-				rp.dones[j] = func(di balancer.DoneInfo) {
-					if status.Code(di.Err) != codes.Canceled {
-						st.Report(!failures.failed(di.Err), 0)
-					}
-				}
-			}
-		}
-	}
-	if rp.lastErr == nil {
-		rp.lastErr = errors.New("connection failed")
-	}
-	return rp
-}
-
-// readyPicker picks among a leaf's READY connections.
-type readyPicker struct {
-	idx        []int // leaf index of each READY instance
-	scs        []balancer.SubConn
-	inner      graylb.Picker             // over the READY instances
-	connecting bool                      // a candidate without a READY connection is still connecting
-	lastErr    error                     // else the last connection error among them
-	timed      bool                      // results carry the call's start (a latency-aware policy, a CallObserver)
-	dones      []func(balancer.DoneInfo) // per READY connection, when results are reported untimed
-}
-
-func (p *readyPicker) Next() int {
-	if p.inner == nil {
-		return 0
-	}
-	return p.idx[p.inner.Next()]
-}
-
-// nextReady returns the index of a READY connection, false when there is
-// none.
-func (p *readyPicker) nextReady() (int, bool) {
-	if p == nil || p.inner == nil {
-		return 0, false
-	}
-	return p.inner.Next(), true
 }
