@@ -3,6 +3,8 @@ package graylbkratos
 import (
 	"context"
 
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/selector"
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
 )
@@ -12,41 +14,58 @@ import (
 // make goes through the names below.
 
 type (
-	balancer    = adapter.Balancer
-	router      = adapter.Router
-	route       = adapter.Route
-	call        = adapter.Call
-	pass        = adapter.Pass
-	admitter    = adapter.Admitter
-	admission   = adapter.Admission
-	kept        = adapter.Kept
-	lbPolicy    = graylb.Policy
-	statsPolicy = graylb.StatsPolicy
-	lbPicker    = graylb.Picker
-	lbStats     = graylb.Stats
+	balancer     = adapter.Balancer
+	endpoints    = adapter.Endpoints[selector.Node]
+	nodeEndpoint = adapter.Endpoint[selector.Node]
+	route        = adapter.EndpointRoute[selector.Node]
+	call         = adapter.Call
+	result       = adapter.Result
+	pass         = adapter.Pass
+	admitter     = adapter.Admitter
+	admission    = adapter.Admission
+	kept         = adapter.Kept
 )
 
 // balancerOf is lb's adapter surface; obtained once per Builder or
 // middleware and kept.
 func balancerOf(lb *graylb.LoadBalancer) *balancer { return adapter.For(lb) }
 
-// newRouter builds a routing snapshot of service over list with policy,
-// under the rules in force.
-func newRouter(b *balancer, service string, list []graylb.Instance, p lbPolicy) (*router, error) {
-	return b.NewRouter(service, list, p)
+// newEndpoints builds a routing snapshot of service over the nodes of
+// list, every one usable, under the rules and ejections in force.
+func newEndpoints(b *balancer, service string, list []nodeEndpoint) (*endpoints, error) {
+	return adapter.NewEndpoints(b, service, list, nil)
 }
 
-// routeCall runs r's routing for the call in ctx, whose own keys h reads.
-func routeCall(ctx context.Context, r *router, h graylb.ContextHandler) (route, error) {
-	return r.Route(ctx, h)
+// routeCall runs e's routing for the call in ctx, whose own keys h reads.
+func routeCall(ctx context.Context, e *endpoints, h graylb.ContextHandler) (route, error) {
+	return e.Route(ctx, h)
+}
+
+// resultOf is the result of a call that ended with err: what
+// adapter.ResultOf reads (cancelled, the caller's deadline passed without
+// an answer), else by the HTTP code Kratos maps err to: 499 (a cancelled
+// gRPC call) is Cancelled; 504 (an HTTP 504, a gRPC DeadlineExceeded
+// status) is DeadlineAnswered; 501 (Unimplemented: the caller's mistake)
+// is OK; another 5xx is Failed; any other code is OK.
+func resultOf(err error) result {
+	if r, ok := adapter.ResultOf(err); ok {
+		return r
+	}
+	switch code := kerrors.FromError(err).Code; {
+	case code == 499:
+		return adapter.Cancelled
+	case code == 504:
+		return adapter.DeadlineAnswered
+	case code == 501:
+		return adapter.OK
+	default:
+		return adapter.Answer(code >= 500 && code <= 599)
+	}
 }
 
 // versionKeyOf is the instance metadata key the LoadBalancer's version
 // routing reads.
 func versionKeyOf(b *balancer) string { return b.VersionMetadataKey() }
-
-// policyOf is the LoadBalancer's load-balancing policy.
-func policyOf(b *balancer) lbPolicy { return b.Policy() }
 
 // passFor is what to write on the outgoing call in ctx, whose own keys h
 // reads, for the next hop to route the same way: the kind when rules, a

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/selector"
 	"github.com/graylb/graylb"
 )
@@ -71,13 +70,12 @@ func (b *Builder) Build() selector.Selector {
 func (b *Builder) Close() { b.stop() }
 
 // Selector picks one of the nodes Kratos applied to it for each call with
-// graylb's routing. Apply builds a routing snapshot (the gray partition,
-// the rules' and filters' subsets, each with its policy's picker), so
-// Select runs in O(1) in the number of nodes and, without NodeFilters,
-// allocates nothing beyond what the policy needs (P2C, or a
-// graylb.CallObserver on the LoadBalancer: one small allocation for the
-// call's start). A change of lb's rules, or an
-// ejection or readmission, rebuilds the snapshot at the next Select.
+// graylb's routing. Apply builds a routing snapshot over the nodes (the
+// gray partition, the rules' and filters' subsets, each with its policy's
+// picker: package adapter's Endpoints), so Select runs in O(1) in the
+// number of nodes and, without NodeFilters, allocates nothing, whatever
+// the policy. A change of lb's rules, or an ejection or readmission,
+// rebuilds the snapshot at the next Select.
 type Selector struct {
 	b    *Builder
 	h    *handler
@@ -89,10 +87,10 @@ type Selector struct {
 // snapshot is the routing of one node list under one generation of lb's
 // rules and ejections.
 type snapshot struct {
-	gen    uint64
-	nodes  []selector.Node
-	router *router // nil when err != nil
-	err    error
+	gen   uint64
+	nodes []selector.Node
+	eps   *endpoints // nil when err != nil
+	err   error
 }
 
 // Apply replaces the node list. The nodes' service is their ServiceName
@@ -126,22 +124,15 @@ func (s *Selector) build(nodes []selector.Node) *snapshot {
 		// it as a service named by the address.
 		service = directService(nodes[0].Address())
 	}
-	list := make([]graylb.Instance, 0, len(nodes))
-	byAddr := make(map[string]int, len(nodes))
+	list := make([]nodeEndpoint, 0, len(nodes))
 	versionKey := versionKeyOf(s.b.ab)
-	for i, n := range nodes {
-		in, ok := instanceOf(service, n, versionKey)
-		if !ok {
-			continue
+	for _, n := range nodes {
+		if in, ok := instanceOf(service, n, versionKey); ok {
+			list = append(list, nodeEndpoint{Instance: in, Handle: n})
 		}
-		if _, dup := byAddr[in.Addr()]; dup {
-			continue
-		}
-		byAddr[in.Addr()] = i
-		list = append(list, in)
 	}
-	sn.router, sn.err = newRouter(s.b.ab, service, list, nodePolicy{nodes: nodes, byAddr: byAddr, inner: policyOf(s.b.ab),
-		observed: s.b.ab.CallObserved()})
+	// Of nodes at one address, the first counts (NewEndpoints).
+	sn.eps, sn.err = newEndpoints(s.b.ab, service, list)
 	return sn
 }
 
@@ -197,16 +188,17 @@ func (s *Selector) current() *snapshot {
 // copy of the candidates per call), and the pick among what they leave
 // is round robin.
 //
-// done reports the call's outcome for the node (outlier ejection, P2C's
-// latency) and, when the LoadBalancer has a graylb.CallObserver, tells it
-// of the call with its duration: a nil error is a success; an error
-// Kratos maps to 500, 502, 503 or another 5xx but 501 (Unimplemented) and
-// 504 (the caller's deadline) is a failure; a cancelled call reports
-// nothing. A call that ran past its caller's deadline (an error that is
-// context.DeadlineExceeded, or that Kratos maps to 504) is told to the
-// CallObserver as failed; to the node it is a success when the node
-// answered (a 504 answer, a gRPC DeadlineExceeded status) and nothing
-// when it did not.
+// done ends the call (call it once, as Kratos' clients do): it counts in
+// flight until then, whatever the policy, and its result feeds the node's
+// Stats (outlier ejection, P2C's latency) and the LoadBalancer's
+// graylb.CallObserver as package adapter's Call.End says. The result is
+// read from the call's error (see resultOf): nil is OK; a cancelled call
+// (context.Canceled, Kratos' 499) reports nothing; a call past its
+// caller's deadline is DeadlineNoAnswer when the error is
+// context.DeadlineExceeded and DeadlineAnswered when Kratos maps it to
+// 504 (an HTTP 504, a gRPC DeadlineExceeded status); another 5xx but 501
+// (Unimplemented) is a failure of the node. Without Stats and a
+// CallObserver done does nothing.
 func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (selector.Node, selector.DoneFunc, error) {
 	sn := s.current()
 	if sn == nil {
@@ -215,13 +207,9 @@ func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (s
 	if sn.err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", selector.ErrNoAvailable, sn.err)
 	}
-	rt, err := routeCall(ctx, sn.router, s.h)
+	rt, err := routeCall(ctx, sn.eps, s.h)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", selector.ErrNoAvailable, err)
-	}
-	np, _ := rt.Picker().(*nodePicker)
-	if np == nil || np.inner == nil {
-		return nil, nil, fmt.Errorf("%w: %w", selector.ErrNoAvailable, graylb.ErrNoInstance)
 	}
 	var filters []selector.NodeFilter
 	if len(opts) > 0 {
@@ -237,43 +225,40 @@ func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (s
 		optionsPool.Put(o)
 	}
 	var j int
+	var ok bool
 	if len(filters) > 0 {
-		var ok bool
-		if j, ok = s.filtered(ctx, np, filters); !ok {
+		if j, ok = s.filtered(ctx, rt.Handles(), filters); !ok {
 			return nil, nil, selector.ErrNoAvailable
 		}
-	} else {
-		j = np.inner.Next()
+	} else if j, ok = rt.Next(); !ok {
+		return nil, nil, fmt.Errorf("%w: %w", selector.ErrNoAvailable, graylb.ErrNoInstance)
 	}
-	node := np.nodes[j]
+	node := rt.Handles()[j]
 	if p, ok := selector.FromPeerContext(ctx); ok {
 		p.Node = node
 	}
-	switch {
-	case np.timed:
-		c := rt.Call(j)
-		return node, func(_ context.Context, di selector.DoneInfo) { finish(c, di.Err) }, nil
-	case np.dones != nil:
-		return node, np.dones[j], nil
+	c := rt.Call(j)
+	if !c.Tracked() {
+		return node, noDone, nil
 	}
-	return node, noDone, nil
+	return node, newCallDone(c), nil
 }
 
-// filtered applies the call's NodeFilters to the leaf's nodes and picks
-// one of what they leave, round robin; the slow path.
-func (s *Selector) filtered(ctx context.Context, np *nodePicker, filters []selector.NodeFilter) (int, bool) {
-	cand := make([]selector.Node, len(np.nodes))
-	copy(cand, np.nodes)
+// filtered applies the call's NodeFilters to the candidates and picks one
+// of what they leave, round robin; the slow path.
+func (s *Selector) filtered(ctx context.Context, nodes []selector.Node, filters []selector.NodeFilter) (int, bool) {
+	cand := make([]selector.Node, len(nodes))
+	copy(cand, nodes)
 	for _, f := range filters {
 		cand = f(ctx, cand)
 	}
 	if len(cand) == 0 {
 		return 0, false
 	}
-	// By address (unique in a leaf): a Node's dynamic type need not be
-	// comparable.
+	// By address (unique among the candidates): a Node's dynamic type
+	// need not be comparable.
 	pick := cand[int((s.rr.Add(1)-1)%uint32(len(cand)))].Address()
-	for j, n := range np.nodes {
+	for j, n := range nodes {
 		if n.Address() == pick {
 			return j, true
 		}
@@ -286,57 +271,38 @@ var optionsPool = sync.Pool{New: func() any { return new(selector.SelectOptions)
 // noDone is the done of a call whose result nobody keeps.
 func noDone(context.Context, selector.DoneInfo) {}
 
-// outcome classifies a call's error: discard when the caller cancelled it,
-// else whether it counts as a success of the node.
-func outcome(err error) (ok, discard bool) {
-	if err == nil {
-		return true, false
-	}
-	if errors.Is(err, context.Canceled) {
-		return false, true
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true, false
-	}
-	switch code := kerrors.FromError(err).Code; {
-	case code == 499: // Kratos' code for a cancelled gRPC call
-		return false, true
-	case code == 501, code == 504:
-		return true, false
-	default:
-		return code < 500 || code > 599, false
+// callDone is the done of one call: it carries the call's Call and ends
+// it with the call's result. Kratos' clients call a Select's done once,
+// when the call ends, so once it has run the object serves another call:
+// a pool of them keeps Select from allocating. One whose done never runs
+// is left to the collector.
+type callDone struct {
+	c  call
+	fn selector.DoneFunc // d.done, made once per object
+}
+
+var callDones sync.Pool // of *callDone
+
+func init() {
+	callDones.New = func() any {
+		d := &callDone{}
+		d.fn = d.done
+		return d
 	}
 }
 
-// timedOut reports whether err says the call ran past its caller's
-// deadline, and whether the node answered: a context.DeadlineExceeded
-// is the client's own (no answer in time); an error Kratos maps to 504
-// is an answer (an HTTP 504, a gRPC DeadlineExceeded status, which
-// grpcctx counts as an answer too).
-func timedOut(err error) (timedOut, answered bool) {
-	switch {
-	case err == nil:
-		return false, false
-	case errors.Is(err, context.DeadlineExceeded):
-		return true, false
-	case kerrors.FromError(err).Code == 504:
-		return true, true
-	}
-	return false, false
+// newCallDone returns the done of a call started as c.
+func newCallDone(c call) selector.DoneFunc {
+	d := callDones.Get().(*callDone)
+	d.c = c
+	return d.fn
 }
 
-// finish reports a timed call's result.
-func finish(c call, err error) {
-	ok, discard := outcome(err)
-	if discard {
-		c.Discard()
-		return
-	}
-	if late, answered := timedOut(err); late {
-		c.TimedOut(answered)
-		return
-	}
-	c.Done(ok)
+func (d *callDone) done(_ context.Context, di selector.DoneInfo) {
+	c := d.c
+	d.c = call{}
+	callDones.Put(d)
+	c.End(resultOf(di.Err))
 }
 
 // instanceOf is the graylb instance of node n of service, n's Version
@@ -368,73 +334,7 @@ func instanceOf(service string, n selector.Node, versionKey string) (graylb.Inst
 // read it.
 const weightKey = "weight"
 
-// nodePolicy builds, for each leaf of the routing tree, lb's policy over
-// the leaf's instances, and the leaf's nodes.
-type nodePolicy struct {
-	nodes    []selector.Node
-	byAddr   map[string]int // node index by the instance's address
-	inner    lbPolicy
-	observed bool // the LoadBalancer has a CallObserver: every call is timed
-}
-
-func (p nodePolicy) NewPicker(list []graylb.Instance) lbPicker { return p.NewStatsPicker(list, nil) }
-
-// NewStatsPicker is NewPicker over instances whose Stats lb keeps: the
-// leaf's done functions report each call's result to them, and a
-// latency-aware policy reads them.
-func (p nodePolicy) NewStatsPicker(list []graylb.Instance, stats []*lbStats) lbPicker {
-	np := &nodePicker{nodes: make([]selector.Node, len(list))}
-	for i, in := range list {
-		np.nodes[i] = p.nodes[p.byAddr[in.Addr()]]
-	}
-	if len(list) == 0 {
-		return np
-	}
-	sp, timed := p.inner.(statsPolicy)
-	switch {
-	case stats != nil && timed:
-		np.inner = sp.NewStatsPicker(list, stats)
-		np.timed = true
-	case p.observed:
-		// The LoadBalancer's CallObserver is told of every call, timed
-		// (one closure per call, as with a latency-aware policy).
-		np.inner = p.inner.NewPicker(list)
-		np.timed = true
-	default:
-		np.inner = p.inner.NewPicker(list)
-		if stats != nil {
-			np.dones = make([]selector.DoneFunc, len(stats))
-			for j, st := range stats {
-				np.dones[j] = func(_ context.Context, di selector.DoneInfo) {
-					ok, discard := outcome(di.Err)
-					if late, answered := timedOut(di.Err); discard || late && !answered {
-						return
-					}
-					st.Report(ok, 0)
-				}
-			}
-		}
-	}
-	return np
-}
-
-// nodePicker picks among a leaf's nodes.
-type nodePicker struct {
-	nodes []selector.Node // the leaf's nodes, in the order of its instances
-	inner lbPicker        // nil when the leaf is empty
-	timed bool            // results carry the call's start (a latency-aware policy, a CallObserver)
-	dones []selector.DoneFunc
-}
-
-func (p *nodePicker) Next() int {
-	if p.inner == nil {
-		return 0
-	}
-	return p.inner.Next()
-}
-
 var (
 	_ selector.Builder  = (*Builder)(nil)
 	_ selector.Selector = (*Selector)(nil)
-	_ statsPolicy       = nodePolicy{}
 )

@@ -377,28 +377,43 @@ func TestSelectorPeer(t *testing.T) {
 	}
 }
 
-// TestSelectorAllocs: a pick on a stable list allocates nothing.
+// TestSelectorAllocs: a pick on a stable list and its done allocate
+// nothing, whatever the policy, with outlier detection and a CallObserver
+// on or off.
 func TestSelectorAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts under the race detector are not the program's")
 	}
-	lb := newLB(t, graylb.NewRegistry(), graylb.Rules{CanaryPercent: 10})
-	s := newSelector(t, lb)
-	var gray []bool
-	for i := 0; i < 100; i++ {
-		gray = append(gray, i%10 == 0)
-	}
-	s.Apply(nodes("svc", gray...))
-	ctx := callCtx(header{"gray": "true"})
-	// What Kratos' clients pass without NodeFilters. (The variadic slice
-	// of a call through the interface is the caller's allocation: made
-	// once here.)
-	none := []selector.SelectOption{selector.WithNodeFilter()}
-	if a := testing.AllocsPerRun(200, func() {
-		_, done, _ := s.Select(ctx, none...)
-		done(ctx, selector.DoneInfo{})
-	}); a != 0 {
-		t.Fatalf("%v allocations per Select", a)
+	for _, c := range []struct {
+		name string
+		opts []graylb.Option
+	}{
+		{"round robin", nil},
+		{"round robin, outlier detection", []graylb.Option{graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
+		{"weighted, outlier detection", []graylb.Option{graylb.WithPolicy(graylb.WeightedRoundRobin()), graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
+		{"p2c", []graylb.Option{graylb.WithPolicy(graylb.P2C())}},
+		{"call observer", []graylb.Option{graylb.WithCallObserver(func(string, graylb.Instance, graylb.Kind, bool, time.Duration) {})}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lb := newLB(t, graylb.NewRegistry(), graylb.Rules{CanaryPercent: 10}, c.opts...)
+			s := newSelector(t, lb)
+			var gray []bool
+			for i := 0; i < 100; i++ {
+				gray = append(gray, i%10 == 0)
+			}
+			s.Apply(nodes("svc", gray...))
+			ctx := callCtx(header{"gray": "true"})
+			// What Kratos' clients pass without NodeFilters. (The variadic slice
+			// of a call through the interface is the caller's allocation: made
+			// once here.)
+			none := []selector.SelectOption{selector.WithNodeFilter()}
+			if a := testing.AllocsPerRun(200, func() {
+				_, done, _ := s.Select(ctx, none...)
+				done(ctx, selector.DoneInfo{})
+			}); a != 0 {
+				t.Fatalf("%v allocations per Select", a)
+			}
+		})
 	}
 }
 
