@@ -102,12 +102,13 @@ func (b *Balancer) Reroute(ctx context.Context, first Route, tried func(graylb.I
 }
 
 // NewRouter builds a Router for service over list (its usable instances
-// with a valid host and port are kept) with policy, or the LoadBalancer's
-// policy when nil, under the rules in force: for balancers that are handed
-// their instances (gRPC's balancer, a framework's selector) rather than
-// reading them from the LoadBalancer's Cache.
-func (b *Balancer) NewRouter(service string, list []graylb.Instance, policy graylb.Policy) (*Router, error) {
-	r, err := b.e().NewRouter(service, list, policy)
+// with a valid host and port are kept) with the LoadBalancer's policy
+// under the rules in force: for an adapter that is handed instances
+// rather than reading them from the LoadBalancer's Cache. An adapter that
+// is handed endpoints of its own (connections, a framework's nodes) routes
+// over them with NewEndpoints.
+func (b *Balancer) NewRouter(service string, list []graylb.Instance) (*Router, error) {
+	r, err := b.e().NewRouter(service, list, nil)
 	if err != nil {
 		return nil, err
 	}

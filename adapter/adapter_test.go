@@ -66,7 +66,7 @@ func TestSurface(t *testing.T) {
 	assert.Equal(t, "10.0.0.2:80", c.Instance.Addr())
 	require.NotNil(t, c.Stats())
 	assert.EqualValues(t, 1, c.Stats().InFlight())
-	c.Done(true)
+	c.End(adapter.OK)
 	assert.EqualValues(t, 0, c.Stats().InFlight())
 
 	// A retry after the gray instance failed falls back to prod.
@@ -79,7 +79,7 @@ func TestSurface(t *testing.T) {
 	assert.Equal(t, graylb.FellBack, rr.Outcome)
 
 	// A prod request never reaches gray, even over an explicit list.
-	router, err := b.NewRouter("svc", []graylb.Instance{graylb.NewInstance("svc", "10.0.0.2", 80, map[string]string{"gray": "true"})}, nil)
+	router, err := b.NewRouter("svc", []graylb.Instance{graylb.NewInstance("svc", "10.0.0.2", 80, map[string]string{"gray": "true"})})
 	require.NoError(t, err)
 	_, err = router.Route(ctx, gray("false"))
 	assert.True(t, errors.Is(err, graylb.ErrNoInstance), "%v", err)
@@ -155,7 +155,7 @@ func TestSurfaceAllocatesNothing(t *testing.T) {
 	require.NoError(t, err)
 	allocs := testing.AllocsPerRun(200, func() {
 		r, _ := b.Route(ctx, "svc", h)
-		r.Start().Done(true)
+		r.Start().End(adapter.OK)
 		_ = b.Pass(r.Decision, false)
 	})
 	assert.Zero(t, allocs)

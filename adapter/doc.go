@@ -39,11 +39,19 @@
 //     asks [Balancer.Decide].
 //  3. Pick: [Route.Start] picks a candidate and starts a [Call];
 //     [Balancer.Reroute] gives a retry's candidates around the instances
-//     that failed; [Balancer.NewRouter] builds a [Router] over an instance
-//     list the adapter is handed (a framework's balancer or selector).
-//  4. Report the outcome: [Call.Done] (or [Call.Discard] for a cancelled
-//     call, [Call.TimedOut] for one past its caller's deadline);
-//     [Balancer.Report] for a result obtained without a Call.
+//     that failed. An adapter that reaches instances through endpoints of
+//     its own (gRPC's SubConns, a framework's nodes) routes over them
+//     with [NewEndpoints]: [EndpointRoute.Start] yields the picked
+//     endpoint's handle and its Call, the LoadBalancer's policy picking
+//     among the usable ones. [Balancer.NewRouter] routes over an instance
+//     list the adapter is handed.
+//  4. End the call with its [Result]: [Call.End] (OK, Failed, Cancelled,
+//     DeadlineNoAnswer, DeadlineAnswered), which feeds the instance's
+//     Stats (ejection, P2C) and the CallObserver alike whatever the
+//     policy; [ResultOf] reads what an error says without the transport
+//     (cancelled, the caller's deadline), the adapter maps its transport's
+//     own errors; [Balancer.Report] reports a result obtained without a
+//     Call.
 //  5. Write the keys for the next hop: the admitted keys the outgoing call
 //     does not carry ([KeptFrom]), then the pairs [Balancer.Pass] gives for
 //     the Route's Decision ([Balancer.PassFor] for a call that has no Route

@@ -37,14 +37,6 @@ func (r Route) Instances() []graylb.Instance {
 // Len returns the number of candidates.
 func (r Route) Len() int { return len(r.Instances()) }
 
-// Picker returns the policy's picker over the candidates (nil when there
-// are none): for an adapter that picks among something other than the
-// instances themselves, such as connections, with a Policy of its own
-// passed to NewRouter.
-func (r Route) Picker() graylb.Picker {
-	return r.c.Picker()
-}
-
 // NextIndex picks one candidate with the policy and returns its index in
 // Instances (0 when the route has none).
 func (r Route) NextIndex() int {

@@ -63,7 +63,7 @@ func graylbPeer(name, note string, policy graylb.Policy, perService bool) Peer {
 			Pick: pick,
 			Update: func(list []graylb.Instance) {
 				// What a push costs: building the routing tree over the list.
-				if _, err := ab.NewRouter("svc", list, nil); err != nil {
+				if _, err := ab.NewRouter("svc", list); err != nil {
 					panic(err)
 				}
 			},

@@ -53,7 +53,7 @@ func TestAdapterSurface(t *testing.T) {
 		out[p.VersionKey] = p.Version
 	}
 	err = send(call.Instance, out)
-	call.Done(err == nil) // report the outcome
+	call.End(adapter.Answer(err != nil)) // end the call with its result
 	// end snippet
 
 	if err != nil || call.Instance.Addr() != "10.0.0.2:80" || out["gray"] != "true" || out["version"] != "v2" {
@@ -113,4 +113,62 @@ func (m mapCarrier) Keys() []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// conn is a made-up transport's connection to one instance.
+type conn struct {
+	addr  string
+	ready bool
+}
+
+func (c *conn) send(map[string]string) error { return nil }
+
+// docs/adapters.md: a balancer routes over connections of its own.
+func TestAdapterEndpoints(t *testing.T) {
+	reg := graylb.NewRegistry()
+	prod := graylb.NewInstance("orders", "10.0.0.1", 80, nil)
+	grayInst := graylb.NewInstance("orders", "10.0.0.2", 80, map[string]string{"gray": "true"})
+	reg.Register(prod)
+	reg.Register(grayInst)
+	lb, err := graylb.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Close()
+	b := adapter.For(lb)
+	c1, c2 := &conn{addr: prod.Addr(), ready: true}, &conn{addr: grayInst.Addr(), ready: true}
+	ctx := context.WithValue(context.Background(), mapKey{}, map[string]string{"gray": "true"})
+	out := map[string]string{}
+
+	// snippet: adapter-endpoints
+	// built when the connections or their states change, and again on
+	// OnRulesChange and OnEjectionChange
+	eps, err := adapter.NewEndpoints(b, "orders", []adapter.Endpoint[*conn]{
+		{Instance: prod, Handle: c1},
+		{Instance: grayInst, Handle: c2},
+	}, func(c *conn) bool { return c.ready })
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// for each call
+	route, err := eps.Route(ctx, mapReader{})
+	if err != nil {
+		t.Fatal(err) // the request's kind has no endpoint: fail the call with err
+	}
+	c, call, ok := route.Start() // the policy's pick among the usable candidates
+	if !ok {
+		t.Fatal("none usable") // candidates, none usable yet: wait for one, or fail
+	}
+	err = c.send(out)
+	result, known := adapter.ResultOf(err) // OK, cancelled, the caller's deadline
+	if !known {
+		result = adapter.Failed // the transport maps its own errors
+	}
+	call.End(result)
+	// end snippet
+
+	if c != c2 || route.Kind != graylb.Gray {
+		t.Fatalf("picked %s for a %s request: want the gray instance's connection", c.addr, route.Kind)
+	}
 }

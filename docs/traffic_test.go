@@ -34,7 +34,7 @@ func TestOutlierDetectionAndP2C(t *testing.T) {
 	client := &http.Client{Transport: httpctx.NewTransport(lb)} // reports every call's result (any 5xx fails: WithFailureStatus)
 	// gRPC: the picker reports each RPC (Unavailable, Internal, Unknown, DataLoss fail:
 	// grpc.WithDefaultServiceConfig(grpcctx.ServiceConfigWithFailureCodes(...)) after DialOptions)
-	// by hand: c := route.Start(); ...; c.Done(ok)
+	// by hand: c := route.Start(); ...; c.End(result)
 	// end snippet
 
 	defer lb.Close()

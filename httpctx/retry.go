@@ -115,14 +115,11 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 	}
 	for {
 		if cerr := req.Context().Err(); cerr != nil {
-			if errors.Is(cerr, context.DeadlineExceeded) {
-				call.TimedOut(false) // the caller saw it fail; the instance did not answer in time
-			} else {
-				call.Discard()
-			}
+			r, _ := adapter.ResultOf(cerr) // cancelled, or the caller's deadline passed without an answer
+			call.End(r)
 			return nil, err
 		}
-		call.Done(false)
+		call.End(adapter.Failed)
 		f := classify(err)
 		if f == otherFailure {
 			return nil, err
@@ -145,14 +142,14 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 		if req.GetBody != nil {
 			body, gerr := req.GetBody()
 			if gerr != nil {
-				call.Discard()
+				call.End(adapter.Cancelled) // never sent
 				return nil, fmt.Errorf("httpctx: %s %s: replaying the body: %w", methodOf(req), host, gerr)
 			}
 			out.Body = body
 		}
 		var resp *http.Response
 		if resp, err = rt.RoundTrip(out); err == nil {
-			call.Done(!t.failure(resp.StatusCode))
+			call.End(adapter.Answer(t.failure(resp.StatusCode)))
 			if clone != nil {
 				clone.release(resp)
 			}

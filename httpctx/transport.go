@@ -284,7 +284,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, untrusted, call, err)
 	}
-	call.Done(!t.failure(resp.StatusCode))
+	call.End(adapter.Answer(t.failure(resp.StatusCode)))
 	if clone != nil {
 		clone.release(resp)
 	}

@@ -18,17 +18,6 @@ type routing struct {
 	leaf *node
 }
 
-// Picker returns the policy's picker over the candidates (nil when there
-// are none): for adapters that pick among something other than the
-// instances themselves, such as the gRPC balancer's connections, with a
-// Policy of their own passed to newRouter.
-func (r routing) Picker() Picker {
-	if r.leaf == nil {
-		return nil
-	}
-	return r.leaf.pickerOf()
-}
-
 // Instances returns the candidates. The slice is shared: do not modify it.
 func (r routing) Instances() []Instance {
 	if r.leaf == nil {
