@@ -75,8 +75,8 @@ func Observers(a Observer, more ...Observer) Observer {
 }
 
 // CallObserver is told of every call an adapter made to an instance, once
-// the adapter reports it done (package adapter's Call.Done: the HTTP
-// Transport for each try of a request, the gRPC balancer for each RPC):
+// the adapter ends it (package adapter's Call.End: the HTTP Transport for
+// each try of a request, the gRPC balancer for each RPC):
 // the service, the instance, the kind of the instances that served it,
 // whether it succeeded, and its duration from the start of the call to the
 // report. kind is gray only for a gray request the gray instances served;
@@ -85,8 +85,8 @@ func Observers(a Observer, more ...Observer) Observer {
 // the request's kind. ok is false for a failure that counts against the
 // instance (the adapter's rule: a connection failure, a 5xx answer, gRPC
 // Unavailable) and for a call that ran past its caller's deadline (its
-// caller saw it fail: package adapter's Call.TimedOut). A call discarded
-// without an outcome (the caller cancelled it) is not told.
+// caller saw it fail: package adapter's DeadlineNoAnswer and
+// DeadlineAnswered). A call its caller cancelled is not told.
 //
 // It runs on the caller's goroutine after each call: keep it short and
 // non-blocking (the otelgraylb module's CallObserver records a histogram
