@@ -1,0 +1,41 @@
+package graylbkratos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/graylb/graylb/adapter"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// resultOf maps a call's error to its Result: what adapter.ResultOf
+// reads, then the code Kratos maps the error to.
+func TestResultOf(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want adapter.Result
+	}{
+		{nil, adapter.OK},
+		{context.Canceled, adapter.Cancelled},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), adapter.DeadlineNoAnswer},
+		{kerrors.New(499, "CLIENT_CLOSED", "x"), adapter.Cancelled},
+		{status.Error(codes.Canceled, "x"), adapter.Cancelled},
+		{kerrors.GatewayTimeout("TIMEOUT", "x"), adapter.DeadlineAnswered},
+		{status.Error(codes.DeadlineExceeded, "x"), adapter.DeadlineAnswered},
+		{kerrors.New(501, "UNIMPLEMENTED", "x"), adapter.OK},
+		{kerrors.ServiceUnavailable("DOWN", "x"), adapter.Failed},
+		{kerrors.InternalServer("BUG", "x"), adapter.Failed},
+		{status.Error(codes.Unavailable, "x"), adapter.Failed},
+		{errors.New("connection refused"), adapter.Failed},
+		{kerrors.NotFound("NOPE", "x"), adapter.OK},
+		{kerrors.BadRequest("BAD", "x"), adapter.OK},
+	} {
+		if got := resultOf(c.err); got != c.want {
+			t.Errorf("%v: %v, want %v", c.err, got, c.want)
+		}
+	}
+}
