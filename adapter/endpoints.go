@@ -172,7 +172,10 @@ func (p *endpointPolicy[H]) NewStatsPicker(list []graylb.Instance, stats []*gray
 	var up []graylb.Instance
 	var upStats []*graylb.Stats
 	for i, in := range list {
-		k := p.index[in.Addr()]
+		k, ok := p.index[in.Addr()]
+		if !ok {
+			continue // an instance no endpoint has (routing makes none up): the zero handle, never picked
+		}
 		l.handles[i] = p.handles[k]
 		if !p.usable[k] {
 			continue
