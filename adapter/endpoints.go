@@ -77,9 +77,8 @@ func NewEndpoints[H any](b *Balancer, service string, list []Endpoint[H], usable
 // has no endpoint (the route still carries the decision).
 func (e *Endpoints[H]) Route(ctx context.Context, call graylb.ContextHandler) (EndpointRoute[H], error) {
 	d, c, err := e.r.Route(ctx, call)
-	rt := EndpointRoute[H]{r: Route{Decision: Decision(d), Service: e.service, b: e.b, c: c}}
+	rt := EndpointRoute[H]{Decision: Decision(d), Service: e.service, b: e.b, c: c}
 	rt.leaf, _ = c.Picker().(*endpointLeaf[H])
-	rt.Decision = rt.r.Decision
 	return rt, err
 }
 
@@ -88,12 +87,16 @@ func (e *Endpoints[H]) Route(ctx context.Context, call graylb.ContextHandler) (E
 // allocates nothing. The zero EndpointRoute has no candidates.
 type EndpointRoute[H any] struct {
 	Decision
-	r    Route
-	leaf *endpointLeaf[H] // nil when there are no candidates
+	Service string // the service routed
+	b       *Balancer
+	c       engine.Candidates
+	leaf    *endpointLeaf[H] // nil when there are no candidates
 }
 
-// Service returns the service routed.
-func (r EndpointRoute[H]) Service() string { return r.r.Service }
+// route is r as a Route over the same candidates.
+func (r EndpointRoute[H]) route() Route {
+	return Route{Decision: r.Decision, Service: r.Service, b: r.b, c: r.c}
+}
 
 // Len returns the number of candidates, usable or not.
 func (r EndpointRoute[H]) Len() int {
@@ -109,7 +112,7 @@ func (r EndpointRoute[H]) Instances() []graylb.Instance {
 	if r.leaf == nil {
 		return nil
 	}
-	return r.r.Instances()
+	return r.c.Instances()
 }
 
 // Handles returns the candidates' handles, usable or not, in the order of
@@ -136,7 +139,7 @@ func (r EndpointRoute[H]) Call(i int) Call {
 	if i < 0 || i >= r.Len() {
 		return Call{}
 	}
-	return r.r.Call(i)
+	return r.route().Call(i)
 }
 
 // Start picks a usable candidate with the policy and starts a call to it:
@@ -148,7 +151,7 @@ func (r EndpointRoute[H]) Start() (H, Call, bool) {
 		var zero H
 		return zero, Call{}, false
 	}
-	return r.leaf.handles[i], r.r.Call(i), true
+	return r.leaf.handles[i], r.route().Call(i), true
 }
 
 // endpointPolicy is the Policy an Endpoints' routing tree is built with:

@@ -70,7 +70,7 @@ func TestEndpoints_RoutesOverTheUsableHandles(t *testing.T) {
 	rt, err := e.Route(context.Background(), gray("false"))
 	require.NoError(t, err)
 	assert.Equal(t, graylb.Prod, rt.Kind)
-	assert.Equal(t, "svc", rt.Service())
+	assert.Equal(t, "svc", rt.Service)
 	assert.Equal(t, 3, rt.Len(), "an unusable endpoint stays a candidate")
 	assert.ElementsMatch(t, []conn{{"p1", true}, {"p2", true}, {"p3", false}}, rt.Handles())
 }
