@@ -138,10 +138,6 @@ func (b *Balancer) OnEjectionChange(fn func(service string)) (stop func()) {
 	return b.e().OnEjectionChange(fn)
 }
 
-// Policy returns the LoadBalancer's load-balancing policy, for an adapter
-// that applies it to connections of its own.
-func (b *Balancer) Policy() graylb.Policy { return b.e().Policy() }
-
 // Cache returns the Cache the LoadBalancer reads instances from: for an
 // adapter that follows the same lists (a resolver) and for its Stats.
 func (b *Balancer) Cache() *graylb.Cache { return b.e().Cache() }

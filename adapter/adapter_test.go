@@ -96,7 +96,6 @@ func TestSurface(t *testing.T) {
 	}
 
 	assert.NotNil(t, b.Cache())
-	assert.NotNil(t, b.Policy())
 	assert.Same(t, lb, b.LoadBalancer())
 }
 

@@ -6,9 +6,9 @@
 //
 // The rule that splits the two: a method or type belongs here when only
 // code that carries requests over a transport needs it — reading a call's
-// keys, routing and rerouting a call, starting and reporting calls,
+// keys, routing and rerouting a call, starting and ending calls,
 // writing the decision for the next hop, following rule and ejection
-// changes, reaching the LoadBalancer's Cache and Policy. What a program
+// changes, reaching the LoadBalancer's Cache. What a program
 // configures, picks with by hand, or inspects (New and its options, Pick,
 // Service, Keys, SetRules, Close, Snapshot, Services, RulesState,
 // Ejections, Unrouted, and the types they take and return) stays in
@@ -59,8 +59,7 @@
 //
 // Lifecycle: [Balancer.OnRulesChange] and [Balancer.OnEjectionChange] say
 // when routing an adapter keeps of its own must be rebuilt;
-// [Balancer.Cache] is the instance lists the LoadBalancer follows;
-// [Balancer.Policy] its load-balancing policy.
+// [Balancer.Cache] is the instance lists the LoadBalancer follows.
 //
 // A Balancer adds no allocation to a call: a Route holds its candidates as
 // a pointer in an interface, and each operation is one method call on it.

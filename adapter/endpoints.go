@@ -50,7 +50,7 @@ func NewEndpoints[H any](b *Balancer, service string, list []Endpoint[H], usable
 	if b == nil {
 		return nil, errNoBalancer
 	}
-	p := &endpointPolicy[H]{inner: b.Policy(), index: make(map[string]int, len(list)),
+	p := &endpointPolicy[H]{inner: b.e().Policy(), index: make(map[string]int, len(list)),
 		handles: make([]H, 0, len(list)), usable: make([]bool, 0, len(list))}
 	insts := make([]graylb.Instance, 0, len(list))
 	for _, ep := range list {
