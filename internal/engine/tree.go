@@ -382,63 +382,15 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 	return leaf
 }
 
-// pick is walk picking, for lb.Pick, with the flat form of a plain tree
-// written out (lb.Pick's hot path: a call to leafOf costs a tenth of a
-// pick): the same walk as leafOf's, which TestTree_FlatPickAgreesWithRoute holds
-// equal to route's on random trees and requests. It returns the picked
-// candidate in its leaf's list, or the error of a request whose kind has
-// no instance.
+// pick is walk picking, for lb.Pick: the same walk as every adapter's
+// route (leafOf), then the leaf's turn. It returns the picked candidate in
+// its leaf's list, or the error of a request whose kind has no instance.
 func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*Instance, error) {
-	if !t.plain {
-		var d decision
-		n, err := t.walk(ctx, nil, h, observe, &d)
-		if err != nil {
-			return nil, err
-		}
-		return &n.instances[n.next()], nil
-	}
-	vals, st := valuesAndState(ctx)
-	kind, outcome := Prod, Selected // what decided is not asked for
-	v := ""
-	if h != nil {
-		v = h.Value(ctx, t.grayKey)
-	}
-	if v == "" && st != nil {
-		v = st.Get(t.grayKey)
-	}
-	if v == "" {
-		if v = vals.get(t.grayKey); v == "" && st != nil {
-			if gray, _ := st.Drawn(); gray {
-				v = "true" // another LoadBalancer's canary drew gray for the request
-			}
-		}
-	}
-	i := grayIdxProd
-	if IsGray(v) {
-		kind, i = Gray, grayIdxGray
-		if !t.gray.hasGray {
-			i, outcome = grayIdxAll, FellBack
-		}
-	}
-	fr := &t.flat[i]
-	n := &fr.leaves[0]
-	if len(fr.leaves) > 1 { // a version stage's leaves
-		v = ""
-		if h != nil {
-			v = h.Value(ctx, t.versionKey)
-		}
-		if v == "" && st != nil {
-			v = st.Get(t.versionKey)
-		}
-		if v == "" {
-			v = vals.get(t.versionKey)
-		}
-		n = &fr.leaves[fr.choice.choose(v, t.versionSelf)]
-	}
+	var d decision
+	n := t.leafOf(ctx, nil, h, &d)
 	var in *Instance
 	switch {
-	case len(n.instances) == 0:
-		outcome = Failed
+	case n == nil:
 	case n.ext == nil || n.ext.picker == nil:
 		// node.next written out (it does not fit the inlining budget): the
 		// single counter's turn, else the slow path.
@@ -451,10 +403,10 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 		in = &n.instances[n.ext.picker.Next()]
 	}
 	if observe != nil {
-		observe(t.service, kind, outcome)
+		observe(t.service, d.kind, d.outcome)
 	}
 	if in == nil {
-		return nil, t.noInstance(kind)
+		return nil, t.noInstance(d.kind)
 	}
 	return in, nil
 }
