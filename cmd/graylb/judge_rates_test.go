@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -116,4 +118,20 @@ func TestJudgeRates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A step's report is JSON whatever the samples hold: a kind without a
+// histogram has no p99, and JSON has no NaN (a rollout's -o json printed
+// nothing when a kind's p99 was unknown).
+func TestStepReportJSONWithoutAP99(t *testing.T) {
+	gray := sample{Requests: 200, Errors: math.NaN()}
+	prod := sample{Requests: 0, Buckets: []bucket{{Le: 0.01, Count: 3}, {Le: math.Inf(1), Count: 3}}}
+	b, err := json.Marshal(stepReport{Canary: 5, Verdict: "wait", Gray: &gray, Prod: &prod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); strings.Contains(s, `"gray":{"requests":200,"errors":0}`) && strings.Contains(s, `"p99Seconds":0.0098`) {
+		return
+	}
+	t.Fatalf("report %s", b)
 }
