@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/graylb/graylb/internal/modulus"
 )
 
 // Policy builds a Picker over one candidate list. NewPicker runs once per
@@ -242,7 +244,7 @@ func (t *turns) contended(span uint64) uint64 {
 
 type roundRobin struct {
 	t turns // t.n: the list's length
-	m modulus
+	m modulus.Modulus
 	_ [cacheLine - 32]byte // whole cache lines (see cacheLine)
 }
 
@@ -270,7 +272,7 @@ func newRoundRobin(list []Instance) Picker {
 		return onlyPicker{}
 	}
 	n := uint32(len(list))
-	p := &roundRobin{m: newModulus(n)}
+	p := &roundRobin{m: modulus.New(n)}
 	p.t.n = n
 	p.t.init(uint64(n))
 	return p
@@ -280,7 +282,7 @@ func newRoundRobin(list []Instance) Picker {
 func (p *roundRobin) Next() int {
 	// A list is far shorter than 2^32; the counter's wrap every 2^32 turns
 	// only shifts the rotation once.
-	return int(p.m.of(uint32(p.t.next(uint64(p.t.n))), p.t.n))
+	return int(p.m.Of(uint32(p.t.next(uint64(p.t.n))), p.t.n))
 }
 
 // onlyPicker is round robin's picker over an empty list (never asked:

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"unsafe"
+
+	"github.com/graylb/graylb/internal/modulus"
 )
 
 // node is one node of the precomputed routing tree, one cache line (see
@@ -17,8 +19,8 @@ import (
 // are every candidate below it.
 type node struct {
 	instances []Instance
-	t         turns   // the round robin's turns (t.n: len(instances)), when ext holds no picker
-	m         modulus // for t.n
+	t         turns           // the round robin's turns (t.n: len(instances)), when ext holds no picker
+	m         modulus.Modulus // for t.n
 	ext       *nodeExt
 }
 
@@ -49,7 +51,7 @@ func (n *node) next() int {
 	if e := n.ext; e != nil && e.picker != nil {
 		return e.picker.Next()
 	}
-	return int(n.m.of(uint32(n.t.next(uint64(n.t.n))), n.t.n))
+	return int(n.m.Of(uint32(n.t.next(uint64(n.t.n))), n.t.n))
 }
 
 // Next is next: a leaf without a policy's picker is its own Picker.
@@ -446,7 +448,7 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 		if turn >= turnsSharded || !n.t.one.CompareAndSwap(turn, turn+1) {
 			turn = n.t.contended(uint64(n.t.n))
 		}
-		in = &n.instances[n.m.of(uint32(turn), n.t.n)]
+		in = &n.instances[n.m.Of(uint32(turn), n.t.n)]
 	default:
 		in = &n.instances[n.ext.picker.Next()]
 	}
