@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/graylb/graylb/internal/cacheline"
 	"github.com/graylb/graylb/internal/fanout"
 )
 
@@ -22,7 +23,7 @@ import (
 // in the number of instances, without allocating.
 type LoadBalancer struct {
 	// What a pick reads, first and apart from every field written after
-	// New (see cacheLine; the allocator may put a header before it).
+	// New (see package cacheline; the allocator may put a header before it).
 	services atomic.Pointer[serviceTable]
 	rules    atomic.Pointer[compiledRules]
 	handler  ContextHandler
@@ -30,7 +31,7 @@ type LoadBalancer struct {
 	observer Observer
 	calls    CallObserver // told of each call done (package adapter's Call.Done)
 	gray     grayFilter
-	_        [2*cacheLine - 104]byte
+	_        [2*cacheline.Size - 104]byte
 
 	cache     *Cache
 	ownsCache bool
@@ -58,14 +59,14 @@ type LoadBalancer struct {
 }
 
 type service struct {
-	// What a pick reads, on a cache line of its own (see cacheLine).
+	// What a pick reads, on a cache line of its own (see package cacheline).
 	name string
 	tree atomic.Pointer[tree]
 	// unlisted: a throw-away service for a name with no instance (not
 	// kept, not watched, not shown to the Observer: names can come from
 	// untrusted input and must not grow anything).
 	unlisted bool
-	_        [cacheLine - 25]byte // name 16, tree 8, unlisted 1
+	_        [cacheline.Size - 25]byte // name 16, tree 8, unlisted 1
 
 	mu   sync.Mutex // serialises rebuilds
 	list []Instance
@@ -73,7 +74,7 @@ type service struct {
 
 	health  *health     // nil unless lb.keepStats
 	pending atomic.Bool // a rebuild for an ejection or readmission is scheduled
-	_       [2*cacheLine - 116]byte
+	_       [2*cacheline.Size - 116]byte
 }
 
 // New returns a LoadBalancer over the instances of s. Unless s is already

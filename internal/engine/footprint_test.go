@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/graylb/graylb/internal/cacheline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -167,7 +168,7 @@ func TestLeavesOwnTheirLines(t *testing.T) {
 		}
 		if len(n.instances) > 0 && n.pickerOf() == Picker(n) {
 			inPlace++
-			require.Zero(t, uintptr(unsafe.Pointer(n))%cacheLine, "a leaf with its turns in place is not at a cache line's start")
+			require.Zero(t, uintptr(unsafe.Pointer(n))%cacheline.Size, "a leaf with its turns in place is not at a cache line's start")
 		}
 	}
 	for _, n := range tr.children {

@@ -1,6 +1,10 @@
 package engine
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/graylb/graylb/internal/cacheline"
+)
 
 // Default key names.
 const (
@@ -50,7 +54,7 @@ func (f *grayFilter) build(instances []Instance, rl *compiledRules) *grayStage {
 		st.prod, st.gray = instances[:p:p], instances[p:n:n]
 	} else {
 		// One backing array: prod fills it from the front, gray from the back.
-		buf := lineSlice[Instance](n)
+		buf := cacheline.Slice[Instance](n)
 		q, g := 0, n
 		for _, inst := range instances {
 			if f.instanceKind(inst, rl) == Gray {
@@ -210,7 +214,7 @@ type grayStage struct {
 	// match rules, canary) nor the caller's own flag classify a request:
 	// its own value alone decides (tree.pick's flat walk).
 	plain bool
-	_     [cacheLine / 2]byte // whole cache lines (see cacheLine)
+	_     [cacheline.Size / 2]byte // whole cache lines (see package cacheline)
 }
 
 func (s *grayStage) subsets() [][]Instance { return [][]Instance{s.prod, s.gray, s.all} }

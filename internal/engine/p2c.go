@@ -1,6 +1,10 @@
 package engine
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/graylb/graylb/internal/cacheline"
+)
 
 // P2C returns the power-of-two-choices policy with peak-EWMA latency, the
 // algorithm of Finagle's and Linkerd's balancers: each pick draws two
@@ -48,7 +52,7 @@ const p2cBase = 1000
 
 type p2c struct {
 	stats []*Stats
-	_     [cacheLine - 24]byte // whole cache lines (see cacheLine)
+	_     [cacheline.Size - 24]byte // whole cache lines (see package cacheline)
 }
 
 func (p *p2c) Next() int {

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/graylb/graylb/internal/cacheline"
 	"github.com/graylb/graylb/internal/modulus"
 )
 
@@ -126,11 +127,11 @@ type rotor struct {
 	// first rehash, then an odd multiplier; read on every turn, written
 	// once per rehash: a line of its own.
 	mix atomic.Uint64
-	_   [cacheLine - 8]byte
+	_   [cacheline.Size - 8]byte
 	// clash counts lost swaps, written on each: a line of its own, apart
 	// from mix.
 	clash atomic.Uint32
-	_     [cacheLine - 4]byte
+	_     [cacheline.Size - 4]byte
 }
 
 // clashesToRehash is how many lost compare-and-swaps on a rotor's counters
@@ -201,7 +202,7 @@ const clashesToShard = 16
 // the switch only changes which counter the next turns come from.
 //
 // A turns lives in its picker's object, which fills a cache line of its
-// own (see cacheLine): the counter's writes slow down nothing but the
+// own (see package cacheline): the counter's writes slow down nothing but the
 // picks of its own leaf, and once sharded the line is only read.
 type turns struct {
 	one   atomic.Uint64 // the turn counter, or turnsSharded and up
@@ -245,13 +246,13 @@ func (t *turns) contended(span uint64) uint64 {
 type roundRobin struct {
 	t turns // t.n: the list's length
 	m modulus.Modulus
-	_ [cacheLine - 32]byte // whole cache lines (see cacheLine)
+	_ [cacheline.Size - 32]byte // whole cache lines (see package cacheline)
 }
 
 type strictRoundRobin struct {
 	c atomic.Uint64
 	n uint64
-	_ [cacheLine - 16]byte // a cache line of its own (see cacheLine)
+	_ [cacheline.Size - 16]byte // a cache line of its own (see package cacheline)
 }
 
 func newStrictRoundRobin(list []Instance) Picker {
@@ -293,7 +294,7 @@ func (onlyPicker) Next() int { return 0 }
 
 type random struct {
 	n uint64
-	_ [cacheLine - 8]byte // whole cache lines (see cacheLine)
+	_ [cacheline.Size - 8]byte // whole cache lines (see package cacheline)
 }
 
 func newRandom(list []Instance) Picker { return &random{n: uint64(len(list))} }

@@ -190,7 +190,7 @@ type compiledRules struct {
 
 	matches   []compiledMatch
 	matchKeys []string // the keys the matches name, lower case, each once
-	_         [40]byte // whole cache lines (see cacheLine)
+	_         [40]byte // whole cache lines (see package cacheline)
 }
 
 var defaultCompiledRules = &compiledRules{enabled: true}

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/graylb/graylb/internal/cacheline"
 )
 
 // ServicePicker picks instances of one service for a caller that calls it
@@ -13,8 +15,8 @@ import (
 type ServicePicker struct {
 	lb   *LoadBalancer
 	name string
-	s    atomic.Pointer[service] // the routed service, once a pick found it
-	_    [cacheLine - 32]byte    // read on every pick (see cacheLine)
+	s    atomic.Pointer[service]   // the routed service, once a pick found it
+	_    [cacheline.Size - 32]byte // read on every pick (see package cacheline)
 }
 
 // Service returns the ServicePicker of service. It does no I/O: the first

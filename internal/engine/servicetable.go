@@ -1,5 +1,9 @@
 package engine
 
+import (
+	"github.com/graylb/graylb/internal/cacheline"
+)
+
 // fewServices is how many services a serviceTable keeps inline and finds
 // by comparing names: for a handful that is cheaper than hashing the name,
 // and a pick follows one pointer less.
@@ -11,7 +15,7 @@ type serviceTable struct {
 	byName map[string]*service
 	nFew   int                       // entries of few in use; -1 when there are more than fewServices
 	few    [fewServices]serviceEntry // while there are at most fewServices
-	_      [cacheLine / 2]byte       // whole cache lines (see cacheLine)
+	_      [cacheline.Size / 2]byte  // whole cache lines (see package cacheline)
 }
 
 type serviceEntry struct {

@@ -6,11 +6,12 @@ import (
 	"sort"
 	"unsafe"
 
+	"github.com/graylb/graylb/internal/cacheline"
 	"github.com/graylb/graylb/internal/modulus"
 )
 
 // node is one node of the precomputed routing tree, one cache line (see
-// cacheLine): a leaf's candidates and, when its policy is round robin,
+// package cacheline): a leaf's candidates and, when its policy is round robin,
 // the turns of its rotation in place (see turns: one counter word until
 // its picks contend), so that the picks of one leaf write its own line
 // and no other, and a flat pick reads one line per leaf; an inner node's
@@ -26,11 +27,11 @@ type node struct {
 
 // nodeExt is what a node holds beyond a round-robin leaf.
 type nodeExt struct {
-	stage    Stage                // an inner node's stage
-	children []node               // an inner node's children, one array
-	picker   Picker               // a leaf's picker; nil: the node's own round robin
-	stats    []*Stats             // beside instances, when the LoadBalancer keeps Stats
-	_        [cacheLine - 16]byte // whole cache lines (see cacheLine)
+	stage    Stage                     // an inner node's stage
+	children []node                    // an inner node's children, one array
+	picker   Picker                    // a leaf's picker; nil: the node's own round robin
+	stats    []*Stats                  // beside instances, when the LoadBalancer keeps Stats
+	_        [cacheline.Size - 16]byte // whole cache lines (see package cacheline)
 }
 
 // isLeaf reports whether n has no stage.
@@ -84,10 +85,10 @@ type tree struct {
 	grayKey     string
 	versionKey  string
 	versionSelf string
-	children    [grayIdxAll + 1]*node // by gray subset index
-	rules       *compiledRules        // the rules it was built with
-	ejected     [2]int                // instances left out as outliers, by kind
-	_           [cacheLine - 16]byte  // whole cache lines (see cacheLine)
+	children    [grayIdxAll + 1]*node     // by gray subset index
+	rules       *compiledRules            // the rules it was built with
+	ejected     [2]int                    // instances left out as outliers, by kind
+	_           [cacheline.Size - 16]byte // whole cache lines (see package cacheline)
 }
 
 // statsFunc returns an instance's Stats; nil when none are kept.
@@ -233,7 +234,7 @@ func buildNode(n *node, in BuildInfo, owned, ownLine bool, filters []ServerFilte
 	kids := make([]node, len(subs))
 	n.ext = &nodeExt{stage: st, children: kids}
 	// An array of up to 512 bytes of nodes has each on a cache line of its
-	// own (see cacheLine); a longer one starts 8 bytes in.
+	// own (see package cacheline); a longer one starts 8 bytes in.
 	own := len(kids)*int(unsafe.Sizeof(node{})) <= 512
 	for i, sub := range subs {
 		child := in

@@ -1,5 +1,9 @@
 package engine
 
+import (
+	"github.com/graylb/graylb/internal/cacheline"
+)
+
 // VersionFilter routes by version: a request's version (the "version"
 // request key, else the lane a match rule gave it, else the caller's own
 // version) selects the instances whose
@@ -87,7 +91,7 @@ func (f *VersionFilter) build(in BuildInfo, inPlace bool) *versionStage {
 	if inPlace {
 		src = append([]Instance(nil), in.Instances...) // scratch, dropped after the build
 	} else {
-		buf = lineSlice[Instance](len(in.Instances))
+		buf = cacheline.Slice[Instance](len(in.Instances))
 	}
 	st.subsets = make([][]Instance, len(sizes))
 	st.subsets[0] = in.Instances
@@ -105,7 +109,7 @@ func (f *VersionFilter) build(in BuildInfo, inPlace bool) *versionStage {
 	if len(index) > smallVersions {
 		st.choice.index = index
 	} else {
-		st.choice.small = lineSlice[versionIndex](len(index))[:0]
+		st.choice.small = cacheline.Slice[versionIndex](len(index))[:0]
 		for v, i := range index {
 			st.choice.small = append(st.choice.small, versionIndex{v, i})
 		}
@@ -162,7 +166,7 @@ type versionStage struct {
 	self    string       // the caller's own version
 	subsets [][]Instance // until the routing tree has read them
 	choice  versionChoice
-	_       [cacheLine - 32]byte // whole cache lines (see cacheLine)
+	_       [cacheline.Size - 32]byte // whole cache lines (see package cacheline)
 }
 
 func (s *versionStage) Subsets() [][]Instance { return s.subsets }

@@ -3,6 +3,8 @@ package engine
 import (
 	"math"
 	"slices"
+
+	"github.com/graylb/graylb/internal/cacheline"
 )
 
 const (
@@ -30,8 +32,8 @@ type weighted struct {
 	rest     uint64  // residual slots in schedule
 	deeper   []wrrLevel
 	t        turns
-	span     uint64                 // a rotor's counters start below span
-	_        [2*cacheLine - 88]byte // whole cache lines (see cacheLine)
+	span     uint64                      // a rotor's counters start below span
+	_        [2*cacheline.Size - 88]byte // whole cache lines (see package cacheline)
 }
 
 func (p *weighted) Next() int { return p.at(p.t.next(p.span)) }
