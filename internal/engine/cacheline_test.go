@@ -21,7 +21,6 @@ func TestHotObjectsFillCacheLines(t *testing.T) {
 		"versionStage":     unsafe.Sizeof(versionStage{}),
 		"roundRobin":       unsafe.Sizeof(roundRobin{}),
 		"weighted":         unsafe.Sizeof(weighted{}),
-		"rotor":            unsafe.Sizeof(rotor{}),
 		"strictRoundRobin": unsafe.Sizeof(strictRoundRobin{}),
 		"random":           unsafe.Sizeof(random{}),
 		"p2c":              unsafe.Sizeof(p2c{}),
@@ -45,14 +44,4 @@ func TestHotObjectsFillCacheLines(t *testing.T) {
 	// What a pick reads of a service is apart from what rebuilds write.
 	require.LessOrEqual(t, unsafe.Offsetof(service{}.unlisted), uintptr(cacheline.Size-1))
 	require.GreaterOrEqual(t, unsafe.Offsetof(service{}.mu), uintptr(cacheline.Size))
-}
-
-// A rotor's mixer, read on every turn, shares its cache line with nothing
-// that is written on a turn.
-func TestRotorMixHasALineOfItsOwn(t *testing.T) {
-	var r rotor
-	mix, clash := unsafe.Offsetof(r.mix), unsafe.Offsetof(r.clash)
-	assert.GreaterOrEqual(t, clash-mix, uintptr(cacheline.Size), "mix at %d, clash at %d", mix, clash)
-	last := unsafe.Offsetof(r.shards) + unsafe.Sizeof(r.shards)
-	assert.GreaterOrEqual(t, mix, last, "mix after the counters")
 }

@@ -8,11 +8,12 @@ import (
 
 	"github.com/graylb/graylb/internal/cacheline"
 	"github.com/graylb/graylb/internal/modulus"
+	"github.com/graylb/graylb/internal/rotor"
 )
 
 // node is one node of the precomputed routing tree, one cache line (see
 // package cacheline): a leaf's candidates and, when its policy is round robin,
-// the turns of its rotation in place (see turns: one counter word until
+// the turns of its rotation in place (see rotor.Turns: one counter word until
 // its picks contend), so that the picks of one leaf write its own line
 // and no other, and a flat pick reads one line per leaf; an inner node's
 // stage and children, a leaf's picker of another policy and its Stats are
@@ -20,7 +21,7 @@ import (
 // are every candidate below it.
 type node struct {
 	instances []Instance
-	t         turns           // the round robin's turns (t.n: len(instances)), when ext holds no picker
+	t         rotor.Turns     // the round robin's turns (t.N: len(instances)), when ext holds no picker
 	m         modulus.Modulus // for t.n
 	ext       *nodeExt
 }
@@ -52,7 +53,7 @@ func (n *node) next() int {
 	if e := n.ext; e != nil && e.picker != nil {
 		return e.picker.Next()
 	}
-	return int(n.m.Of(uint32(n.t.next(uint64(n.t.n))), n.t.n))
+	return int(n.m.Of(uint32(n.t.Next(uint64(n.t.N))), n.t.N))
 }
 
 // Next is next: a leaf without a policy's picker is its own Picker.
@@ -270,8 +271,8 @@ func newLeaf(n *node, list []Instance, policy Policy, stats statsFunc, ownLine b
 		p = policy.NewPicker(list)
 	}
 	if rr, ok := p.(*roundRobin); ok && ownLine {
-		n.t.n, n.m = rr.t.n, rr.m
-		n.t.one.Store(rr.t.one.Load())
+		n.t.Adopt(&rr.t)
+		n.m = rr.m
 		p = nil
 	}
 	if p != nil || st != nil {
@@ -444,12 +445,12 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 		outcome = Failed
 	case n.ext == nil || n.ext.picker == nil:
 		// node.next written out (it does not fit the inlining budget): the
-		// single counter's turn, else the slow path.
-		turn := n.t.one.Load()
-		if turn >= turnsSharded || !n.t.one.CompareAndSwap(turn, turn+1) {
-			turn = n.t.contended(uint64(n.t.n))
+		// single counter's turn (TryOne inlines), else the slow path.
+		turn, ok := n.t.TryOne()
+		if !ok {
+			turn = n.t.Contended(uint64(n.t.N))
 		}
-		in = &n.instances[n.m.Of(uint32(turn), n.t.n)]
+		in = &n.instances[n.m.Of(uint32(turn), n.t.N)]
 	default:
 		in = &n.instances[n.ext.picker.Next()]
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/graylb/graylb/internal/cacheline"
+	"github.com/graylb/graylb/internal/rotor"
 )
 
 const (
@@ -31,12 +32,12 @@ type weighted struct {
 	schedule []int32 // first level
 	rest     uint64  // residual slots in schedule
 	deeper   []wrrLevel
-	t        turns
+	t        rotor.Turns
 	span     uint64                      // a rotor's counters start below span
 	_        [2*cacheline.Size - 88]byte // whole cache lines (see package cacheline)
 }
 
-func (p *weighted) Next() int { return p.at(p.t.next(p.span)) }
+func (p *weighted) Next() int { return p.at(p.t.Next(p.span)) }
 
 // at returns the candidate of turn t.
 func (p *weighted) at(t uint64) int {
@@ -124,7 +125,7 @@ func newWeighted(list []Instance) Picker {
 			s[i] = int32(i)
 		}
 		p := &weighted{schedule: s, span: uint64(n)}
-		p.t.init(p.span)
+		p.t.Init(p.span)
 		return p
 	}
 	tol := make([]float64, len(share))
@@ -148,7 +149,7 @@ func newWeighted(list []Instance) Picker {
 	}
 	// A random start on every level, not only the first.
 	p.span = uint64(len(p.schedule)) << 20
-	p.t.init(p.span)
+	p.t.Init(p.span)
 	return p
 }
 
