@@ -151,5 +151,3 @@ func (p *random) Next() int {
 	}
 	return int(rand.Uint64N(p.n))
 }
-
-// Bounds of a weighted schedule (see WeightedRoundRobin).
