@@ -9,6 +9,8 @@ import (
 	"math"
 	"reflect"
 	"strings"
+
+	"github.com/graylb/graylb/internal/addr"
 )
 
 // Rules are the run-time gray rules. The zero value routes by
@@ -184,7 +186,7 @@ type compiledRules struct {
 	enabled bool
 	closed  bool
 	users   map[string]struct{}
-	addrs   map[addrKey]struct{} // canonical (see parseAddress); port 0: every port
+	addrs   map[addrKey]struct{} // canonical (see addr.ParseAddress); port 0: every port
 	zoned   map[addrKey]struct{} // the entries of addrs with a zone, without it
 	canary  uint32               // out of canaryScale
 
@@ -223,16 +225,16 @@ func compileRules(r Rules) (*compiledRules, error) {
 	if len(r.GrayAddresses) > 0 {
 		c.addrs = make(map[addrKey]struct{}, len(r.GrayAddresses))
 		for i, a := range r.GrayAddresses {
-			k, err := parseAddress(a)
+			k, err := addr.ParseAddress(a)
 			if err != nil {
 				return nil, fmt.Errorf("%w: grayAddresses[%d] %q: %v", ErrInvalidRules, i, a, err)
 			}
 			c.addrs[k] = struct{}{}
-			if k.host.ip.Zone() != "" {
+			if k.Host.Zone() != "" {
 				if c.zoned == nil {
 					c.zoned = map[addrKey]struct{}{}
 				}
-				k.host.ip = k.host.ip.WithZone("")
+				k.Host = k.Host.WithoutZone()
 				c.zoned[k] = struct{}{}
 			}
 		}
@@ -241,7 +243,7 @@ func compileRules(r Rules) (*compiledRules, error) {
 }
 
 // grayAddress reports whether inst's host or host:port is a gray address,
-// both compared in canonical form (see parseAddress): an instance at
+// both compared in canonical form (see addr.ParseAddress): an instance at
 // 2001:db8:0:0:0:0:0:7 port 8080 is gray under 2001:DB8::7 and under
 // [2001:db8::7]:08080, one at ::ffff:10.0.0.7 under 10.0.0.7, one at
 // HOST-A under host-a. An IPv6 zone on one side only does not tell two
@@ -257,25 +259,25 @@ func (c *compiledRules) grayAddress(inst Instance) bool {
 	if c.anyPort(c.addrs, k) {
 		return true
 	}
-	if ip := k.host.ip; ip.Zone() != "" {
-		k.host.ip = ip.WithZone("")
+	if k.Host.Zone() != "" {
+		k.Host = k.Host.WithoutZone()
 		return c.anyPort(c.addrs, k)
 	}
-	return k.host.ip.IsValid() && len(c.zoned) > 0 && c.anyPort(c.zoned, k)
+	return k.Host.IsIP() && len(c.zoned) > 0 && c.anyPort(c.zoned, k)
 }
 
 // anyPort reports whether set holds k's host with k's port or with every
 // port.
 func (c *compiledRules) anyPort(set map[addrKey]struct{}, k addrKey) bool {
-	p := k.port
-	k.port = 0
+	p := k.Port
+	k.Port = 0
 	if _, ok := set[k]; ok {
 		return true
 	}
 	if p == 0 {
 		return false
 	}
-	k.port = p
+	k.Port = p
 	_, ok := set[k]
 	return ok
 }
