@@ -84,6 +84,8 @@ func (l *unroutedLog) record(name string, kind Kind, err error) {
 		}
 		// A copy, cut: the pick's name may be a slice of a larger buffer.
 		name = strings.Clone(clip(name, MaxServiceNameLen))
+	} else {
+		name = l.recent[i].Service // the copy made when it was listed
 	}
 	copy(l.recent[1:i+1], l.recent[:i])
 	l.recent[0] = UnroutedPick{Service: name, Kind: kind, Error: msg, At: now}
