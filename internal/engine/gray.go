@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/rand/v2"
+	"unsafe"
 
 	"github.com/graylb/graylb/internal/cacheline"
 )
@@ -49,7 +50,7 @@ func (f *grayFilter) build(instances []Instance, rl *compiledRules) *grayStage {
 			p++
 		}
 	}
-	st := &grayStage{f: f, rules: rl}
+	st := &grayStage{grayStageFields: grayStageFields{f: f, rules: rl}}
 	if inOrder {
 		st.prod, st.gray = instances[:p:p], instances[p:n:n]
 	} else {
@@ -203,6 +204,12 @@ const (
 
 // grayStage is the gray decision built over one instance list.
 type grayStage struct {
+	grayStageFields
+	_ [cacheline.Size - unsafe.Sizeof(grayStageFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// grayStageFields are the fields of a grayStage, which pads them to whole cache lines.
+type grayStageFields struct {
 	f               *grayFilter
 	rules           *compiledRules
 	prod, gray, all []Instance
@@ -214,7 +221,6 @@ type grayStage struct {
 	// match rules, canary) nor the caller's own flag classify a request:
 	// its own value alone decides (tree.pick's flat walk).
 	plain bool
-	_     [cacheline.Size / 2]byte // whole cache lines (see package cacheline)
 }
 
 func (s *grayStage) subsets() [][]Instance { return [][]Instance{s.prod, s.gray, s.all} }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/rand/v2"
+	"unsafe"
 
 	"github.com/graylb/graylb/internal/cacheline"
 )
@@ -52,7 +53,7 @@ const p2cBase = 1000
 
 type p2c struct {
 	stats []*Stats
-	_     [cacheline.Size - 24]byte // whole cache lines (see package cacheline)
+	_     [cacheline.Size - unsafe.Sizeof([]*Stats(nil))%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
 func (p *p2c) Next() int {

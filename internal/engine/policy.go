@@ -3,6 +3,7 @@ package engine
 import (
 	"math/rand/v2"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/graylb/graylb/internal/cacheline"
 	"github.com/graylb/graylb/internal/modulus"
@@ -90,19 +91,29 @@ func Random() Policy { return PolicyFunc(newRandom) }
 func WeightedRoundRobin() Policy { return PolicyFunc(newWeighted) }
 
 type roundRobin struct {
+	roundRobinFields
+	_ [cacheline.Size - unsafe.Sizeof(roundRobinFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// roundRobinFields are the fields of a roundRobin, which pads them to whole cache lines.
+type roundRobinFields struct {
 	t rotor.Turns // t.N: the list's length
 	m modulus.Modulus
-	_ [cacheline.Size - 32]byte // whole cache lines (see package cacheline)
 }
 
 type strictRoundRobin struct {
+	strictRoundRobinFields
+	_ [cacheline.Size - unsafe.Sizeof(strictRoundRobinFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// strictRoundRobinFields are the fields of a strictRoundRobin, which pads them to whole cache lines.
+type strictRoundRobinFields struct {
 	c atomic.Uint64
 	n uint64
-	_ [cacheline.Size - 16]byte // a cache line of its own (see package cacheline)
 }
 
 func newStrictRoundRobin(list []Instance) Picker {
-	p := &strictRoundRobin{n: uint64(len(list))}
+	p := &strictRoundRobin{strictRoundRobinFields: strictRoundRobinFields{n: uint64(len(list))}}
 	p.c.Store(rand.Uint64N(max(p.n, 1)))
 	return p
 }
@@ -119,7 +130,7 @@ func newRoundRobin(list []Instance) Picker {
 		return onlyPicker{}
 	}
 	n := uint32(len(list))
-	p := &roundRobin{m: modulus.New(n)}
+	p := &roundRobin{roundRobinFields: roundRobinFields{m: modulus.New(n)}}
 	p.t.N = n
 	p.t.Init(uint64(n))
 	return p
@@ -140,7 +151,7 @@ func (onlyPicker) Next() int { return 0 }
 
 type random struct {
 	n uint64
-	_ [cacheline.Size - 8]byte // whole cache lines (see package cacheline)
+	_ [cacheline.Size - unsafe.Sizeof(uint64(0))%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
 func newRandom(list []Instance) Picker { return &random{n: uint64(len(list))} }

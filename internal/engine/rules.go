@@ -9,8 +9,10 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"unsafe"
 
 	"github.com/graylb/graylb/internal/addr"
+	"github.com/graylb/graylb/internal/cacheline"
 )
 
 // Rules are the run-time gray rules. The zero value routes by
@@ -183,6 +185,12 @@ const canaryScale = 10000 // canary resolution: 0.01 %
 
 // compiledRules is Rules prepared for the pick path.
 type compiledRules struct {
+	compiledRulesFields
+	_ [cacheline.Size - unsafe.Sizeof(compiledRulesFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// compiledRulesFields are the fields of a compiledRules, which pads them to whole cache lines.
+type compiledRulesFields struct {
 	enabled bool
 	closed  bool
 	users   map[string]struct{}
@@ -192,13 +200,12 @@ type compiledRules struct {
 
 	matches   []compiledMatch
 	matchKeys []string // the keys the matches name, lower case, each once
-	_         [40]byte // whole cache lines (see package cacheline)
 }
 
-var defaultCompiledRules = &compiledRules{enabled: true}
+var defaultCompiledRules = &compiledRules{compiledRulesFields: compiledRulesFields{enabled: true}}
 
 func compileRules(r Rules) (*compiledRules, error) {
-	c := &compiledRules{enabled: r.Enabled == nil || *r.Enabled, closed: r.Closed}
+	c := &compiledRules{compiledRulesFields: compiledRulesFields{enabled: r.Enabled == nil || *r.Enabled, closed: r.Closed}}
 	p := r.CanaryPercent
 	if math.IsNaN(p) || p < 0 || p > 100 {
 		return nil, fmt.Errorf("%w: canaryPercent %v is not within 0-100", ErrInvalidRules, p)

@@ -28,11 +28,16 @@ type node struct {
 
 // nodeExt is what a node holds beyond a round-robin leaf.
 type nodeExt struct {
-	stage    Stage                     // an inner node's stage
-	children []node                    // an inner node's children, one array
-	picker   Picker                    // a leaf's picker; nil: the node's own round robin
-	stats    []*Stats                  // beside instances, when the LoadBalancer keeps Stats
-	_        [cacheline.Size - 16]byte // whole cache lines (see package cacheline)
+	nodeExtFields
+	_ [cacheline.Size - unsafe.Sizeof(nodeExtFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// nodeExtFields are the fields of a nodeExt, which pads them to whole cache lines.
+type nodeExtFields struct {
+	stage    Stage    // an inner node's stage
+	children []node   // an inner node's children, one array
+	picker   Picker   // a leaf's picker; nil: the node's own round robin
+	stats    []*Stats // beside instances, when the LoadBalancer keeps Stats
 }
 
 // isLeaf reports whether n has no stage.
@@ -75,6 +80,12 @@ var emptyLeaf node
 // tree is the immutable routing snapshot of one service: the gray decision
 // at the root, one subtree of the user's filters per subset it yields.
 type tree struct {
+	treeFields
+	_ [cacheline.Size - unsafe.Sizeof(treeFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// treeFields are the fields of a tree, which pads them to whole cache lines.
+type treeFields struct {
 	service string
 	gray    grayDecision
 	// plain: the rules classify no request (grayStage.plain) and the
@@ -86,10 +97,9 @@ type tree struct {
 	grayKey     string
 	versionKey  string
 	versionSelf string
-	children    [grayIdxAll + 1]*node     // by gray subset index
-	rules       *compiledRules            // the rules it was built with
-	ejected     [2]int                    // instances left out as outliers, by kind
-	_           [cacheline.Size - 16]byte // whole cache lines (see package cacheline)
+	children    [grayIdxAll + 1]*node // by gray subset index
+	rules       *compiledRules        // the rules it was built with
+	ejected     [2]int                // instances left out as outliers, by kind
 }
 
 // statsFunc returns an instance's Stats; nil when none are kept.
@@ -114,7 +124,7 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 		}
 	}()
 	gs := gray.build(instances, rules)
-	t = &tree{service: service, gray: gs.decision(), rules: rules, grayKey: gray.header}
+	t = &tree{treeFields: treeFields{service: service, gray: gs.decision(), rules: rules, grayKey: gray.header}}
 	subs := gs.subsets()
 	for i, sub := range subs {
 		if len(sub) == 0 {
@@ -172,7 +182,7 @@ func freshCopy(m, n *node, in BuildInfo, ownLine bool, filters []ServerFilter, p
 	}
 	m.instances = in.Instances
 	kids := make([]node, len(n.ext.children))
-	m.ext = &nodeExt{stage: vs, children: kids}
+	m.ext = &nodeExt{nodeExtFields: nodeExtFields{stage: vs, children: kids}}
 	own := len(kids)*int(unsafe.Sizeof(node{})) <= 512 // as buildNode
 	for i := range kids {
 		child := in
@@ -184,7 +194,7 @@ func freshCopy(m, n *node, in BuildInfo, ownLine bool, filters []ServerFilter, p
 // grayLists returns the gray decision's lists (prod, gray, all), as the
 // tree's subtrees hold them.
 func (t *tree) grayLists() *grayStage {
-	return &grayStage{prod: t.children[grayIdxProd].instances, gray: t.children[grayIdxGray].instances, all: t.children[grayIdxAll].instances}
+	return &grayStage{grayStageFields: grayStageFields{prod: t.children[grayIdxProd].instances, gray: t.children[grayIdxGray].instances, all: t.children[grayIdxAll].instances}}
 }
 
 // holds reports whether leaf is one of t's leaves.
@@ -233,7 +243,7 @@ func buildNode(n *node, in BuildInfo, owned, ownLine bool, filters []ServerFilte
 		vs.subsets = nil // read once, here (see Stage.Subsets)
 	}
 	kids := make([]node, len(subs))
-	n.ext = &nodeExt{stage: st, children: kids}
+	n.ext = &nodeExt{nodeExtFields: nodeExtFields{stage: st, children: kids}}
 	// An array of up to 512 bytes of nodes has each on a cache line of its
 	// own (see package cacheline); a longer one starts 8 bytes in.
 	own := len(kids)*int(unsafe.Sizeof(node{})) <= 512
@@ -276,7 +286,7 @@ func newLeaf(n *node, list []Instance, policy Policy, stats statsFunc, ownLine b
 		p = nil
 	}
 	if p != nil || st != nil {
-		n.ext = &nodeExt{picker: p, stats: st}
+		n.ext = &nodeExt{nodeExtFields: nodeExtFields{picker: p, stats: st}}
 	}
 }
 

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"unsafe"
+
 	"github.com/graylb/graylb/internal/cacheline"
 )
 
@@ -70,7 +72,7 @@ func (f *VersionFilter) Build(in BuildInfo) Stage { return f.build(in, false) }
 // appear, each in list order), instead of copying them into a new one.
 func (f *VersionFilter) build(in BuildInfo, inPlace bool) *versionStage {
 	// Two passes: count each group, then lay the groups out in one array.
-	st := &versionStage{header: f.header, self: f.self}
+	st := &versionStage{versionStageFields: versionStageFields{header: f.header, self: f.self}}
 	index := map[string]int{}
 	sizes := []int{len(in.Instances), 0} // 0: all, 1: no version, 2...: by version
 	group := make([]int32, len(in.Instances))
@@ -162,11 +164,16 @@ func (c *versionChoice) choose(v, self string) int {
 }
 
 type versionStage struct {
+	versionStageFields
+	_ [cacheline.Size - unsafe.Sizeof(versionStageFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// versionStageFields are the fields of a versionStage, which pads them to whole cache lines.
+type versionStageFields struct {
 	header  string       // the request key
 	self    string       // the caller's own version
 	subsets [][]Instance // until the routing tree has read them
 	choice  versionChoice
-	_       [cacheline.Size - 32]byte // whole cache lines (see package cacheline)
 }
 
 func (s *versionStage) Subsets() [][]Instance { return s.subsets }
