@@ -36,6 +36,7 @@ func TestHotObjectsFillCacheLines(t *testing.T) {
 	cold := (hot + cacheline.Size - 1) / cacheline.Size * cacheline.Size // its lines
 	require.Zero(t, unsafe.Offsetof(lb.balancerHot))
 	require.LessOrEqual(t, hot, cold-8, "what a pick reads, behind a header, spills onto the next line")
+	require.Equal(t, cold, unsafe.Offsetof(lb.cache), "the first field written after New starts the line after what a pick reads")
 	for name, off := range map[string]uintptr{"cache": unsafe.Offsetof(lb.cache), "mu": unsafe.Offsetof(lb.mu), "closed": unsafe.Offsetof(lb.closed),
 		"ruleLog": unsafe.Offsetof(lb.ruleLog), "ejectionLog": unsafe.Offsetof(lb.ejectionLog), "unrouted": unsafe.Offsetof(lb.unrouted)} {
 		require.GreaterOrEqual(t, off, cold, name)
