@@ -72,11 +72,14 @@ func TestTurns_ShardsOnceContended(t *testing.T) {
 	// counted once past the mark: any value from it up is the mark.)
 	marked := tr.Word()
 	require.GreaterOrEqual(t, marked, uint64(ShardedMark))
-	prev := tr.Next(7)
-	for i := 0; i < 7000; i++ {
-		next := tr.Next(7)
-		require.Equal(t, prev+1, next, "turn %d: one goroutine rotates strictly on its shard", i)
-		prev = next
+	// A tight loop: a call that grew the stack would move it, and the
+	// goroutine to another counter.
+	got := make([]uint64, 7000)
+	for i := range got {
+		got[i] = tr.Next(7)
+	}
+	for i := 1; i < len(got); i++ {
+		require.Equal(t, got[i-1]+1, got[i], "turn %d: one goroutine rotates strictly on its counter", i)
 	}
 	require.Equal(t, marked, tr.Word(), "sharded turns wrote their counter word")
 }
