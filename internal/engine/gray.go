@@ -208,7 +208,8 @@ type grayStage struct {
 	_ [cacheline.Size - unsafe.Sizeof(grayStageFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// grayStageFields are the fields of a grayStage, which pads them to whole cache lines.
+// grayStageFields are the fields of a grayStage, which pads them to whole cache
+// lines.
 type grayStageFields struct {
 	f               *grayFilter
 	rules           *compiledRules

@@ -95,7 +95,8 @@ type roundRobin struct {
 	_ [cacheline.Size - unsafe.Sizeof(roundRobinFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// roundRobinFields are the fields of a roundRobin, which pads them to whole cache lines.
+// roundRobinFields are the fields of a roundRobin, which pads them to whole cache
+// lines.
 type roundRobinFields struct {
 	t rotor.Turns // t.N: the list's length
 	m modulus.Modulus
@@ -106,7 +107,8 @@ type strictRoundRobin struct {
 	_ [cacheline.Size - unsafe.Sizeof(strictRoundRobinFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// strictRoundRobinFields are the fields of a strictRoundRobin, which pads them to whole cache lines.
+// strictRoundRobinFields are the fields of a strictRoundRobin, which pads them to whole cache
+// lines.
 type strictRoundRobinFields struct {
 	c atomic.Uint64
 	n uint64

@@ -189,7 +189,8 @@ type compiledRules struct {
 	_ [cacheline.Size - unsafe.Sizeof(compiledRulesFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// compiledRulesFields are the fields of a compiledRules, which pads them to whole cache lines.
+// compiledRulesFields are the fields of a compiledRules, which pads them to whole cache
+// lines.
 type compiledRulesFields struct {
 	enabled bool
 	closed  bool

@@ -18,7 +18,8 @@ type ServicePicker struct {
 	_ [cacheline.Size - unsafe.Sizeof(servicePickerFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// servicePickerFields are the fields of a ServicePicker, which pads them to whole cache lines.
+// servicePickerFields are the fields of a ServicePicker, which pads them to whole cache
+// lines.
 type servicePickerFields struct {
 	lb   *LoadBalancer
 	name string

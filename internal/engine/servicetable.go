@@ -18,7 +18,8 @@ type serviceTable struct {
 	_ [cacheline.Size - unsafe.Sizeof(serviceTableFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// serviceTableFields are the fields of a serviceTable, which pads them to whole cache lines.
+// serviceTableFields are the fields of a serviceTable, which pads them to whole cache
+// lines.
 type serviceTableFields struct {
 	byName map[string]*service
 	nFew   int                       // entries of few in use; -1 when there are more than fewServices

@@ -29,7 +29,8 @@ type nodeExt struct {
 	_ [cacheline.Size - unsafe.Sizeof(nodeExtFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// nodeExtFields are the fields of a nodeExt, which pads them to whole cache lines.
+// nodeExtFields are the fields of a nodeExt, which pads them to whole cache
+// lines.
 type nodeExtFields struct {
 	stage    Stage    // an inner node's stage
 	children []node   // an inner node's children, one array
@@ -81,7 +82,8 @@ type tree struct {
 	_ [cacheline.Size - unsafe.Sizeof(treeFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// treeFields are the fields of a tree, which pads them to whole cache lines.
+// treeFields are the fields of a tree, which pads them to whole cache
+// lines.
 type treeFields struct {
 	service string
 	gray    grayDecision

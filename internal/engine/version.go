@@ -168,7 +168,8 @@ type versionStage struct {
 	_ [cacheline.Size - unsafe.Sizeof(versionStageFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// versionStageFields are the fields of a versionStage, which pads them to whole cache lines.
+// versionStageFields are the fields of a versionStage, which pads them to whole cache
+// lines.
 type versionStageFields struct {
 	header  string       // the request key
 	self    string       // the caller's own version

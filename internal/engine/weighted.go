@@ -15,7 +15,8 @@ type weighted struct {
 	_ [cacheline.Size - unsafe.Sizeof(weightedFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
-// weightedFields are the fields of a weighted, which pads them to whole cache lines.
+// weightedFields are the fields of a weighted, which pads them to whole cache
+// lines.
 type weightedFields struct {
 	s wrr.Schedule
 	t rotor.Turns
