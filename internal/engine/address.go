@@ -2,7 +2,6 @@ package engine
 
 import (
 	"github.com/graylb/graylb/internal/addr"
-	"github.com/graylb/graylb/internal/routestate"
 )
 
 // addrKey is an address in canonical form (see package addr): the key
@@ -14,7 +13,3 @@ type addrKey = addr.Key
 // comparing instances with each other (ejection, the Cache's shrink guard);
 // a host addr.ParseHost refuses is kept as it is.
 func endpointOf(in Instance) addrKey { return addr.Endpoint(in.Host, in.Port) }
-
-// lowerASCII returns s in ASCII lower case; s itself (no copy) when it
-// has no upper-case letter.
-func lowerASCII(s string) string { return routestate.Lower(s) }
