@@ -1,8 +1,6 @@
 package engine
 
-import (
-	"github.com/graylb/graylb/internal/addr"
-)
+import "github.com/graylb/graylb/internal/addr"
 
 // addrKey is an address in canonical form (see package addr): the key
 // under which the rules' gray addresses, ejection and the Cache's shrink
