@@ -21,7 +21,7 @@ type PolicyFunc = engine.PolicyFunc
 // RoundRobin returns the round-robin policy (the default): each candidate
 // in turn, from a random starting point. A picker keeps one counter (one
 // global rotation) until its picks contend, on several cores at once;
-// from then on each core keeps its own rotation (see turns and rotor), so
+// from then on each core keeps its own rotation (sharded counters), so
 // concurrent picks do not contend on one counter: the share of every
 // candidate stays even, but picks on different cores are no longer
 // interleaved in one global order. So a candidate list picked by one

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -234,4 +236,21 @@ func TestUnroutedConcurrent(t *testing.T) {
 		require.False(t, seen[p.Service], "listed twice: %s", p.Service)
 		seen[p.Service] = true
 	}
+}
+
+// A name failing again is kept as the log's own copy, not as the caller's
+// string, which may be a slice of a much larger buffer (a request line, a
+// header block) that the log would otherwise keep alive.
+func TestUnroutedLog_KeepsItsOwnCopyOfANameListedAgain(t *testing.T) {
+	var l unroutedLog
+	l.record(strings.Clone("svc-a"), Prod, errors.New("no svc-a"))
+	buf := strings.Repeat("x", 1<<20) + "svc-a"
+	l.record(buf[len(buf)-len("svc-a"):], Gray, errors.New("no svc-a"))
+	st := l.state()
+	require.Len(t, st.Recent, 1)
+	require.Equal(t, "svc-a", st.Recent[0].Service)
+	require.Equal(t, Gray, st.Recent[0].Kind)
+	lo := uintptr(unsafe.Pointer(unsafe.StringData(buf)))
+	p := uintptr(unsafe.Pointer(unsafe.StringData(st.Recent[0].Service)))
+	require.False(t, p >= lo && p < lo+uintptr(len(buf)), "the log keeps the caller's buffer of %d bytes alive", len(buf))
 }

@@ -1,9 +1,7 @@
-package engine
+package addr
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
@@ -20,7 +18,7 @@ const cSpace = " \t\n\v\f\r"
 // checkAgainstLibc holds ipv4Numeric to the C library's readings of s:
 // getaddrinfo's numeric reading (the one Go's cgo resolver meets) exactly,
 // inet_aton's up to the first white space (where inet_aton stops), and it
-// holds parseHost to them: a host the C library reads as an address is
+// holds ParseHost to them: a host the C library reads as an address is
 // refused with that address in the error unless it is net/netip's own
 // spelling of it.
 func checkAgainstLibc(t *testing.T, s string) {
@@ -45,19 +43,19 @@ func checkAgainstLibc(t *testing.T, s string) {
 	checkHostReading(t, s)
 }
 
-// checkHostReading holds parseHost, an instance's Validate and a rule's
-// parse to ipv4Numeric's reading of s: what the C library reads as an
+// checkHostReading holds ParseHost and ParseAddress (a rule's reading of a
+// host without a port) to ipv4Numeric's reading of s: what the C library reads as an
 // address is net/netip's spelling of it, accepted as that address, or is
 // refused on both sides with the address in the error; a name accepted is
 // no address to the C library, with or without a trailing dot.
 func checkHostReading(t *testing.T, s string) {
 	t.Helper()
-	h, err := parseHost(s)
+	h, err := ParseHost(s)
 	if a, ok := ipv4Numeric(strings.TrimSuffix(s, "."), false); ok {
 		switch {
 		case s == a.String():
 			if err != nil || h.ip != a {
-				t.Fatalf("%q: parseHost = %v, %v; want the address", s, h, err)
+				t.Fatalf("%q: ParseHost = %v, %v; want the address", s, h, err)
 			}
 		case err == nil:
 			t.Fatalf("%q, %v to the C library, accepted as %v", s, a, h)
@@ -70,14 +68,10 @@ func checkHostReading(t *testing.T, s string) {
 			t.Fatalf("%q accepted as the name %q, which the C library reads as %v", s, h.name, a)
 		}
 	}
-	ierr := Instance{Service: "svc", Host: s, Port: 80, Weight: 1}.validateEndpoint()
-	if (err == nil) != (ierr == nil) || err != nil && s != "" && !strings.Contains(ierr.Error(), err.Error()) {
-		t.Fatalf("%q: parseHost says %v, an instance %v", s, err, ierr)
-	}
 	if s != "" && !strings.ContainsAny(s, ":[") {
-		k, rerr := parseAddress(s)
-		if (err == nil) != (rerr == nil) || err != nil && rerr.Error() != err.Error() || err == nil && k.host != h {
-			t.Fatalf("%q: parseHost says %v, %v; a rule %v, %v", s, h, err, k.host, rerr)
+		k, rerr := ParseAddress(s)
+		if (err == nil) != (rerr == nil) || err != nil && rerr.Error() != err.Error() || err == nil && k.Host != h {
+			t.Fatalf("%q: ParseHost says %v, %v; ParseAddress %v, %v", s, h, err, k.Host, rerr)
 		}
 	}
 }
@@ -206,9 +200,10 @@ func spellIPv4(a [4]byte, form uint64) string {
 
 // FuzzIPv4Spellings_AgainstNetip: every spelling of an IPv4 address the C
 // library reads (see spellIPv4) reads as the address net/netip makes of
-// its bytes; net/netip's own spelling is accepted as that address, on both
-// sides; every other spelling, and every spelling with a trailing dot, is
-// refused on both sides with net/netip's spelling in the error. With cgo,
+// its bytes; net/netip's own spelling is accepted as that address, as a
+// host and in an address with a port; every other spelling, and every
+// spelling with a trailing dot, is refused by both with net/netip's
+// spelling (and the port) in the error. With cgo,
 // the C library reads each spelling so too.
 func FuzzIPv4Spellings_AgainstNetip(f *testing.F) {
 	f.Add(uint32(0x7f000001), uint64(0))
@@ -229,20 +224,19 @@ func FuzzIPv4Spellings_AgainstNetip(f *testing.F) {
 			t.Fatalf("%q (%v): netip reads %v, %v", s, want, p, err)
 		}
 		for _, host := range []string{s, s + "."} {
-			_, herr := parseHost(host)
-			ierr := NewInstance("svc", host, 80, nil).Validate()
-			_, rerr := ParseRules([]byte(fmt.Sprintf(`{"grayAddresses":["%s:80"]}`, host)))
+			_, herr := ParseHost(host)
+			_, rerr := ParseAddress(host + ":80")
 			if host == want.String() {
-				if herr != nil || ierr != nil || rerr != nil {
-					t.Fatalf("%q refused: %v; %v; %v", host, herr, ierr, rerr)
+				if herr != nil || rerr != nil {
+					t.Fatalf("%q refused: %v; %v", host, herr, rerr)
 				}
 				continue
 			}
-			if !errors.Is(ierr, ErrInvalidInstance) || !strings.Contains(ierr.Error(), "write "+want.String()) {
-				t.Fatalf("instance host %q (%v): %v", host, want, ierr)
+			if herr == nil || !strings.Contains(herr.Error(), "write "+want.String()) {
+				t.Fatalf("host %q (%v): %v", host, want, herr)
 			}
-			if !errors.Is(rerr, ErrInvalidRules) || !strings.Contains(rerr.Error(), "write "+want.String()+":80") {
-				t.Fatalf("rule %q (%v): %v", host+":80", want, rerr)
+			if rerr == nil || !strings.Contains(rerr.Error(), "write "+want.String()+":80") {
+				t.Fatalf("address %q (%v): %v", host+":80", want, rerr)
 			}
 			checkHostReading(t, host)
 		}
@@ -252,22 +246,22 @@ func FuzzIPv4Spellings_AgainstNetip(f *testing.F) {
 	})
 }
 
-// FuzzHost_BothSides: on any string, the rules and the instances accept
-// and refuse the same hosts with the same words and read them alike; an
+// FuzzParseHost: on any string, ParseHost and ParseAddress accept and
+// refuse the same hosts with the same words and read them alike; an
 // IPv4 address net/netip reads is that address; what the C library reads
 // as an address is never accepted as a name; a name is the same name with
 // one trailing dot; the canonical form reads back as itself.
-func FuzzHost_BothSides(f *testing.F) {
+func FuzzParseHost(f *testing.F) {
 	for _, s := range []string{"localhost", "localhost.", "LocalHost.", "0x7f000001", "0x7f.0.0.0x1", "127.0.0.1", "127.0.0.1.", "010.0.0.7",
 		"08.0.0.7", "127.1", "host.123", "a.0x1", "0x.a", ".", "..", "a..", "::1", "fe80::1%eth0", "::ffff:0x7f.0.0.1", "[::1]", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		checkHostReading(t, s)
-		h, err := parseHost(s)
+		h, err := ParseHost(s)
 		if a, perr := netip.ParseAddr(s); perr == nil && a.Is4() {
 			if err != nil || h.ip != a {
-				t.Fatalf("%q: netip reads %v, parseHost %v, %v", s, a, h, err)
+				t.Fatalf("%q: netip reads %v, ParseHost %v, %v", s, a, h, err)
 			}
 			if b, ok := ipv4Numeric(s, false); !ok || b != a {
 				t.Fatalf("%q: netip reads %v, ipv4Numeric %v, %v", s, a, b, ok)
@@ -276,11 +270,11 @@ func FuzzHost_BothSides(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if again, err := parseHost(h.String()); err != nil || again != h {
+		if again, err := ParseHost(h.String()); err != nil || again != h {
 			t.Fatalf("%q is %v, which reads as %v, %v", s, h, again, err)
 		}
 		if h.name != "" && !strings.HasSuffix(s, ".") {
-			if dotted, err := parseHost(s + "."); err != nil || dotted != h {
+			if dotted, err := ParseHost(s + "."); err != nil || dotted != h {
 				t.Fatalf("%q is %v, %q is %v, %v", s, h, s+".", dotted, err)
 			}
 		}

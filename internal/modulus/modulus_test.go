@@ -1,4 +1,4 @@
-package engine
+package modulus
 
 import (
 	"math"
@@ -12,13 +12,13 @@ func TestModulus_MatchesTheRemainder(t *testing.T) {
 		divisors = append(divisors, rand.Uint32N(math.MaxUint32)+1)
 	}
 	for _, d := range divisors {
-		m := newModulus(d)
+		m := New(d)
 		xs := []uint32{0, 1, d - 1, d, d + 1, 2*d - 1, math.MaxUint32, math.MaxUint32 - 1}
 		for i := 0; i < 2000; i++ {
 			xs = append(xs, rand.Uint32())
 		}
 		for _, x := range xs {
-			if got, want := m.of(x, d), x%d; got != want {
+			if got, want := m.Of(x, d), x%d; got != want {
 				t.Fatalf("%d mod %d = %d, want %d", x, d, got, want)
 			}
 		}
@@ -32,7 +32,7 @@ func FuzzModulus(f *testing.F) {
 		if d == 0 {
 			return
 		}
-		if got, want := newModulus(d).of(x, d), x%d; got != want {
+		if got, want := New(d).Of(x, d), x%d; got != want {
 			t.Fatalf("%d mod %d = %d, want %d", x, d, got, want)
 		}
 	})
