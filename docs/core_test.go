@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/debugpage"
 )
 
 // docs/core.md: the LoadBalancer, its options, a pick.
@@ -21,7 +22,7 @@ func TestCoreTour(t *testing.T) {
 	reg.Register(graylb.NewInstance("user-service", "10.0.0.1", 8080, nil))
 	reg.Register(graylb.NewInstance("user-service", "10.0.0.2", 8080, map[string]string{"gray": "true"}))
 
-	picks := graylb.NewPickCounters() // picks by kind and outcome, for the debug page
+	picks := debugpage.NewPickCounters() // picks by kind and outcome, for the debug page
 	lb, err := graylb.New(reg,
 		graylb.WithFilters(graylb.NewVersionFilter()),  // after the gray decision
 		graylb.WithPolicy(graylb.WeightedRoundRobin()), // default RoundRobin(); StrictRoundRobin(), Random(), P2C()

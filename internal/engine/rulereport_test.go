@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
@@ -32,15 +31,6 @@ func TestFileRuleSourceRefusalsReachRulesState(t *testing.T) {
 	require.Equal(t, []string{"alice"}, st.Rules.GrayUsers, "the previous rules stay in force")
 	stopTest()
 	require.ErrorIs(t, <-reported, ErrInvalidRules)
-
-	_, body := debugGet(t, DebugHandler(lb), "/?format=json")
-	var ds DebugState
-	require.NoError(t, json.Unmarshal([]byte(body), &ds))
-	require.Equal(t, uint64(1), ds.Rules.Refused)
-	require.NotNil(t, ds.Rules.LastRefused)
-	require.Contains(t, ds.Rules.LastRefusedError, path)
-	_, page := debugGet(t, DebugHandler(lb), "/")
-	require.NotContains(t, page, "<b>x</b>", "the refused document's text is escaped")
 
 	// A valid document again, then a second bad one: counted once more.
 	require.NoError(t, writeFile(path, `{"grayUsers":["bob"]}`))
