@@ -13,6 +13,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/debugpage"
+	"github.com/graylb/graylb/filerules"
 )
 
 // staticSource is a user's rule source with fixed rules.
@@ -80,7 +81,7 @@ func writeFile(path, content string) error {
 func TestPageShowsRefusedRuleDocuments(t *testing.T) {
 	path := t.TempDir() + "/rules.json"
 	require.NoError(t, writeFile(path, `{"grayUsers":["alice"]}`))
-	src, err := graylb.NewFileRuleSource(path, graylb.WithPollInterval(5*time.Millisecond), graylb.WithFileLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	src, err := filerules.New(path, filerules.WithPollInterval(5*time.Millisecond), filerules.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	lb, _ := newTestLB(t, []graylb.Instance{inst("svc", 1)}, graylb.WithRuleSource(src))
 	require.NoError(t, writeFile(path, `{"grayUsers":["alice"],"canaryPercent":"<b>x</b>"}`))

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -108,24 +107,6 @@ func TestRulesStateRecordsChangesAndRefusals(t *testing.T) {
 	require.Equal(t, 101.0, st.LastRefusedRules.CanaryPercent)
 	require.Equal(t, []string{"alice"}, st.Rules.GrayUsers, "the previous rules stay in force")
 	require.NotNil(t, st.LastRefused)
-}
-
-func TestRulesStateSourceAndRefusedFirstLoad(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "rules.json")
-	require.NoError(t, writeFile(path, `{"closed": null}`))
-	src, err := NewFileRuleSource(path, WithPollInterval(10*time.Millisecond))
-	require.NoError(t, err)
-	lb, _ := newTestLB(t, []Instance{inst("svc", 9001)}, WithRuleSource(src))
-	st := lb.RulesState()
-	abs, err := filepath.Abs(path)
-	require.NoError(t, err)
-	require.Equal(t, "file "+abs, st.Source, "the file an operator edits, not a Go type")
-	require.Equal(t, uint64(1), st.Refused)
-	require.Contains(t, st.LastRefusedError, "null")
-	require.Nil(t, st.LastRefusedRules, "a document refused before it became Rules")
-
-	require.NoError(t, writeFile(path, `{"closed": true}`))
-	require.Eventually(t, func() bool { return lb.RulesState().Rules.Closed }, 5*time.Second, 5*time.Millisecond)
 }
 
 func TestRulesStateRacesWithSetRules(t *testing.T) {
