@@ -13,6 +13,7 @@ import (
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
 	"github.com/graylb/graylb/debugpage"
+	"github.com/graylb/graylb/policy"
 )
 
 func TestSnapshotAndDebugShowEjections(t *testing.T) {
@@ -108,7 +109,7 @@ func TestSnapshotAndDebugShowEjections(t *testing.T) {
 
 func TestDebugEjectionsOffAndConcurrent(t *testing.T) {
 	// A policy that reads Stats keeps them without outlier detection.
-	lb, _ := newTestLB(t, []graylb.Instance{inst("svc", 9001), inst("svc", 9002)}, graylb.WithPolicy(graylb.P2C()))
+	lb, _ := newTestLB(t, []graylb.Instance{inst("svc", 9001), inst("svc", 9002)}, graylb.WithPolicy(policy.P2C()))
 	_, err := lb.Pick(context.Background(), "svc")
 	require.NoError(t, err)
 	st, _ := lb.Snapshot("svc")

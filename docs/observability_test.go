@@ -41,7 +41,7 @@ func TestOTelMetrics(t *testing.T) {
 		log.Fatal(err)
 	}
 	picks := debugpage.NewPickCounters() // the debug page's table of picks
-	lb, err := graylb.New(reg, graylb.WithObserver(graylb.Observers(obs, picks.Observe)))
+	lb, err := graylb.New(reg, graylb.WithObserver(obs, picks.Observe))
 	if err != nil {
 		log.Fatal(err)
 	}

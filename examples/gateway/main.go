@@ -190,7 +190,7 @@ func start(c config, h *hooks) (_ *demo, err error) {
 	}
 
 	// The gateway. Its picks are counted twice: for the debug page and for
-	// OpenTelemetry, exported at /metrics (graylb.Observers feeds both).
+	// OpenTelemetry, exported at /metrics (graylb.WithObserver feeds both).
 	d.picks = debugpage.NewPickCounters()
 	promReg := prometheus.NewRegistry() // the example's own, not the process-wide default
 	exp, err := otelprom.New(otelprom.WithRegisterer(promReg))
@@ -205,7 +205,7 @@ func start(c config, h *hooks) (_ *demo, err error) {
 	}
 	d.metrics = promhttp.HandlerFor(promReg, promhttp.HandlerOpts{})
 	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}, CanaryPercent: c.canary}),
-		graylb.WithObserver(graylb.Observers(d.picks.Observe, otelPicks)))
+		graylb.WithObserver(d.picks.Observe, otelPicks))
 	if err != nil {
 		return nil, err
 	}

@@ -168,7 +168,7 @@ func start(c config, out io.Writer) (_ *demo, err error) {
 	// The gateway: middleware keeps the incoming headers, the transport
 	// routes http://user-service/ by them; the debug page shows the rest.
 	// Picks are counted twice: for the debug page and, with -metrics, for
-	// OpenTelemetry (graylb.Observers feeds both).
+	// OpenTelemetry (graylb.WithObserver feeds both).
 	picks := debugpage.NewPickCounters()
 	mux := http.NewServeMux()
 	var (
@@ -192,7 +192,7 @@ func start(c config, out io.Writer) (_ *demo, err error) {
 	// Outlier ejection with its defaults: an instance failing 5 calls in a
 	// row rests; the debug page shows each instance's calls.
 	lb, err := graylb.New(supplier,
-		graylb.WithObserver(graylb.Observers(picks.Observe, otelPicks)),
+		graylb.WithObserver(picks.Observe, otelPicks),
 		graylb.WithOutlierDetection(graylb.OutlierConfig{}))
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/bench"
+	"github.com/graylb/graylb/policy"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -47,10 +48,10 @@ func main() {
 	}
 	start := time.Now()
 	peers := append([]bench.Peer{
-		bench.Graylb("round robin", graylb.RoundRobin()),
-		bench.GraylbService("round robin", graylb.RoundRobin()),
-		bench.Graylb("random", graylb.Random()),
-		bench.Graylb("weighted round robin", graylb.WeightedRoundRobin()),
+		bench.Graylb("round robin", policy.RoundRobin()),
+		bench.GraylbService("round robin", policy.RoundRobin()),
+		bench.Graylb("random", policy.Random()),
+		bench.Graylb("weighted round robin", policy.WeightedRoundRobin()),
 	}, bench.KratosPeers()...)
 	peers = append(peers, bench.SeedPort(), bench.GRPCRoundRobin())
 
@@ -153,7 +154,7 @@ const (
 
 func versus(n int) (versusRow, error) {
 	var pickers []bench.Picker
-	for _, p := range []bench.Peer{bench.Graylb("round robin", graylb.RoundRobin()), bench.GraylbService("round robin", graylb.RoundRobin()), bench.GRPCRoundRobin()} {
+	for _, p := range []bench.Peer{bench.Graylb("round robin", policy.RoundRobin()), bench.GraylbService("round robin", policy.RoundRobin()), bench.GRPCRoundRobin()} {
 		pk, err := p.Build(bench.Instances(n))
 		if err != nil {
 			return versusRow{}, fmt.Errorf("%s: %w", p.Name, err)
