@@ -49,8 +49,9 @@ func NewInstance(service, host string, port int, metadata map[string]string) Ins
 //
 // A Supplier whose registry can lose its lists and fill them again (a
 // restarted registry server) may also have RefillUntil() time.Time: the
-// end of the refill under way, zero or past when settled. The Cache then
-// holds a sudden shrink only during a refill (see Cache).
+// end of the refill under way, zero or past when settled. It must be
+// cheap and safe for concurrent use; the Cache asks it on list changes
+// and then holds a sudden shrink only during a refill (see Cache).
 type Supplier = engine.Supplier
 
 // Registry is the in-memory Supplier, for programs and tests that run
