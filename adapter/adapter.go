@@ -6,6 +6,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/engine"
+	"github.com/graylb/graylb/policy"
 )
 
 // Balancer is a LoadBalancer as an adapter uses it, obtained with For. It
@@ -43,7 +44,7 @@ func (b *Balancer) Keys() graylb.Keys {
 
 // VersionMetadataKey returns the instance metadata key under which the
 // LoadBalancer's VersionFilter reads an instance's version
-// (graylb.WithVersionKey), graylb.DefaultVersionKey when the LoadBalancer
+// (filter.WithVersionKey), graylb.DefaultVersionKey when the LoadBalancer
 // has no VersionFilter or b is nil. It is fixed when the LoadBalancer is
 // made. An adapter handed an instance's version apart from its metadata
 // (a Kratos node's Version) puts it in the instance's metadata under this
@@ -102,12 +103,12 @@ func (b *Balancer) Reroute(ctx context.Context, first Route, tried func(graylb.I
 }
 
 // NewRouter builds a Router for service over list (its usable instances
-// with a valid host and port are kept) with policy, or the LoadBalancer's
-// policy when nil, under the rules in force: for balancers that are handed
+// with a valid host and port are kept) with p, or the LoadBalancer's
+// policy when p is nil, under the rules in force: for balancers that are handed
 // their instances (gRPC's balancer, a framework's selector) rather than
 // reading them from the LoadBalancer's Cache.
-func (b *Balancer) NewRouter(service string, list []graylb.Instance, policy graylb.Policy) (*Router, error) {
-	r, err := b.e().NewRouter(service, list, policy)
+func (b *Balancer) NewRouter(service string, list []graylb.Instance, p policy.Policy) (*Router, error) {
+	r, err := b.e().NewRouter(service, list, p)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func (b *Balancer) OnEjectionChange(fn func(service string)) (stop func()) {
 
 // Policy returns the LoadBalancer's load-balancing policy, for an adapter
 // that applies it to connections of its own.
-func (b *Balancer) Policy() graylb.Policy { return b.e().Policy() }
+func (b *Balancer) Policy() policy.Policy { return b.e().Policy() }
 
 // Cache returns the Cache the LoadBalancer reads instances from: for an
 // adapter that follows the same lists (a resolver) and for its Stats.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/engine"
+	"github.com/graylb/graylb/policy"
 )
 
 // Decision is a request's routing decision, made once per request: its
@@ -14,7 +15,7 @@ type Decision struct {
 	Kind graylb.Kind
 	// Source is what decided Kind: when !Source.Travels() the adapter
 	// writes Kind on the outgoing call (see Balancer.Pass).
-	Source  graylb.KindSource
+	Source  KindSource
 	Outcome graylb.Outcome
 	Lane    string
 }
@@ -41,7 +42,7 @@ func (r Route) Len() int { return len(r.Instances()) }
 // are none): for an adapter that picks among something other than the
 // instances themselves, such as connections, with a Policy of its own
 // passed to NewRouter.
-func (r Route) Picker() graylb.Picker {
+func (r Route) Picker() policy.Picker {
 	return r.c.Picker()
 }
 
@@ -122,7 +123,7 @@ type Call struct {
 	Kind     graylb.Kind
 	served   graylb.Kind // the kind of the instances that serve it, for a graylb.CallObserver
 	b        *Balancer
-	stats    *graylb.Stats
+	stats    *policy.Stats
 	start    int64 // on graylb's monotonic clock; 0 when neither Stats nor a CallObserver are kept
 }
 
@@ -178,7 +179,7 @@ func (c Call) Discard() {
 
 // Stats returns the instance's Stats (nil when the LoadBalancer keeps
 // none: no outlier detection and a policy that reads none).
-func (c Call) Stats() *graylb.Stats { return c.stats }
+func (c Call) Stats() *policy.Stats { return c.stats }
 
 // Router is a routing snapshot of one service over an explicit instance
 // list (Balancer.NewRouter). It is immutable and safe for concurrent use;

@@ -6,6 +6,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/balancer"
@@ -17,7 +18,7 @@ import (
 func TestTimedDone_ReportsAndIsReused(t *testing.T) {
 	reg := graylb.NewRegistry()
 	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", 8080, nil)))
-	lb, err := graylb.New(reg, graylb.WithPolicy(graylb.P2C()))
+	lb, err := graylb.New(reg, graylb.WithPolicy(policy.P2C()))
 	require.NoError(t, err)
 	defer lb.Close()
 	ab := adapter.For(lb)

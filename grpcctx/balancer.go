@@ -6,6 +6,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -335,5 +336,5 @@ var (
 	_ balancer.Balancer     = (*graylbBalancer)(nil)
 	_ balancer.Picker       = (*picker)(nil)
 	_ balancer.ConfigParser = builder{}
-	_ graylb.StatsPolicy    = readyPolicy{}
+	_ policy.StatsPolicy    = readyPolicy{}
 )

@@ -8,6 +8,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -55,7 +56,7 @@ import (
 // When the LoadBalancer keeps Stats, the result's Done reports the RPC's
 // outcome for the instance: with outlier detection alone it is made once
 // per connection (no allocation per pick); with a latency-aware policy
-// (graylb.P2C) it also carries the call's start, in an object taken from
+// (policy.P2C) it also carries the call's start, in an object taken from
 // a pool and returned by Done (see timedDone): no allocation per pick
 // either.
 type picker struct {
@@ -181,20 +182,20 @@ func (p errPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
 // others are still connecting or have failed.
 type readyPolicy struct {
 	b     *graylbBalancer
-	inner graylb.Policy
+	inner policy.Policy
 }
 
-func (p readyPolicy) NewPicker(list []graylb.Instance) graylb.Picker {
+func (p readyPolicy) NewPicker(list []graylb.Instance) policy.Picker {
 	return p.NewStatsPicker(list, nil)
 }
 
 // NewStatsPicker is NewPicker over instances whose Stats the LoadBalancer
 // keeps: the picker reports each RPC's result to them, and a latency-aware
 // inner policy reads them.
-func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*graylb.Stats) graylb.Picker {
+func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*policy.Stats) policy.Picker {
 	rp := &readyPicker{}
 	var readyList []graylb.Instance
-	var readyStats []*graylb.Stats
+	var readyStats []*policy.Stats
 	for i, in := range list {
 		c := p.b.conns[in.Addr()]
 		switch {
@@ -214,7 +215,7 @@ func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*graylb.Stat
 			rp.connecting = true
 		}
 	}
-	sp, timed := p.inner.(graylb.StatsPolicy)
+	sp, timed := p.inner.(policy.StatsPolicy)
 	switch {
 	case len(readyList) == 0:
 	case stats != nil && timed:
@@ -249,7 +250,7 @@ func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*graylb.Stat
 type readyPicker struct {
 	idx        []int // leaf index of each READY instance
 	scs        []balancer.SubConn
-	inner      graylb.Picker             // over the READY instances
+	inner      policy.Picker             // over the READY instances
 	connecting bool                      // a candidate without a READY connection is still connecting
 	lastErr    error                     // else the last connection error among them
 	timed      bool                      // results carry the call's start (a latency-aware policy, a CallObserver)

@@ -149,7 +149,7 @@ func (t *Transport) canonical(name string) string {
 
 // WithFailureStatus sets which response status codes count as a failure
 // of the instance that answered, for outlier detection and latency-aware
-// policies (graylb.WithOutlierDetection, graylb.P2C). The default counts
+// policies (graylb.WithOutlierDetection, policy.P2C). The default counts
 // every 5xx. A connection failure always counts; a request the caller
 // cancelled counts neither way. nil keeps the default.
 func WithFailureStatus(failed func(status int) bool) TransportOption {
@@ -231,7 +231,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// context) the side is settled here: match keys in the outgoing
 	// headers (a proxy copies the caller's) do not match, and the kind is
 	// written whatever decided it.
-	untrusted := graylb.UntrustedCaller(req.Context())
+	untrusted := adapter.UntrustedCaller(req.Context())
 	routed := req.Header
 	folded := !canonicalKeys(routed) // a key stored in another form (h["gray"]) routes as it travels
 	if folded {

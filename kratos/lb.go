@@ -5,6 +5,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
 )
 
 // This file is the package's one door into graylb's adapter surface
@@ -20,10 +21,10 @@ type (
 	admitter    = adapter.Admitter
 	admission   = adapter.Admission
 	kept        = adapter.Kept
-	lbPolicy    = graylb.Policy
-	statsPolicy = graylb.StatsPolicy
-	lbPicker    = graylb.Picker
-	lbStats     = graylb.Stats
+	lbPolicy    = policy.Policy
+	statsPolicy = policy.StatsPolicy
+	lbPicker    = policy.Picker
+	lbStats     = policy.Stats
 )
 
 // balancerOf is lb's adapter surface; obtained once per Builder or

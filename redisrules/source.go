@@ -92,7 +92,7 @@ func NewFromOptions(o *redis.UniversalOptions, opts ...Option) (*RuleSource, err
 	return s, nil
 }
 
-// Describe says where the rules are (see graylb.Describer): "redis", the
+// Describe says where the rules are (see graylb.RuleSource): "redis", the
 // layout and its keys, "@" and the server: its address, "cluster" and the
 // addresses given, or "Sentinel master <name> via" the Sentinels' addresses
 // (NewFromOptions; a failover client handed to New says only that it is
@@ -266,7 +266,7 @@ func (s *RuleSource) refuse(sum [sha256.Size]byte, err error, log bool) {
 
 // OnRefused calls fn with the error (wrapping graylb.ErrInvalidRules, naming
 // the key) of content a Watch refuses, once per distinct content, until
-// stop is called (graylb.RefusalReporter). Load's refusals are not
+// stop is called (see graylb.RuleSource). Load's refusals are not
 // reported: Load returns them.
 func (s *RuleSource) OnRefused(fn func(error)) (stop func()) {
 	if fn == nil {
@@ -289,6 +289,6 @@ func (s *RuleSource) warn(warnings []string) {
 }
 
 var (
-	_ graylb.RuleSource      = (*RuleSource)(nil)
-	_ graylb.RefusalReporter = (*RuleSource)(nil)
+	_ graylb.RuleSource                          = (*RuleSource)(nil)
+	_ interface{ OnRefused(func(error)) func() } = (*RuleSource)(nil) // graylb.RuleSource's OnRefused
 )

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,13 +23,13 @@ import (
 func callObserver(t *testing.T, d *Driver) {
 	for _, p := range []struct {
 		name   string
-		policy graylb.Policy
+		policy policy.Policy
 	}{
-		{"RoundRobin", graylb.RoundRobin()},
-		{"StrictRoundRobin", graylb.StrictRoundRobin()},
-		{"WeightedRoundRobin", graylb.WeightedRoundRobin()},
-		{"Random", graylb.Random()},
-		{"P2C", graylb.P2C()},
+		{"RoundRobin", policy.RoundRobin()},
+		{"StrictRoundRobin", policy.StrictRoundRobin()},
+		{"WeightedRoundRobin", policy.WeightedRoundRobin()},
+		{"Random", policy.Random()},
+		{"P2C", policy.P2C()},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			e := newEnv(t, d)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/filter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -140,7 +141,7 @@ func renamedKeys(t *testing.T, d *Driver) {
 	e := newEnv(t, d)
 	opts := []graylb.Option{
 		graylb.WithGrayHeader("x-gray-tag"), graylb.WithGrayKey("gray-tag"), graylb.WithUserHeader("x-user-id"),
-		graylb.WithFilters(graylb.NewVersionFilter(graylb.WithVersionHeader("x-ver"))),
+		graylb.WithFilters(filter.Version(filter.WithVersionHeader("x-ver"))),
 		graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}}),
 	}
 	lb, elb := e.lb(opts...), e.lb(opts...)
@@ -201,7 +202,7 @@ func renamedKeys(t *testing.T, d *Driver) {
 // under the version key — so the next hop routes the same way.
 func matchKeysAndLanes(t *testing.T, d *Driver) {
 	e := newEnv(t, d)
-	opts := []graylb.Option{graylb.WithFilters(graylb.NewVersionFilter()), graylb.WithRules(graylb.Rules{Matches: []graylb.Match{
+	opts := []graylb.Option{graylb.WithFilters(filter.Version()), graylb.WithRules(graylb.Rules{Matches: []graylb.Match{
 		{Key: "x-region", Exact: "hz", Gray: true},
 		{Key: "X-Lane", Exact: "feat-42", Version: "feat-42"},
 		{Key: "x-tenant", Prefix: "beta-", Gray: true, Version: "v2"},
@@ -274,7 +275,7 @@ func matchKeysAndLanes(t *testing.T, d *Driver) {
 // user the caller sent, trusted or not.
 func trustBoundary(t *testing.T, d *Driver) {
 	e := newEnv(t, d)
-	opts := []graylb.Option{graylb.WithFilters(graylb.NewVersionFilter()), graylb.WithRules(graylb.Rules{
+	opts := []graylb.Option{graylb.WithFilters(filter.Version()), graylb.WithRules(graylb.Rules{
 		GrayUsers: []string{"alice"},
 		Matches:   []graylb.Match{{Key: "x-region", Exact: "hz", Gray: true}, {Key: "x-lane", Exact: "feat-42", Version: "feat-42"}},
 	})}

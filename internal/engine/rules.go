@@ -17,7 +17,7 @@ import (
 
 // Rules are the run-time gray rules. The zero value routes by
 // the gray header and metadata alone. Rules are data: load them from a file
-// (FileRuleSource), from Nacos config (the nacos package), or set them with
+// (package filerules), from Nacos config (the nacos package), or set them with
 // LoadBalancer.SetRules.
 //
 // Precedence, strongest first: Closed (no request reaches a gray instance),
@@ -305,7 +305,7 @@ type RuleSource interface {
 
 // Describer is implemented by a RuleSource that can say where its rules
 // come from in the words an operator would look for them with: the file
-// path (FileRuleSource), the Nacos group/dataId @ servers, the Redis
+// path (package filerules), the Nacos group/dataId @ servers, the Redis
 // layout and keys @ address. The debug page and RulesState.Source show
 // it (cut to 512 bytes); a source that does not implement it, or
 // describes itself as "", is shown by its Go type. A fmt.Stringer is not

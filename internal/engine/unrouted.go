@@ -17,7 +17,7 @@ import (
 // empty list), an invalid name, a name whose first query failed. Names
 // can come from untrusted input (a Transport's URL host), so they all
 // share this one name: an Observer that keeps state per service (the
-// PickCounters, the otelgraylb Observer) stays bounded whatever names
+// debugpage.PickCounters, the otelgraylb Observer) stays bounded whatever names
 // callers send, and still counts every failure. It is not a valid service
 // name, so no service is ever counted under it. Which names failed:
 // LoadBalancer.Unrouted.

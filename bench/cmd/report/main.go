@@ -16,6 +16,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/bench"
+	"github.com/graylb/graylb/policy"
 )
 
 type row struct {
@@ -39,10 +40,10 @@ func main() {
 	}
 	start := time.Now()
 	peers := append([]bench.Peer{
-		bench.Graylb("round robin", graylb.RoundRobin()),
-		bench.GraylbService("round robin", graylb.RoundRobin()),
-		bench.Graylb("random", graylb.Random()),
-		bench.Graylb("weighted round robin", graylb.WeightedRoundRobin()),
+		bench.Graylb("round robin", policy.RoundRobin()),
+		bench.GraylbService("round robin", policy.RoundRobin()),
+		bench.Graylb("random", policy.Random()),
+		bench.Graylb("weighted round robin", policy.WeightedRoundRobin()),
 	}, bench.KratosPeers()...)
 	peers = append(peers, bench.SeedPort(), bench.GRPCRoundRobin())
 
@@ -145,7 +146,7 @@ const (
 
 func versus(n int) (versusRow, error) {
 	var pickers []bench.Picker
-	for _, p := range []bench.Peer{bench.Graylb("round robin", graylb.RoundRobin()), bench.GraylbService("round robin", graylb.RoundRobin()), bench.GRPCRoundRobin()} {
+	for _, p := range []bench.Peer{bench.Graylb("round robin", policy.RoundRobin()), bench.GraylbService("round robin", policy.RoundRobin()), bench.GRPCRoundRobin()} {
 		pk, err := p.Build(bench.Instances(n))
 		if err != nil {
 			return versusRow{}, fmt.Errorf("%s: %w", p.Name, err)

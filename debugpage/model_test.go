@@ -1,4 +1,4 @@
-package engine
+package debugpage_test
 
 import (
 	"context"
@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/debugpage"
 )
 
 // jsonShape returns the key paths of the JSON of v ("a", "a.b", "list[].c"),
@@ -48,7 +52,7 @@ func jsonShape(t *testing.T, v any) []string {
 
 // noLatency zeroes the latency estimates of st: they decay with time, so
 // two readings a moment apart differ.
-func noLatency(st *ServiceState) {
+func noLatency(st *graylb.ServiceState) {
 	for i := range st.Instances {
 		if s := st.Instances[i].Stats; s != nil {
 			c := *s
@@ -63,21 +67,21 @@ func noLatency(st *ServiceState) {
 // what the LoadBalancer reports. One model, not a mirror of it.
 func TestDebugPageServesTheIntrospectionModel(t *testing.T) {
 	list := mix("svc", nil, []string{"version", "v1"}, []string{"gray", "true", "note", "<b>x</b>"}, []string{"gray", "true"})
-	lb, _, _, events := ejectionLB(t, list, OutlierConfig{BaseEjectionTime: 10 * time.Second})
+	lb, _, events := ejectionLB(t, list, graylb.OutlierConfig{BaseEjectionTime: 10 * time.Second})
 	gray := withHeaders(context.Background(), "gray", "true")
 	callsTo(t, lb, gray, list[3].Addr(), 1)[0].Done(true)
 	failN(t, lb, gray, list[2].Addr(), 5)
 	waitRebuild(t, events)
-	require.NoError(t, lb.SetRules(Rules{GrayUsers: []string{"alice"}}))
-	require.Error(t, lb.SetRules(Rules{CanaryPercent: 250}))
+	require.NoError(t, lb.SetRules(graylb.Rules{GrayUsers: []string{"alice"}}))
+	require.Error(t, lb.SetRules(graylb.Rules{CanaryPercent: 250}))
 
-	_, body := debugGet(t, DebugHandler(lb), "/?format=json")
+	_, body := debugGet(t, debugpage.Handler(lb), "/?format=json")
 	var page struct {
-		Keys      Keys           `json:"keys"`
-		Services  []ServiceState `json:"services"`
-		Rules     RulesState     `json:"rules"`
-		Cache     CacheStats     `json:"cache"`
-		Ejections EjectionsState `json:"ejections"`
+		Keys      graylb.Keys           `json:"keys"`
+		Services  []graylb.ServiceState `json:"services"`
+		Rules     graylb.RulesState     `json:"rules"`
+		Cache     graylb.CacheStats     `json:"cache"`
+		Ejections graylb.EjectionsState `json:"ejections"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &page), "the page's JSON decodes into the introspection types")
 	var raw map[string]json.RawMessage
@@ -92,14 +96,14 @@ func TestDebugPageServesTheIntrospectionModel(t *testing.T) {
 	require.Equal(t, jsonShape(t, svc), jsonShape(t, pageServices[0]), "a service")
 	require.Equal(t, jsonShape(t, lb.RulesState()), jsonShape(t, raw["rules"]), "the rules")
 	require.Equal(t, jsonShape(t, lb.Ejections()), jsonShape(t, raw["ejections"]), "the ejections")
-	require.Equal(t, jsonShape(t, lb.cache.Stats()), jsonShape(t, raw["cache"]), "the cache")
+	require.Equal(t, jsonShape(t, adapter.For(lb).Cache().Stats()), jsonShape(t, raw["cache"]), "the cache")
 
 	// The same values.
 	require.Len(t, page.Services, 1)
 	noLatency(&svc)
 	noLatency(&page.Services[0])
 	require.Equal(t, svc, page.Services[0])
-	require.Equal(t, lb.cache.Stats(), page.Cache)
+	require.Equal(t, adapter.For(lb).Cache().Stats(), page.Cache)
 	require.Equal(t, lb.Keys().Gray, page.Keys.Gray)
 	rs := lb.RulesState()
 	require.Equal(t, rs.Rules, page.Rules.Rules)

@@ -1,4 +1,4 @@
-package engine
+package debugpage_test
 
 import (
 	"context"
@@ -9,31 +9,18 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// callsTo starts n calls to the instance at addr through a routing of ctx
-// and returns them, not done.
-func callsTo(t *testing.T, lb *LoadBalancer, ctx context.Context, addr string, n int) []started {
-	t.Helper()
-	var calls []started
-	for len(calls) < n {
-		r, err := lb.routeReq(ctx, "svc")
-		require.NoError(t, err)
-		for i, in := range r.Instances() {
-			if in.Addr() == addr {
-				calls = append(calls, r.Call(i))
-				break
-			}
-		}
-	}
-	return calls
-}
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/debugpage"
+	"github.com/graylb/graylb/policy"
+)
 
 func TestSnapshotAndDebugShowEjections(t *testing.T) {
 	hostile := `<script>alert(1)</script>`
 	list := mix("svc", nil, nil, []string{"gray", "true", "note", hostile, "version", `"><img src=x onerror=alert(1)>`},
 		[]string{"gray", "true"})
-	lb, _, clk, events := ejectionLB(t, list, OutlierConfig{BaseEjectionTime: 10 * time.Second})
+	lb, clk, events := ejectionLB(t, list, graylb.OutlierConfig{BaseEjectionTime: 10 * time.Second})
 	ctx := context.Background()
 	gray := withHeaders(ctx, "gray", "true")
 	bad := list[2].Addr()
@@ -56,7 +43,7 @@ func TestSnapshotAndDebugShowEjections(t *testing.T) {
 		require.NotNil(t, st.Instances[i].Stats)
 	}
 	ej := st.Instances[3]
-	require.Equal(t, Gray, ej.Kind)
+	require.Equal(t, graylb.Gray, ej.Kind)
 	require.False(t, ej.Usable)
 	require.Empty(t, ej.Subsets)
 	require.True(t, ej.Stats.Ejected)
@@ -69,28 +56,28 @@ func TestSnapshotAndDebugShowEjections(t *testing.T) {
 	es := lb.Ejections()
 	require.True(t, es.Enabled)
 	require.Equal(t, uint64(1), es.Ejections)
-	require.Equal(t, []EjectionCount{{Service: "svc", Kind: Gray, Ejections: 1}}, es.Counts)
+	require.Equal(t, []graylb.EjectionCount{{Service: "svc", Kind: graylb.Gray, Ejections: 1}}, es.Counts)
 	require.NotNil(t, es.Last)
 	require.Equal(t, bad, es.Last.Addr)
 	require.Equal(t, 10*time.Second, es.Last.For)
 	require.Equal(t, 1, es.Ejected, "ejected now")
 
-	h := DebugHandler(lb)
+	h := debugpage.Handler(lb)
 	_, body := debugGet(t, h, "/?format=json")
 	require.NotContains(t, body, "<script")
-	var ds DebugState
+	var ds debugpage.State
 	require.NoError(t, json.Unmarshal([]byte(body), &ds))
 	require.True(t, ds.Ejections.Enabled)
 	require.Equal(t, 1, ds.Ejections.Ejected)
 	require.Equal(t, uint64(1), ds.Ejections.Ejections)
-	require.Equal(t, []EjectionCount{{Service: "svc", Kind: Gray, Ejections: 1}}, ds.Ejections.Counts)
+	require.Equal(t, []graylb.EjectionCount{{Service: "svc", Kind: graylb.Gray, Ejections: 1}}, ds.Ejections.Counts)
 	require.Equal(t, bad, ds.Ejections.Last.Addr)
 	require.Equal(t, 10*time.Second, ds.Ejections.Last.For)
 	require.True(t, ds.Ejections.Last.At.Equal(clk.Now()), "at %v, by the outlier detection's clock", ds.Ejections.Last.At)
 	require.Contains(t, body, `"forNs": 10000000000`)
 	sv := ds.Services[0]
 	require.Equal(t, 1, sv.EjectedGray)
-	require.Equal(t, &InstanceStats{Ejected: true, InFlight: 0, Latency: sv.Instances[3].Stats.Latency, Failures: 5},
+	require.Equal(t, &graylb.InstanceStats{Ejected: true, InFlight: 0, Latency: sv.Instances[3].Stats.Latency, Failures: 5},
 		sv.Instances[3].Stats)
 	require.Greater(t, sv.Instances[3].Stats.Latency, 500*time.Millisecond, "a failure counts as a second, decayed since")
 	require.Equal(t, int64(1), sv.Instances[0].Stats.InFlight)
@@ -122,25 +109,25 @@ func TestSnapshotAndDebugShowEjections(t *testing.T) {
 
 func TestDebugEjectionsOffAndConcurrent(t *testing.T) {
 	// A policy that reads Stats keeps them without outlier detection.
-	lb, _ := newTestLB(t, []Instance{inst("svc", 9001), inst("svc", 9002)}, WithPolicy(P2C()))
+	lb, _ := newTestLB(t, []graylb.Instance{inst("svc", 9001), inst("svc", 9002)}, graylb.WithPolicy(policy.P2C()))
 	_, err := lb.Pick(context.Background(), "svc")
 	require.NoError(t, err)
 	st, _ := lb.Snapshot("svc")
 	require.NotNil(t, st.Instances[0].Stats)
 	require.False(t, lb.Ejections().Enabled)
-	_, page := debugGet(t, DebugHandler(lb), "/")
+	_, page := debugGet(t, debugpage.Handler(lb), "/")
 	require.Contains(t, page, `id="ejections-off"`)
 
 	// Ejections, readmissions and page reads at once (run with -race).
 	list := mix("svc", nil, nil, nil, nil)
-	lb2, _, clk, _ := ejectionLB(t, list, OutlierConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Second})
-	h := DebugHandler(lb2)
+	lb2, clk, _ := ejectionLB(t, list, graylb.OutlierConfig{ConsecutiveFailures: 1, BaseEjectionTime: time.Second})
+	h := debugpage.Handler(lb2)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := 0; i < 100; i++ {
-			r, err := lb2.routeReq(context.Background(), "svc")
+			r, err := adapter.For(lb2).Route(context.Background(), "svc", nil)
 			if err != nil {
 				continue
 			}
@@ -152,7 +139,7 @@ func TestDebugEjectionsOffAndConcurrent(t *testing.T) {
 	}()
 	for i := 0; i < 30; i++ {
 		_, body := debugGet(t, h, "/?format=json")
-		var ds DebugState
+		var ds debugpage.State
 		require.NoError(t, json.Unmarshal([]byte(body), &ds))
 		_, _ = debugGet(t, h, "/")
 	}
