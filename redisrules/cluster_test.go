@@ -1,11 +1,15 @@
 package redisrules_test
 
 import (
+	"fmt"
+	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/redisrules"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -97,4 +101,124 @@ func TestUniversalClientCluster(t *testing.T) {
 		r, _ := rec.last()
 		assert.Equal(t, []string{"gray-host"}, r.GrayAddresses, "the previous rules stay")
 	})
+}
+
+// slotOwner returns the address of the master that serves slot, as the
+// node at addr sees it.
+func slotOwner(t *testing.T, addr string, slot int) string {
+	t.Helper()
+	slots, err := newClient(t, addr).ClusterSlots(ctxT(t)).Result()
+	require.NoError(t, err)
+	for _, s := range slots {
+		if s.Start <= slot && slot <= s.End && len(s.Nodes) > 0 {
+			return s.Nodes[0].Addr
+		}
+	}
+	t.Fatalf("no node serves slot %d", slot)
+	return ""
+}
+
+// migrateSlot moves slot from one master to another as redis-cli --cluster
+// reshard does: IMPORTING on the target, MIGRATING on the source, MIGRATE
+// of the slot's keys, then SETSLOT NODE on the target, the source and the
+// other masters.
+func migrateSlot(t *testing.T, masters []string, slot int, from, to string) {
+	t.Helper()
+	ctx := ctxT(t)
+	id := func(addr string) string {
+		id, err := newClient(t, addr).Do(ctx, "CLUSTER", "MYID").Text()
+		require.NoError(t, err)
+		return id
+	}
+	fromID, toID := id(from), id(to)
+	fc, tc := newClient(t, from), newClient(t, to)
+	require.NoError(t, tc.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err())
+	require.NoError(t, fc.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err())
+	keys, err := fc.ClusterGetKeysInSlot(ctx, slot, 1000).Result()
+	require.NoError(t, err)
+	if len(keys) > 0 {
+		host, port, err := net.SplitHostPort(to)
+		require.NoError(t, err)
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		require.NoError(t, fc.Do(ctx, args...).Err())
+	}
+	order := []string{to, from}
+	for _, m := range masters {
+		if m != to && m != from {
+			order = append(order, m)
+		}
+	}
+	for _, m := range order {
+		require.NoError(t, newClient(t, m).Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err(), "SETSLOT NODE on %s", m)
+	}
+	for _, m := range masters {
+		assert.Equal(t, to, slotOwner(t, m, slot), "node %s sees the slot on its new master", m)
+	}
+}
+
+// After the rules' slot moves to another master, changes still arrive by
+// keyspace notification, in well under a poll interval: the subscription
+// follows the slot. Before, it stayed on the old master, which publishes
+// nothing for keys it no longer holds, and every change waited for a poll
+// (about 0.5-1 s at the default interval) while the log still said
+// notifications. Each change is written by another client (another
+// process, in production), right after the migration.
+func TestClusterNotificationsFollowSlotMigration(t *testing.T) {
+	const target = 100 * time.Millisecond
+	masters := startCluster(t, "--notify-keyspace-events", "KEA")
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	defer cc.Close()
+	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	defer writer.Close()
+	ctx := ctxT(t)
+	log, logs := newLogger()
+	src, err := redisrules.New(cc, redisrules.WithLogger(log)) // the default poll interval
+	require.NoError(t, err)
+	defer src.Close()
+	require.NoError(t, writer.Set(ctx, redisrules.DefaultSwitchKey, "true", 0).Err())
+	var rec recorder
+	stop, err := src.Watch(rec.fn)
+	require.NoError(t, err)
+	defer stop()
+	eventually(t, "subscribed", func() bool { return logs.count("following changes by keyspace notifications") == 1 })
+	rec.appliedAt(t, "the first read delivered", func(graylb.Rules) bool { return true })
+
+	// change adds a gray user and returns how long it took to apply.
+	change := func(user string) time.Duration {
+		start := time.Now()
+		require.NoError(t, writer.RPush(ctx, redisrules.DefaultUsersKey, user).Err())
+		at := rec.appliedAt(t, user+" delivered", func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, user) })
+		return at.Sub(start)
+	}
+	d := change("before")
+	t.Logf("before any migration: applied in %v", d)
+	assert.Less(t, d, target)
+
+	// Two hops: to a second master, then to the third (never back to one
+	// the slot was on).
+	slot := int(writer.ClusterKeySlot(ctx, redisrules.DefaultSwitchKey).Val())
+	visited := []string{slotOwner(t, masters[0], slot)}
+	for hop := 1; hop <= 2; hop++ {
+		from := visited[len(visited)-1]
+		var to string
+		for _, m := range masters {
+			if !slices.Contains(visited, m) {
+				to = m
+				break
+			}
+		}
+		visited = append(visited, to)
+		migrateSlot(t, masters, slot, from, to)
+		var took []time.Duration
+		for i := 1; i <= 5; i++ {
+			took = append(took, change(fmt.Sprintf("hop%d-user%d", hop, i)))
+		}
+		t.Logf("slot %d moved from %s to %s: changes applied in %v", slot, from, to, took)
+		for i, d := range took {
+			assert.Less(t, d, target, "change %d after migration %d", i+1, hop)
+		}
+	}
 }

@@ -18,12 +18,33 @@ import (
 type recorder struct {
 	mu    sync.Mutex
 	calls []graylb.Rules
+	at    []time.Time // when each call came
 }
 
 func (r *recorder) fn(rl graylb.Rules) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, rl)
+	r.at = append(r.at, time.Now())
+}
+
+// appliedAt returns when the first rule set that meets cond was delivered,
+// waiting for it at most waitFor.
+func (r *recorder) appliedAt(t testing.TB, what string, cond func(graylb.Rules) bool) time.Time {
+	t.Helper()
+	var at time.Time
+	eventually(t, what, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i, c := range r.calls {
+			if cond(c) {
+				at = r.at[i]
+				return true
+			}
+		}
+		return false
+	})
+	return at
 }
 
 func (r *recorder) count() int {
