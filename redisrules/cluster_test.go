@@ -186,14 +186,17 @@ func TestClusterNotificationsFollowSlotMigration(t *testing.T) {
 	eventually(t, "subscribed", func() bool { return logs.count("following changes by keyspace notifications") == 1 })
 	rec.appliedAt(t, "the first read delivered", func(graylb.Rules) bool { return true })
 
-	// change adds a gray user and returns how long it took to apply.
-	change := func(user string) time.Duration {
+	// change adds a gray user and returns how long it took to apply,
+	// from the moment the write returned (the writer's own redirects are
+	// not the watcher's), and from the moment it was sent.
+	change := func(user string) (applied, sent time.Duration) {
 		start := time.Now()
 		require.NoError(t, writer.RPush(ctx, redisrules.DefaultUsersKey, user).Err())
+		written := time.Now()
 		at := rec.appliedAt(t, user+" delivered", func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, user) })
-		return at.Sub(start)
+		return max(at.Sub(written), 0), at.Sub(start)
 	}
-	d := change("before")
+	d, _ := change("before")
 	t.Logf("before any migration: applied in %v", d)
 	assert.Less(t, d, target)
 
@@ -212,13 +215,83 @@ func TestClusterNotificationsFollowSlotMigration(t *testing.T) {
 		}
 		visited = append(visited, to)
 		migrateSlot(t, masters, slot, from, to)
-		var took []time.Duration
+		var took, sent []time.Duration
 		for i := 1; i <= 5; i++ {
-			took = append(took, change(fmt.Sprintf("hop%d-user%d", hop, i)))
+			a, s := change(fmt.Sprintf("hop%d-user%d", hop, i))
+			took, sent = append(took, a), append(sent, s)
 		}
-		t.Logf("slot %d moved from %s to %s: changes applied in %v", slot, from, to, took)
+		t.Logf("slot %d moved from %s to %s: changes applied in %v after the write returned (%v after it was sent)", slot, from, to, took, sent)
 		for i, d := range took {
 			assert.Less(t, d, target, "change %d after migration %d", i+1, hop)
 		}
+		eventually(t, "the log names the new master", func() bool {
+			return logs.count("following changes by keyspace notifications") > hop && logs.count("node="+to) > 0
+		})
 	}
+	t.Log(logs.String())
+}
+
+// A master that publishes no keyspace events gets the rules' slot: the log
+// says changes follow by polling there, and why; polling keeps the rules
+// current. Moved on to a master that publishes them, notifications again.
+func TestClusterSlotMovesToNodeWithoutNotifications(t *testing.T) {
+	const interval = 50 * time.Millisecond
+	masters := startCluster(t, "--notify-keyspace-events", "KEA")
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	defer cc.Close()
+	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	defer writer.Close()
+	ctx := ctxT(t)
+	slot := int(writer.ClusterKeySlot(ctx, redisrules.DefaultSwitchKey).Val())
+	first := slotOwner(t, masters[0], slot)
+	var silent, last string // a master without notifications, and the third
+	for _, m := range masters {
+		switch {
+		case m == first:
+		case silent == "":
+			silent = m
+		default:
+			last = m
+		}
+	}
+	require.NoError(t, newClient(t, silent).ConfigSet(ctx, "notify-keyspace-events", "").Err())
+	require.NoError(t, writer.Set(ctx, redisrules.DefaultSwitchKey, "true", 0).Err())
+
+	log, logs := newLogger()
+	src, err := redisrules.New(cc, redisrules.WithLogger(log), redisrules.WithPollInterval(interval))
+	require.NoError(t, err)
+	defer src.Close()
+	var rec recorder
+	stop, err := src.Watch(rec.fn)
+	require.NoError(t, err)
+	defer stop()
+	eventually(t, "notifications from the slot's master", func() bool {
+		return logs.count("following changes by keyspace notifications") == 1 && logs.count("node="+first) == 1
+	})
+	assert.NotContains(t, logs.String(), "subscribed="+silent, "a master that publishes nothing is not subscribed to")
+
+	applies := func(user string) {
+		t.Helper()
+		require.NoError(t, writer.RPush(ctx, redisrules.DefaultUsersKey, user).Err())
+		rec.appliedAt(t, user+" delivered", func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, user) })
+	}
+	migrateSlot(t, masters, slot, first, silent)
+	applies("on-the-silent-master")
+	eventually(t, "polling logged, with the reason", func() bool {
+		return logs.count("following changes by polling") == 1 && logs.count("node="+silent+" ") == 1 &&
+			logs.count(silent+` publishes no keyspace events for the keys (notify-keyspace-events \"\")`) == 1
+	})
+	for i := 0; i < 3; i++ {
+		applies(fmt.Sprintf("polled-%d", i))
+	}
+
+	migrateSlot(t, masters, slot, silent, last)
+	applies("on-the-last-master")
+	eventually(t, "notifications logged again", func() bool {
+		return logs.count("following changes by keyspace notifications") == 2 && logs.count("node="+last) == 1
+	})
+	start := time.Now()
+	applies("notified")
+	assert.Less(t, time.Since(start), interval, "by notification, not the next poll")
+	t.Log(logs.String())
 }

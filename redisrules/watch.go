@@ -67,67 +67,74 @@ func (w *watcher) stop() {
 
 func (w *watcher) run(ctx context.Context) {
 	defer close(w.done)
-	n := &notifier{s: w.s}
+	n := newNotifier(w.s)
 	defer n.close()
 	tick := time.NewTicker(w.s.cfg.interval)
 	defer tick.Stop()
-	setup := true // consider notifications after the next successful read
+	setup := true   // consider notifications after the next successful read
+	byTick := false // the coming read is a poll's, no notification announced it
 	for {
-		ok := w.poll(ctx)
+		ok, changed := w.poll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if !ok {
+		switch {
+		case !ok:
 			setup = true // the server may come back with other settings
-		} else if setup {
-			n.setup(ctx)
-			setup = false
+		case changed && byTick && n.following():
+			// A change no notification announced: the keys may be
+			// published by a node not subscribed to (a new master).
+			w.s.cfg.logger.Debug("redisrules: a poll found a change no keyspace notification announced; checking the subscriptions", "keys", w.s.Keys())
+			setup = true
 		}
+		if ok && (setup || n.moved(ctx)) {
+			setup = !n.setup(ctx)
+		}
+		byTick = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case _, open := <-n.events():
-			if !open {
-				n.close() // the subscription ended: poll only until set up again
-				setup = true
-			}
-			n.drain() // one read for a burst of changes
+			byTick = true
+		case <-n.wake: // a burst of notifications is one signal: one read
+		case <-n.broken:
+			setup = true // read first: notifications may have been lost
 		}
 	}
 }
 
 // poll reads the keys once and delivers what changed. It reports whether
-// Redis answered.
-func (w *watcher) poll(ctx context.Context) bool {
+// Redis answered and whether the content differed from the last read.
+func (w *watcher) poll(ctx context.Context) (ok, changed bool) {
 	c, err := w.s.read(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.s.outage(err, true)
 		}
-		return false
+		return false, false
 	}
 	w.s.reachable()
 	if w.haveSum && c.sum == w.sum {
-		return true // unchanged data rebuilds nothing
+		return true, false // unchanged data rebuilds nothing
 	}
+	first := !w.haveSum
 	w.sum, w.haveSum = c.sum, true
 	w.s.warn(c.warnings)
 	if c.err != nil {
 		w.s.refuse(c.sum, c.err, true)
-		return true
+		return true, !first
 	}
 	w.s.accept()
 	if c.missing {
 		w.s.cfg.logger.Warn("redisrules: rule document missing; the current rules stay in force", "keys", w.s.Keys())
-		return true
+		return true, !first
 	}
 	if w.delivered != nil && reflect.DeepEqual(*w.delivered, c.rules) {
-		return true
+		return true, !first
 	}
 	w.delivered = &c.rules
 	w.fn(clone(c.rules)) // fn may keep or change its copy
-	return true
+	return true, !first
 }
 
 func clone(r graylb.Rules) graylb.Rules {
