@@ -295,3 +295,99 @@ func TestClusterSlotMovesToNodeWithoutNotifications(t *testing.T) {
 	assert.Less(t, time.Since(start), interval, "by notification, not the next poll")
 	t.Log(logs.String())
 }
+
+// nodeID returns the Cluster node ID of the node at addr.
+func nodeID(t *testing.T, addr string) string {
+	t.Helper()
+	id, err := newClient(t, addr).Do(ctxT(t), "CLUSTER", "MYID").Text()
+	require.NoError(t, err)
+	return id
+}
+
+// addReplica starts a node, joins it to the cluster of masters as a
+// replica of master, and returns its address once it is in sync and every
+// master lists it.
+func addReplica(t *testing.T, masters []string, master string, args ...string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	s := startServer(t, append([]string{"--cluster-enabled", "yes", "--cluster-node-timeout", "2000"}, args...)...)
+	rc := s.client(t)
+	host, port, err := net.SplitHostPort(master)
+	require.NoError(t, err)
+	require.NoError(t, rc.ClusterMeet(ctx, host, port).Err())
+	id := nodeID(t, master)
+	eventually(t, "the new node knows the master", func() bool {
+		nodes, err := rc.ClusterNodes(ctx).Result()
+		return err == nil && strings.Contains(nodes, id)
+	})
+	require.NoError(t, rc.ClusterReplicate(ctx, id).Err())
+	eventually(t, "the replica in sync", func() bool {
+		info, err := rc.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	mine := nodeID(t, s.addr())
+	for _, m := range masters {
+		mc := newClient(t, m)
+		eventually(t, m+" lists the replica", func() bool {
+			nodes, err := mc.ClusterNodes(ctx).Result()
+			for _, l := range strings.Split(nodes, "\n") {
+				if err == nil && strings.HasPrefix(l, mine+" ") && strings.Contains(l, "slave "+id) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return s.addr()
+}
+
+// After a failover of the rules' master (CLUSTER FAILOVER on its replica:
+// the replica becomes the master of the slot, the old master its replica),
+// changes arrive by notification from the new master at once.
+func TestClusterNotificationsFollowFailover(t *testing.T) {
+	const target = 100 * time.Millisecond
+	masters := startCluster(t, "--notify-keyspace-events", "KEA")
+	ctx := ctxT(t)
+	probe := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	defer probe.Close()
+	slot := int(probe.ClusterKeySlot(ctx, redisrules.DefaultSwitchKey).Val())
+	old := slotOwner(t, masters[0], slot)
+	replica := addReplica(t, masters, old, "--notify-keyspace-events", "KEA")
+
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	defer cc.Close()
+	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	defer writer.Close()
+	log, logs := newLogger()
+	src, err := redisrules.New(cc, redisrules.WithLogger(log)) // the default poll interval
+	require.NoError(t, err)
+	defer src.Close()
+	require.NoError(t, writer.Set(ctx, redisrules.DefaultSwitchKey, "true", 0).Err())
+	var rec recorder
+	stop, err := src.Watch(rec.fn)
+	require.NoError(t, err)
+	defer stop()
+	eventually(t, "subscribed", func() bool { return logs.count("following changes by keyspace notifications") == 1 })
+	rec.appliedAt(t, "the first read delivered", func(graylb.Rules) bool { return true })
+
+	rc := newClient(t, replica)
+	require.NoError(t, rc.Do(ctx, "CLUSTER", "FAILOVER").Err())
+	for _, m := range append([]string{replica}, masters...) {
+		eventually(t, m+" sees the replica as the slot's master", func() bool { return slotOwner(t, m, slot) == replica })
+	}
+
+	var took []time.Duration
+	for i := 1; i <= 5; i++ {
+		user := fmt.Sprintf("after-failover-%d", i)
+		require.NoError(t, writer.RPush(ctx, redisrules.DefaultUsersKey, user).Err())
+		written := time.Now()
+		at := rec.appliedAt(t, user+" delivered", func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, user) })
+		took = append(took, max(at.Sub(written), 0))
+	}
+	t.Logf("failover from %s to %s: changes applied in %v after the write returned", old, replica, took)
+	for i, d := range took {
+		assert.Less(t, d, target, "change %d after the failover", i+1)
+	}
+	eventually(t, "the log names the new master", func() bool { return logs.count("node="+replica) > 0 })
+	t.Log(logs.String())
+}
