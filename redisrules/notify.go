@@ -208,6 +208,9 @@ func (n *notifier) setup(ctx context.Context) bool {
 			n.drop(addr)
 			n.subs[addr] = r.sub
 			go n.receive(r.sub)
+			// A change made after the last read and before this
+			// subscription was published to no one: read again.
+			signal(n.wake)
 		} else if r.why != "" {
 			n.drop(addr)
 		}
