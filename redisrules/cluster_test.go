@@ -20,13 +20,22 @@ import (
 // its node addresses.
 func startCluster(t *testing.T, args ...string) []string {
 	t.Helper()
+	addrs, _ := startClusterServers(t, args...)
+	return addrs
+}
+
+// startClusterServers is startCluster, returning the servers too.
+func startClusterServers(t *testing.T, args ...string) ([]string, []*server) {
+	t.Helper()
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Skip("redis-cli is not installed (the Debian package redis-tools); skipping the Cluster test")
 	}
 	var addrs []string
+	var servers []*server
 	for i := 0; i < 3; i++ {
 		s := startServer(t, append([]string{"--cluster-enabled", "yes", "--cluster-node-timeout", "2000"}, args...)...)
 		addrs = append(addrs, s.addr())
+		servers = append(servers, s)
 	}
 	cmd := exec.Command("redis-cli", append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -39,7 +48,7 @@ func startCluster(t *testing.T, args ...string) []string {
 			return err == nil && strings.Contains(info, "cluster_state:ok")
 		})
 	}
-	return addrs
+	return addrs, servers
 }
 
 // One Cluster for both layouts of keys: the default names (one hash tag:
@@ -341,12 +350,24 @@ func addReplica(t *testing.T, masters []string, master string, args ...string) s
 	return s.addr()
 }
 
-// After a failover of the rules' master (CLUSTER FAILOVER on its replica:
-// the replica becomes the master of the slot, the old master its replica),
-// changes arrive by notification from the new master at once.
+// After a failover of the rules' master, changes arrive by notification
+// from the new master at once. "manual": CLUSTER FAILOVER on its replica
+// (the replica becomes the master of the slot, the old master its
+// replica). "master killed": the master is killed, and its replica takes
+// over after the node timeout.
 func TestClusterNotificationsFollowFailover(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		name := "manual"
+		if kill {
+			name = "master killed"
+		}
+		t.Run(name, func(t *testing.T) { testClusterFailover(t, kill) })
+	}
+}
+
+func testClusterFailover(t *testing.T, kill bool) {
 	const target = 100 * time.Millisecond
-	masters := startCluster(t, "--notify-keyspace-events", "KEA")
+	masters, servers := startClusterServers(t, "--notify-keyspace-events", "KEA")
 	ctx := ctxT(t)
 	probe := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
 	defer probe.Close()
@@ -370,12 +391,28 @@ func TestClusterNotificationsFollowFailover(t *testing.T) {
 	eventually(t, "subscribed", func() bool { return logs.count("following changes by keyspace notifications") == 1 })
 	rec.appliedAt(t, "the first read delivered", func(graylb.Rules) bool { return true })
 
-	rc := newClient(t, replica)
-	require.NoError(t, rc.Do(ctx, "CLUSTER", "FAILOVER").Err())
-	for _, m := range append([]string{replica}, masters...) {
+	alive := append([]string{replica}, masters...)
+	if kill {
+		alive = []string{replica}
+		for i, m := range masters {
+			if m == old {
+				servers[i].kill()
+			} else {
+				alive = append(alive, m)
+			}
+		}
+	} else {
+		require.NoError(t, newClient(t, replica).Do(ctx, "CLUSTER", "FAILOVER").Err())
+	}
+	for _, m := range alive {
 		eventually(t, m+" sees the replica as the slot's master", func() bool { return slotOwner(t, m, slot) == replica })
 	}
 
+	// The changes come from a client that knows the new topology (another
+	// process's: the watcher's client learns it by itself).
+	writer = redis.NewClusterClient(&redis.ClusterOptions{Addrs: alive})
+	defer writer.Close()
+	ctx = ctxT(t) // the failover took some of the first one
 	var took []time.Duration
 	for i := 1; i <= 5; i++ {
 		user := fmt.Sprintf("after-failover-%d", i)

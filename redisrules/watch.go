@@ -65,14 +65,29 @@ func (w *watcher) stop() {
 	})
 }
 
+// After a subscription broke (its node died, failed over, or restarts),
+// the watcher reads and sets up again every retryInterval (or the poll
+// interval, when shorter) until notifications follow again, for at most
+// retryWindow: a change made as soon as a Cluster replica has taken over
+// from a dead master (after cluster-node-timeout, 15 s by default, and an
+// election) arrives by the new master's notification, not by the next poll.
+const (
+	retryInterval = 50 * time.Millisecond
+	retryWindow   = 30 * time.Second
+)
+
 func (w *watcher) run(ctx context.Context) {
 	defer close(w.done)
 	n := newNotifier(w.s)
 	defer n.close()
 	tick := time.NewTicker(w.s.cfg.interval)
 	defer tick.Stop()
-	setup := true   // consider notifications after the next successful read
-	byTick := false // the coming read is a poll's, no notification announced it
+	retry := time.NewTimer(retryInterval)
+	retry.Stop()
+	defer retry.Stop()
+	setup := true       // consider notifications after the next successful read
+	byTick := false     // the coming read is a poll's, no notification announced it
+	var hurry time.Time // while setup is due after a subscription broke: retry until then
 	for {
 		ok, changed := w.poll(ctx)
 		if ctx.Err() != nil {
@@ -90,15 +105,30 @@ func (w *watcher) run(ctx context.Context) {
 		if ok && (setup || n.moved(ctx)) {
 			setup = !n.setup(ctx)
 		}
+		if !setup {
+			hurry = time.Time{}
+		} else if time.Now().Before(hurry) {
+			retry.Reset(min(retryInterval, w.s.cfg.interval))
+		}
 		byTick = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			byTick = true
+		case <-retry.C:
 		case <-n.wake: // a burst of notifications is one signal: one read
 		case <-n.broken:
 			setup = true // read first: notifications may have been lost
+			if hurry.IsZero() {
+				hurry = time.Now().Add(retryWindow)
+			}
+		}
+		if !retry.Stop() {
+			select { // a fire not received (Go before 1.23 keeps it)
+			case <-retry.C:
+			default:
+			}
 		}
 	}
 }
