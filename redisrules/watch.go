@@ -65,12 +65,15 @@ func (w *watcher) stop() {
 	})
 }
 
-// After a subscription broke (its node died, failed over, or restarts),
-// the watcher reads and sets up again every retryInterval (or the poll
-// interval, when shorter) until notifications follow again, for at most
+// After a subscription broke (its node died, failed over, or restarts), or
+// a read failed while notifications were followed, the watcher reads and
+// sets up again every retryInterval (or the poll interval, when shorter)
+// until a read succeeds and notifications follow again, for at most
 // retryWindow: a change made as soon as a Cluster replica has taken over
 // from a dead master (after cluster-node-timeout, 15 s by default, and an
-// election) arrives by the new master's notification, not by the next poll.
+// election), or notified while the keys' slot migrated (the transaction that
+// reads the keys cannot follow an ASK redirection), applies then, not at the
+// next poll.
 const (
 	retryInterval = 50 * time.Millisecond
 	retryWindow   = 30 * time.Second
@@ -96,6 +99,11 @@ func (w *watcher) run(ctx context.Context) {
 		switch {
 		case !ok:
 			setup = true // the server may come back with other settings
+			if n.following() && hurry.IsZero() {
+				// A notified change that could not be read (a master just
+				// died, the keys' slot is migrating) is read on a retry.
+				hurry = time.Now().Add(retryWindow)
+			}
 		case changed && byTick && n.following():
 			// A change no notification announced: the keys may be
 			// published by a node not subscribed to (a new master).
