@@ -444,3 +444,70 @@ func testClusterFailover(t *testing.T, kill bool) {
 	eventually(t, "the log names the new master", func() bool { return logs.count("node="+replica) > 0 })
 	t.Log(logs.String())
 }
+
+// addMaster starts a node and joins it to the cluster of masters, as a
+// master without slots, and returns its address once every master knows it.
+func addMaster(t *testing.T, masters []string, args ...string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	s := startServer(t, append([]string{"--cluster-enabled", "yes", "--cluster-node-timeout", "2000"}, args...)...)
+	host, port, err := net.SplitHostPort(masters[0])
+	require.NoError(t, err)
+	require.NoError(t, s.client(t).ClusterMeet(ctx, host, port).Err())
+	id := nodeID(t, s.addr())
+	for _, m := range masters {
+		mc := newClient(t, m)
+		eventually(t, m+" knows the new master", func() bool {
+			nodes, err := mc.ClusterNodes(ctx).Result()
+			return err == nil && strings.Contains(nodes, id+" "+s.addr())
+		})
+	}
+	eventually(t, "cluster state ok on the new master", func() bool {
+		info, err := s.client(t).ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	})
+	return s.addr()
+}
+
+// The rules' slot moves to a master that joined the cluster after the
+// watcher subscribed (resharding onto a new node): its notifications are
+// followed from the first change after the migration.
+func TestClusterNotificationsFollowSlotToNewMaster(t *testing.T) {
+	const target = 100 * time.Millisecond
+	masters := startCluster(t, "--notify-keyspace-events", "KEA")
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	defer cc.Close()
+	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	defer writer.Close()
+	ctx := ctxT(t)
+	log, logs := newLogger()
+	src, err := redisrules.New(cc, redisrules.WithLogger(log)) // the default poll interval
+	require.NoError(t, err)
+	defer src.Close()
+	require.NoError(t, writer.Set(ctx, redisrules.DefaultSwitchKey, "true", 0).Err())
+	var rec recorder
+	stop, err := src.Watch(rec.fn)
+	require.NoError(t, err)
+	defer stop()
+	eventually(t, "subscribed", func() bool { return logs.count("following changes by keyspace notifications") == 1 })
+	rec.appliedAt(t, "the first read delivered", func(graylb.Rules) bool { return true })
+
+	added := addMaster(t, masters, "--notify-keyspace-events", "KEA")
+	slot := int(writer.ClusterKeySlot(ctx, redisrules.DefaultSwitchKey).Val())
+	all := append(slices.Clone(masters), added)
+	migrateSlot(t, all, slot, slotOwner(t, masters[0], slot), added)
+	var took []time.Duration
+	for i := 1; i <= 5; i++ {
+		user := fmt.Sprintf("on-the-new-master-%d", i)
+		require.NoError(t, writer.RPush(ctx, redisrules.DefaultUsersKey, user).Err())
+		written := time.Now()
+		at := rec.appliedAt(t, user+" delivered", func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, user) })
+		took = append(took, max(at.Sub(written), 0))
+	}
+	t.Logf("slot %d moved to the new master %s: changes applied in %v after the write returned", slot, added, took)
+	for i, d := range took {
+		assert.Less(t, d, target, "change %d after the migration", i+1)
+	}
+	eventually(t, "the log names the new master", func() bool { return logs.count("node="+added) > 0 })
+	t.Log(logs.String())
+}

@@ -48,6 +48,7 @@ type notifier struct {
 	s      *RuleSource
 	subs   map[string]*nodeSub // by node address
 	wake   chan struct{}       // a notification came: read the keys
+	gone   chan struct{}       // a key was deleted (or migrated away: MIGRATE deletes it on its source)
 	broken chan struct{}       // a subscription ended: set up again
 	mode   string              // how changes are followed, as last logged
 	node   string              // the keys' node, as last logged
@@ -55,7 +56,7 @@ type notifier struct {
 }
 
 func newNotifier(s *RuleSource) *notifier {
-	return &notifier{s: s, subs: map[string]*nodeSub{}, wake: make(chan struct{}, 1), broken: make(chan struct{}, 1)}
+	return &notifier{s: s, subs: map[string]*nodeSub{}, wake: make(chan struct{}, 1), gone: make(chan struct{}, 1), broken: make(chan struct{}, 1)}
 }
 
 // nodeSub is the subscription on one node and the goroutine that receives
@@ -137,7 +138,10 @@ func (n *notifier) receive(sub *nodeSub) {
 			}
 			return
 		}
-		if _, ok := msg.(*redis.Message); ok {
+		if m, ok := msg.(*redis.Message); ok {
+			if m.Payload == "del" {
+				signal(n.gone)
+			}
 			signal(n.wake)
 		}
 	}
@@ -235,15 +239,20 @@ func (n *notifier) setup(ctx context.Context) bool {
 	return complete
 }
 
-// moved reports whether the client's slot map (no round trip) names
-// another master for the keys than the one logged: setup is due.
-func (n *notifier) moved(ctx context.Context) bool {
+// moved reports whether the client's slot map names another master for
+// the keys than the one logged: setup is due.
+// With reload set, the slot map is read first (CLUSTER SLOTS).
+func (n *notifier) moved(ctx context.Context, reload bool) bool {
 	cc, ok := n.s.client.(*redis.ClusterClient)
 	if !ok || !n.s.transactional || n.node == "" {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.s.cfg.timeout)
 	defer cancel()
+	if reload {
+		// ForEachMaster reads the slot map first, and waits for it.
+		_ = cc.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil })
+	}
 	m, err := cc.MasterForKey(ctx, n.s.cfg.layout.keys()[0])
 	return err == nil && m.Options().Addr != n.node
 }
@@ -443,4 +452,10 @@ func globEscape(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// cluster reports whether the keys are in one slot of a Cluster.
+func (n *notifier) cluster() bool {
+	_, ok := n.s.client.(*redis.ClusterClient)
+	return ok && n.s.transactional
 }

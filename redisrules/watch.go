@@ -91,11 +91,24 @@ func (w *watcher) run(ctx context.Context) {
 	setup := true       // consider notifications after the next successful read
 	byTick := false     // the coming read is a poll's, no notification announced it
 	var hurry time.Time // while setup is due after a subscription broke: retry until then
+	gone := false       // a key's deletion was notified: the coming read tells whether it migrated
+	migrating := false  // a key left its node but not the cluster: its slot is migrating
 	for {
 		ok, changed := w.poll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		if gone && ok && !changed && n.cluster() {
+			// Deleted on its node, unchanged in the cluster: MIGRATE moved
+			// it. The slot moves to its new master when the migration ends,
+			// maybe a master not subscribed to (one that held no slot):
+			// watch the slot map until then.
+			migrating = true
+			if hurry.IsZero() {
+				hurry = time.Now().Add(retryWindow)
+			}
+		}
+		gone = false
 		switch {
 		case !ok:
 			setup = true // the server may come back with other settings
@@ -110,13 +123,16 @@ func (w *watcher) run(ctx context.Context) {
 			w.s.cfg.logger.Debug("redisrules: a poll found a change no keyspace notification announced; checking the subscriptions", "keys", w.s.Keys())
 			setup = true
 		}
-		if ok && (setup || n.moved(ctx)) {
+		if ok && (setup || n.moved(ctx, migrating)) {
+			migrating = false
 			setup = !n.setup(ctx)
 		}
-		if !setup {
+		if !setup && !migrating {
 			hurry = time.Time{}
 		} else if time.Now().Before(hurry) {
 			retry.Reset(min(retryInterval, w.s.cfg.interval))
+		} else {
+			migrating = false
 		}
 		byTick = false
 		select {
@@ -126,6 +142,11 @@ func (w *watcher) run(ctx context.Context) {
 			byTick = true
 		case <-retry.C:
 		case <-n.wake: // a burst of notifications is one signal: one read
+			select {
+			case <-n.gone:
+				gone = true
+			default:
+			}
 		case <-n.broken:
 			setup = true // read first: notifications may have been lost
 			if hurry.IsZero() {
