@@ -40,8 +40,10 @@
 // publishes the events (one connection each), and a change arrives by
 // notification before, during and after a slot migration alike. The
 // subscriptions follow the masters: when one breaks (a master died or failed
-// over), when the client's slot map names another master for the keys, and
-// when a poll finds a change no notification announced, the slot map and the
+// over), when the client's slot map names another master for the keys, when
+// a poll finds a change no notification announced, and while the keys' slot
+// migrates (a notified deletion that left the keys unchanged: MIGRATE moved
+// them, maybe to a master that held no slot yet), the slot map and the
 // masters' settings are read again and new masters subscribed to. Through a
 // Sentinel the subscription moves to the new master after a failover. Each
 // time a subscription is made the keys are read again, so a change made
