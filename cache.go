@@ -1,45 +1,38 @@
 package graylb
 
-import "github.com/graylb/graylb/internal/engine"
+import (
+	"log/slog"
+	"time"
 
-// Cache is the caching Supplier the LoadBalancer runs on. It keeps one
-// subscription per service to its source and fans changes out to its own
-// watchers (so unsubscribing one watcher never drops another). It keeps
-// only usable instances (healthy, enabled, weight > 0) whose host and port
-// are valid (see Instance.Validate; the service name aside), whatever the
-// source: an invalid one (port 0, a host that is no IP address or host
-// name, or one no gray rule can name, such as 010.0.0.7) is dropped with a
-// log line, as the Registry and the nacos supplier refuse them. It serves
-// the last good list when the source fails, and protects against empty
-// updates:
+	"github.com/graylb/graylb/internal/engine"
+)
+
+// Cache is a caching Supplier: the one New puts over its Supplier (which
+// WithCacheOptions configures), or one given to New to share it. It is
+// safe for concurrent use, and:
 //
-// With protection on (the default), an update that would empty a non-empty
-// list is refused, logged and counted, and the last good list keeps
-// serving. After the grace period (DefaultEmptyGrace) the Cache asks the
-// source once more: if the service is still empty, the empty list is
-// accepted, so a service that really went to zero instances does not stay
-// stale forever (nacos-sdk-go issue #781). A grace of zero or less holds the
-// last good list until a non-empty update arrives.
+//   - keeps one subscription per service to its source and fans changes
+//     out to its own watchers (stopping one watcher stops no other);
+//   - keeps only usable instances that validate (Instance.Usable,
+//     Instance.Validate; the service name aside), dropping the others with
+//     a log line;
+//   - serves the last good list while the source fails;
+//   - with empty-update protection (WithEmptyProtection, on by default),
+//     refuses an update that would empty a non-empty list, logs and counts
+//     it, and after DefaultEmptyGrace (WithEmptyGrace) asks the source
+//     again: a service still empty then is accepted as empty;
+//   - with the same protection, holds a sudden shrink, an update in which
+//     every instance of a kind vanished (WithPartition): while the source
+//     reports a refill (see Supplier), for every kind until the refill
+//     ends; otherwise, for the partitions with a non-empty key (in New's
+//     Cache, the prod instances), up to DefaultSettle. A later update that is no sudden shrink applies
+//     at once; other changes are never delayed;
+//   - remembers a service whose first query failed for DefaultSeedRetry
+//     (WithSeedRetry), answering calls for it with the same error, and
+//     remembers a bounded number of such names.
 //
-// With the same protection, a sudden shrink (an update in which every
-// instance of a kind vanished; see WithPartition and WithShrinkProtection)
-// can be held: that is what a registry shows while its clients register
-// again after a restart, in whatever order they reconnect. When the source
-// reports registry refills (it implements Refiller), a sudden shrink is
-// held only while a refill is under way, and then for every kind (prod and
-// gray alike: a refill changes nothing for traffic of either kind), until
-// the refill window ends; outside a refill it is applied at the next update,
-// so a deliberate deregistration takes effect at once. A source that does
-// not report refills gets the guarded kinds (non-empty partition keys: for
-// a LoadBalancer, prod) held for up to DefaultSettle. A later update that is
-// no longer a sudden shrink is applied at once; when the hold ends the
-// newest held list is applied. Other changes are never delayed.
-//
-// A service whose first query fails is remembered for a short while (see
-// WithSeedRetry): callers asking for it meanwhile get the same error at
-// once instead of waiting on an unreachable source again. At most
-// maxSeedFailures names are remembered, so memory stays bounded whatever
-// names callers send.
+// Its methods: Instances and Watch (a Supplier), Stats() CacheStats, and
+// Close() error.
 type Cache = engine.Cache
 
 // NewCache returns a Cache over src.
@@ -47,5 +40,45 @@ func NewCache(src Supplier, opts ...CacheOption) (*Cache, error) {
 	return engine.NewCache(src, opts...)
 }
 
-// CacheStats counts what the Cache did.
+// CacheStats counts what a Cache did:
+//
+//	Applied      uint64 // lists installed: each service's first, then every update
+//	RefusedEmpty uint64 // empty updates refused
+//	HeldShrinks  uint64 // sudden shrinks held
 type CacheStats = engine.CacheStats
+
+// CacheOption configures a Cache.
+type CacheOption = engine.CacheOption
+
+// WithEmptyProtection turns the protection against empty updates and
+// sudden shrinks on or off (default on).
+func WithEmptyProtection(on bool) CacheOption { return engine.WithEmptyProtection(on) }
+
+// WithEmptyGrace sets how long an empty update is refused before the
+// source is asked again (default DefaultEmptyGrace). d <= 0 holds the last
+// good list until a non-empty update arrives.
+func WithEmptyGrace(d time.Duration) CacheOption { return engine.WithEmptyGrace(d) }
+
+// WithShrinkProtection also holds an update that keeps less than keep
+// (0-1; default 0, off) of the last good list, for up to settle (default
+// DefaultSettle). Off by default: instances that deregister before they
+// stop should stop getting traffic at once.
+func WithShrinkProtection(keep float64, settle time.Duration) CacheOption {
+	return engine.WithShrinkProtection(keep, settle)
+}
+
+// WithPartition sets the kind of each instance for sudden-shrink
+// protection: instances with the same key form a partition, and an update
+// in which every instance of a partition left is a sudden shrink. Outside
+// a refill only partitions with a non-empty key are guarded. New sets it
+// to guard the prod instances. key is called on list changes only; nil
+// turns it off.
+func WithPartition(key func(Instance) string) CacheOption { return engine.WithPartition(key) }
+
+// WithSeedRetry sets how long a failed first query of a service is
+// remembered (default DefaultSeedRetry); d <= 0 asks the source on every
+// call.
+func WithSeedRetry(d time.Duration) CacheOption { return engine.WithSeedRetry(d) }
+
+// WithCacheLogger sets the Cache's logger (default slog.Default()).
+func WithCacheLogger(l *slog.Logger) CacheOption { return engine.WithCacheLogger(l) }

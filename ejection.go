@@ -2,48 +2,35 @@ package graylb
 
 import "github.com/graylb/graylb/internal/engine"
 
-// Defaults of OutlierConfig.
-const (
-	DefaultConsecutiveFailures = engine.DefaultConsecutiveFailures
-	DefaultBaseEjectionTime    = engine.DefaultBaseEjectionTime
-	DefaultMaxEjectionTime     = engine.DefaultMaxEjectionTime
-	DefaultMaxEjectionPercent  = engine.DefaultMaxEjectionPercent
-)
-
-// OutlierConfig configures outlier detection (passive health checking):
-// an instance whose calls fail ConsecutiveFailures times in a row is
-// ejected, that is, not usable, for BaseEjectionTime times the number of
-// times it was ejected in a row, at most MaxEjectionTime, and then
-// readmitted. The multiplier starts again from one when an instance stays
-// admitted for MaxEjectionTime.
+// OutlierConfig configures outlier detection (WithOutlierDetection):
 //
-// At most MaxEjectionPercent of a kind's instances (prod or gray, counted
-// separately) are ejected at once, but one instance of a kind may always
-// be: a kind with a single instance can lose it. An ejected instance is
-// treated as any unusable one: a gray request whose gray instances are all
-// ejected falls back to prod (Outcome FellBack), a prod request never
-// reaches gray, and a kind with every instance ejected fails with a
-// *NoInstanceError whose Ejected field says so.
+//	ConsecutiveFailures int            // failures in a row that eject an instance (DefaultConsecutiveFailures)
+//	BaseEjectionTime    time.Duration  // ejected for this times the ejections in a row (DefaultBaseEjectionTime)
+//	MaxEjectionTime     time.Duration  // at most this (DefaultMaxEjectionTime)
+//	MaxEjectionPercent  int            // 1-100: at most this share of a kind ejected at once (DefaultMaxEjectionPercent)
+//	Clock               interface{...} // time and timers, see below; nil: the system clock
+//	OnEjection          func(Ejection) // told of each ejection and readmission; must not block
 //
-// Zero fields take the defaults (5 failures, 30 s, 300 s, 50 %).
+// Zero fields take the defaults. An ejected instance is not usable until
+// readmitted; the count of ejections in a row starts again once an
+// instance stays admitted for MaxEjectionTime. The share is counted per
+// kind (prod, gray), but one instance of a kind may always be ejected. A
+// gray request whose gray instances are all ejected falls back to prod
+// (FellBack); a prod request never reaches gray; a kind with every
+// instance ejected fails with a *NoInstanceError whose Ejected says how
+// many. Clock is any value with Now() time.Time and AfterFunc(d
+// time.Duration, f func()) (stop func() bool), which calls f in its own
+// goroutine once d has elapsed unless stop is called first (stop reports
+// whether it prevented the call); tests set one to readmit without
+// waiting.
 type OutlierConfig = engine.OutlierConfig
 
 // Ejection is an ejection (For > 0) or a readmission (For == 0) of an
-// instance of a service. In JSON, For is in nanoseconds (as encoding/json
-// writes a time.Duration), under the key forNs.
+// instance:
+//
+//	Service string        `json:"service"`
+//	Addr    string        `json:"addr"`
+//	Kind    Kind          `json:"kind"`
+//	For     time.Duration `json:"forNs"` // in nanoseconds in JSON
+//	At      time.Time     `json:"at"`    // by OutlierConfig.Clock
 type Ejection = engine.Ejection
-
-// Clock is the time source of outlier detection.
-type Clock = engine.Clock
-
-// WithOutlierDetection turns outlier detection on (see OutlierConfig).
-// Adapters report each call's result for the instance that served it
-// (httpctx's Transport and grpcctx's picker do it themselves); a program
-// that picks by hand reports through package adapter (Route.Call and
-// Call.Done, or Balancer.Report). Reporting a
-// result costs a few atomic operations; only an ejection or a
-// readmission rebuilds the service's routing, once, on the goroutine that
-// reported it.
-func WithOutlierDetection(cfg OutlierConfig) Option {
-	return engine.WithOutlierDetection(cfg)
-}

@@ -46,29 +46,6 @@ func Example_noInstance() {
 	// true graylb: no instance of "order-service" for prod request
 }
 
-// A filter of your own runs after the gray decision. PartitionFilter
-// writes the common kind in one expression: here zone affinity, preferring
-// the instances of the caller's zone (the instance's Cluster), read from
-// the request key "zone", else every candidate. The grouping runs once
-// per list change; a pick only looks the zone up.
-func ExamplePartitionFilter() {
-	reg := graylb.NewRegistry()
-	a := graylb.NewInstance("pay", "10.0.1.1", 80, nil)
-	a.Cluster = "zone-a"
-	b := graylb.NewInstance("pay", "10.0.2.1", 80, nil)
-	b.Cluster = "zone-b"
-	reg.Register(a)
-	reg.Register(b)
-
-	zone := graylb.PartitionFilter(200, "zone", // after the version filter (100)
-		func(in graylb.Instance) string { return in.Cluster })
-	lb, _ := graylb.New(reg, graylb.WithFilters(zone))
-	defer lb.Close()
-	in, _ := lb.Pick(graylb.WithValue(context.Background(), "zone", "zone-b"), "pay")
-	fmt.Println(in.Addr())
-	// Output: 10.0.2.1:80
-}
-
 // Rules make requests gray by user and close gray routing at run time.
 func ExampleRules() {
 	reg := graylb.NewRegistry()

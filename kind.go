@@ -2,38 +2,20 @@ package graylb
 
 import "github.com/graylb/graylb/internal/engine"
 
-// Kind is a request's or an instance's side: Prod or Gray.
+// Kind is a request's or an instance's side: Prod or Gray. It is written
+// as "prod" or "gray" (String, and as text in JSON).
 type Kind = engine.Kind
 
+// The kinds.
 const (
-	Prod = engine.Prod
-	Gray = engine.Gray
+	Prod Kind = engine.Prod
+	Gray Kind = engine.Gray
 )
 
-// KindOf normalises a gray value: "true" in any letter case is Gray,
-// anything else (absent, empty, "false", "yes", "1", " true") is Prod.
-func KindOf(v string) Kind {
-	return engine.KindOf(v)
-}
-
-// IsGray reports whether v is "true" in any ASCII letter case. Nothing is
+// KindOf reads a gray value: "true" in any letter case is Gray; anything
+// else (absent, empty, "false", "yes", "1", " true") is Prod. Nothing is
 // trimmed.
-func IsGray(v string) bool {
-	return engine.IsGray(v)
-}
+func KindOf(v string) Kind { return engine.KindOf(v) }
 
-// KindSource says what decided a request's kind.
-type KindSource = engine.KindSource
-
-const (
-	// FromDefault: nothing said anything; the request is prod.
-	FromDefault = engine.FromDefault
-	// FromKey: the gray key the call carries (a header, gRPC metadata).
-	FromKey = engine.FromKey
-	// FromContext: a value the program put on the context (WithValue).
-	FromContext = engine.FromContext
-	// FromSelf: the caller's own gray flag (WithSelfGray).
-	FromSelf = engine.FromSelf
-	// FromRules: a gray-user rule matched, or the canary was drawn.
-	FromRules = engine.FromRules
-)
+// IsGray reports whether KindOf(v) is Gray.
+func IsGray(v string) bool { return engine.IsGray(v) }

@@ -2,58 +2,32 @@ package graylb
 
 import "github.com/graylb/graylb/internal/engine"
 
-// Outcome is what a pick did, for an Observer.
-type Outcome = engine.Outcome
-
-const (
-	// Selected: the request reached an instance of its own kind.
-	Selected = engine.Selected
-	// FellBack: a gray request was served from prod (no gray instance, or
-	// the rules are closed).
-	FellBack = engine.FellBack
-	// Bypassed: gray routing is disabled by the rules; any instance.
-	Bypassed = engine.Bypassed
-	// Failed: nothing to pick; the pick failed with an error wrapping
-	// ErrNoInstance.
-	Failed = engine.Failed
-)
-
-// Observer is told of every pick's outcome, the way Envoy counts
-// lb_subsets_selected and lb_subsets_fallback. It runs on the pick path:
-// keep it short and non-blocking (an atomic add). A nil Observer costs
-// nothing.
-//
-// Failed picks are told too: under the service's name for a service the
-// LoadBalancer knows, and under UnroutedService for every name it does not
-// route (names that never had an instance can come from untrusted input:
-// the service names an Observer sees stay as few as the services it
-// knows).
+// Observer is told of every pick's outcome: func(service string, kind
+// Kind, outcome Outcome), kind being the request's. It runs on the pick
+// path: keep it short and non-blocking. A failed pick of a name the
+// LoadBalancer does not route is told under UnroutedService, so the names
+// an Observer sees stay as few as the services the LoadBalancer knows.
 type Observer = engine.Observer
 
-// Observers returns an Observer that tells each non-nil Observer given of
-// every pick, in order: one LoadBalancer feeds PickCounters and a metrics
-// Observer at once. It returns nil when none is non-nil (a nil Observer
-// costs nothing) and the Observer itself when only one is. It allocates
-// nothing per pick.
-func Observers(a Observer, more ...Observer) Observer {
-	return engine.Observers(a, more...)
-}
+// Outcome is what a pick did, for an Observer; String gives "selected",
+// "fell_back", "bypassed" or "failed".
+type Outcome = engine.Outcome
 
-// CallObserver is told of every call an adapter made to an instance, once
-// the adapter reports it done (package adapter's Call.Done: the HTTP
-// Transport for each try of a request, the gRPC balancer for each RPC):
-// the service, the instance, the kind of the instances that served it,
-// whether it succeeded, and its duration from the start of the call to the
-// report. kind is gray only for a gray request the gray instances served;
-// a gray request that fell back to prod (no gray instance, the rules
-// closed) is prod, and with gray routing off (any instance serves) it is
-// the request's kind. ok is false for a failure that counts against the
-// instance (the adapter's rule: a connection failure, a 5xx answer, gRPC
-// Unavailable) and for a call that ran past its caller's deadline (its
-// caller saw it fail: package adapter's Call.TimedOut). A call discarded
-// without an outcome (the caller cancelled it) is not told.
-//
-// It runs on the caller's goroutine after each call: keep it short and
-// non-blocking (the otelgraylb module's CallObserver records a histogram
-// without allocating). A nil CallObserver costs nothing.
+// The outcomes of a pick.
+const (
+	Selected Outcome = engine.Selected // the request reached an instance of its kind
+	FellBack Outcome = engine.FellBack // a gray request reached prod: no usable gray instance, or the rules are closed
+	Bypassed Outcome = engine.Bypassed // gray routing is off (Rules.Enabled): any instance
+	Failed   Outcome = engine.Failed   // no instance: the pick's error wraps ErrNoInstance
+)
+
+// CallObserver is told of every call an adapter made to an instance once
+// the call is done: func(service string, inst Instance, kind Kind, ok
+// bool, latency time.Duration). kind is the kind of the instances that
+// served the call: Gray only for a gray request served by gray instances.
+// ok is false for a failure that counts against the instance (a
+// connection failure, a 5xx answer, gRPC Unavailable) and for a call that
+// ran past its caller's deadline; a call the caller cancelled is not
+// told. latency runs from the start of the call to its end. It runs on
+// the caller's goroutine: keep it short and non-blocking.
 type CallObserver = engine.CallObserver

@@ -43,7 +43,7 @@ func (b *Balancer) Keys() graylb.Keys {
 
 // VersionMetadataKey returns the instance metadata key under which the
 // LoadBalancer's VersionFilter reads an instance's version
-// (graylb.WithVersionKey), graylb.DefaultVersionKey when the LoadBalancer
+// (filter.WithVersionKey), graylb.DefaultVersionKey when the LoadBalancer
 // has no VersionFilter or b is nil. It is fixed when the LoadBalancer is
 // made. An adapter handed an instance's version apart from its metadata
 // (a Kratos node's Version) puts it in the instance's metadata under this

@@ -7,6 +7,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/filter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -42,8 +43,8 @@ func TestForNil(t *testing.T) {
 // VersionMetadataKey is the metadata key the VersionFilter reads.
 func TestVersionMetadataKey(t *testing.T) {
 	assert.Equal(t, graylb.DefaultVersionKey, adapter.For(newLB(t)).VersionMetadataKey())
-	assert.Equal(t, graylb.DefaultVersionKey, adapter.For(newLB(t, graylb.WithFilters(graylb.NewVersionFilter()))).VersionMetadataKey())
-	lb := newLB(t, graylb.WithFilters(graylb.NewVersionFilter(graylb.WithVersionKey("app-version"), graylb.WithVersionHeader("x-v"))))
+	assert.Equal(t, graylb.DefaultVersionKey, adapter.For(newLB(t, graylb.WithFilters(filter.Version()))).VersionMetadataKey())
+	lb := newLB(t, graylb.WithFilters(filter.Version(filter.WithVersionKey("app-version"), filter.WithVersionHeader("x-v"))))
 	b := adapter.For(lb)
 	assert.Equal(t, "app-version", b.VersionMetadataKey())
 	assert.Equal(t, "x-v", b.Keys().Version)
@@ -59,7 +60,7 @@ func TestSurface(t *testing.T) {
 	r, err := b.Route(ctx, "svc", gray("true"))
 	require.NoError(t, err)
 	assert.Equal(t, graylb.Gray, r.Kind)
-	assert.Equal(t, graylb.FromKey, r.Source)
+	assert.Equal(t, adapter.FromKey, r.Source)
 	assert.Equal(t, "svc", r.Service)
 	require.Equal(t, 1, r.Len())
 	c := r.Start()
@@ -107,23 +108,23 @@ func TestPass(t *testing.T) {
 		untrusted bool
 		want      adapter.Pass
 	}{
-		{adapter.Decision{Kind: graylb.Gray, Source: graylb.FromKey}, false, adapter.Pass{}},
-		{adapter.Decision{Kind: graylb.Prod, Source: graylb.FromDefault}, false, adapter.Pass{}},
-		{adapter.Decision{Kind: graylb.Prod, Source: graylb.FromDefault}, true, adapter.Pass{GrayKey: "x-gray", Gray: "false"}},
-		{adapter.Decision{Kind: graylb.Gray, Source: graylb.FromRules, Lane: "v2"}, false,
+		{adapter.Decision{Kind: graylb.Gray, Source: adapter.FromKey}, false, adapter.Pass{}},
+		{adapter.Decision{Kind: graylb.Prod, Source: adapter.FromDefault}, false, adapter.Pass{}},
+		{adapter.Decision{Kind: graylb.Prod, Source: adapter.FromDefault}, true, adapter.Pass{GrayKey: "x-gray", Gray: "false"}},
+		{adapter.Decision{Kind: graylb.Gray, Source: adapter.FromRules, Lane: "v2"}, false,
 			adapter.Pass{GrayKey: "x-gray", Gray: "true", VersionKey: "version", Version: "v2"}},
-		{adapter.Decision{Kind: graylb.Gray, Source: graylb.FromContext}, false, adapter.Pass{GrayKey: "x-gray", Gray: "true"}},
+		{adapter.Decision{Kind: graylb.Gray, Source: adapter.FromContext}, false, adapter.Pass{GrayKey: "x-gray", Gray: "true"}},
 	} {
 		assert.Equal(t, tc.want, b.Pass(tc.d, tc.untrusted), "%+v untrusted=%v", tc.d, tc.untrusted)
 	}
 	ctx := graylb.WithValue(context.Background(), "x-gray", "true")
 	d := b.Decide(ctx, nil)
-	assert.Equal(t, adapter.Decision{Kind: graylb.Gray, Source: graylb.FromContext}, d)
+	assert.Equal(t, adapter.Decision{Kind: graylb.Gray, Source: adapter.FromContext}, d)
 	assert.Equal(t, b.Pass(d, false), b.PassFor(ctx, nil), "PassFor is Pass of Decide")
 
 	// A key the call carries travels: nothing to write, unless untrusted.
 	assert.Equal(t, adapter.Pass{}, b.PassFor(context.Background(), gray("true")))
-	untrusted := graylb.WithUntrustedCaller(context.Background())
+	untrusted := adapter.WithUntrustedCaller(context.Background())
 	assert.Equal(t, adapter.Pass{GrayKey: "x-gray", Gray: "false"}, b.PassFor(untrusted, nil))
 }
 
@@ -224,7 +225,7 @@ func TestPassForAgreesWithDecide(t *testing.T) {
 								ctx = graylb.WithValue(ctx, "gray", ctxGray)
 							}
 							if untrusted {
-								ctx = graylb.WithUntrustedCaller(ctx)
+								ctx = adapter.WithUntrustedCaller(ctx)
 							}
 							want := b.Pass(b.Decide(ctx, call), untrusted)
 							assert.Equal(t, want, b.PassFor(ctx, call), "rules %d gray=%q uid=%q version=%q ctx=%q untrusted=%v", ri, g, u, v, ctxGray, untrusted)

@@ -41,7 +41,7 @@ type Admission struct {
 	// sent under the user key, in the carrier too (deleted when it is "").
 	// It is asked after an untrusted caller's keys are deleted, with the
 	// call's context as admitted so far: marked untrusted
-	// (graylb.UntrustedCaller) for such a caller, and carrying the
+	// (UntrustedCaller) for such a caller, and carrying the
 	// carrier's changes when it is a ContextCarrier.
 	User func(ctx context.Context) string
 }
@@ -186,7 +186,7 @@ func (k Kept) Values(i int) []string { return k.s.ValueSlice(i) }
 func (k Kept) Get(name string) string { return k.s.Get(name) }
 
 // Untrusted reports whether the request's caller is outside the trust
-// boundary (graylb.UntrustedCaller).
+// boundary (UntrustedCaller).
 func (k Kept) Untrusted() bool { return k.s.IsUntrusted() }
 
 func has(list []string, s string) bool {

@@ -58,7 +58,7 @@ func TestAdmitIsReadByPick(t *testing.T) {
 		assert.Equal(t, []string{v}, kept.Values(i))
 	}
 	assert.Equal(t, map[string]string{"gray": "true", "uid": "u1", "x-extra": "e"}, got)
-	assert.False(t, graylb.UntrustedCaller(ctx))
+	assert.False(t, adapter.UntrustedCaller(ctx))
 
 	// A key the call itself carries wins over the admitted one.
 	in, err = lb.Pick(graylb.WithValue(ctx, "gray", "false"), "svc")
@@ -77,9 +77,9 @@ func TestAdmitUntrusted(t *testing.T) {
 	var userSaw context.Context
 	ctx := adm.Admit(context.Background(), c, adapter.Admission{Untrusted: true, User: func(ctx context.Context) string { userSaw = ctx; return "alice" }})
 	require.NotNil(t, userSaw)
-	assert.True(t, graylb.UntrustedCaller(userSaw), "the user id is asked with the caller marked untrusted")
+	assert.True(t, adapter.UntrustedCaller(userSaw), "the user id is asked with the caller marked untrusted")
 	assert.Equal(t, mapCarrier{"uid": "alice", "Other": "o"}, c)
-	assert.True(t, graylb.UntrustedCaller(ctx))
+	assert.True(t, adapter.UntrustedCaller(ctx))
 	kept := adapter.KeptFrom(ctx)
 	require.Equal(t, 1, kept.Len())
 	n, v := kept.At(0)
@@ -91,7 +91,7 @@ func TestAdmitUntrusted(t *testing.T) {
 	}
 	// An inner server side that trusts the call keeps it untrusted.
 	ctx = adm.Admit(ctx, mapCarrier{"gray": "true"}, adapter.Admission{})
-	assert.True(t, graylb.UntrustedCaller(ctx))
+	assert.True(t, adapter.UntrustedCaller(ctx))
 	assert.Equal(t, "", adapter.KeptFrom(ctx).Get("gray"))
 }
 
@@ -183,7 +183,7 @@ func TestWithUntrustedCallerDropsAdmittedKeys(t *testing.T) {
 	lb := newLB(t)
 	require.NoError(t, lb.SetRules(graylb.Rules{Matches: []graylb.Match{{Key: "x-tenant", Exact: "beta", Gray: true}}}))
 	ctx := adapter.For(lb).Admitter().Admit(context.Background(), mapCarrier{"gray": "true", "x-tenant": "beta"}, adapter.Admission{})
-	ctx = graylb.WithUntrustedCaller(ctx)
+	ctx = adapter.WithUntrustedCaller(ctx)
 	assert.Equal(t, 0, adapter.KeptFrom(ctx).Len())
 	for i := 0; i < 10; i++ {
 		in, err := lb.Pick(ctx, "svc")
@@ -197,7 +197,7 @@ func TestAdmitNilCarrier(t *testing.T) {
 	lb := newLB(t)
 	adm := adapter.For(lb).Admitter()
 	ctx := adm.Admit(context.Background(), nil, adapter.Admission{Untrusted: true, User: func(context.Context) string { return "alice" }})
-	assert.True(t, graylb.UntrustedCaller(ctx))
+	assert.True(t, adapter.UntrustedCaller(ctx))
 	assert.Equal(t, 0, adapter.KeptFrom(ctx).Len(), "nothing to set the user on")
 	var none context.Context // a caller that passed no context
 	assert.Equal(t, context.Background(), adapter.For(nil).Admitter().Admit(none, nil, adapter.Admission{}))

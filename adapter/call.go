@@ -7,6 +7,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/engine"
+	"github.com/graylb/graylb/policy"
 )
 
 // Result is how a call ended, as the adapter that made it reads its
@@ -87,7 +88,7 @@ type Call struct {
 	Kind     graylb.Kind
 	served   graylb.Kind // the kind of the instances that serve it, for a graylb.CallObserver
 	b        *Balancer
-	stats    *graylb.Stats
+	stats    *policy.Stats
 	start    int64 // on graylb's monotonic clock; 0 when neither Stats nor a CallObserver are kept
 }
 
@@ -143,4 +144,4 @@ func (c Call) Tracked() bool {
 
 // Stats returns the instance's Stats (nil when the LoadBalancer keeps
 // none: no outlier detection and a policy that reads none).
-func (c Call) Stats() *graylb.Stats { return c.stats }
+func (c Call) Stats() *policy.Stats { return c.stats }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/engine"
+	"github.com/graylb/graylb/policy"
 )
 
 // Endpoint is one of an adapter's own endpoints: the instance it reaches
@@ -158,22 +159,22 @@ func (r EndpointRoute[H]) Start() (H, Call, bool) {
 // at each leaf, the LoadBalancer's policy over the leaf's usable
 // endpoints, and the leaf's handles.
 type endpointPolicy[H any] struct {
-	inner   graylb.Policy
+	inner   policy.Policy
 	index   map[string]int // by Instance.Addr: the endpoint's index in handles
 	handles []H
 	usable  []bool
 }
 
-func (p *endpointPolicy[H]) NewPicker(list []graylb.Instance) graylb.Picker {
+func (p *endpointPolicy[H]) NewPicker(list []graylb.Instance) policy.Picker {
 	return p.NewStatsPicker(list, nil)
 }
 
 // NewStatsPicker is NewPicker over instances whose Stats the LoadBalancer
 // keeps: a latency-aware policy reads those of the usable endpoints.
-func (p *endpointPolicy[H]) NewStatsPicker(list []graylb.Instance, stats []*graylb.Stats) graylb.Picker {
+func (p *endpointPolicy[H]) NewStatsPicker(list []graylb.Instance, stats []*policy.Stats) policy.Picker {
 	l := &endpointLeaf[H]{handles: make([]H, len(list))}
 	var up []graylb.Instance
-	var upStats []*graylb.Stats
+	var upStats []*policy.Stats
 	for i, in := range list {
 		k, ok := p.index[in.Addr()]
 		if !ok {
@@ -192,7 +193,7 @@ func (p *endpointPolicy[H]) NewStatsPicker(list []graylb.Instance, stats []*gray
 	if len(up) == 0 {
 		return l
 	}
-	if sp, ok := p.inner.(graylb.StatsPolicy); ok && stats != nil {
+	if sp, ok := p.inner.(policy.StatsPolicy); ok && stats != nil {
 		l.inner = sp.NewStatsPicker(up, upStats)
 	} else {
 		l.inner = p.inner.NewPicker(up)
@@ -205,7 +206,7 @@ func (p *endpointPolicy[H]) NewStatsPicker(list []graylb.Instance, stats []*gray
 type endpointLeaf[H any] struct {
 	handles []H
 	usable  []int         // the index in handles of each usable endpoint
-	inner   graylb.Picker // over the usable endpoints; nil when none is
+	inner   policy.Picker // over the usable endpoints; nil when none is
 }
 
 // Next returns the index in handles of a usable endpoint the policy
@@ -217,4 +218,4 @@ func (l *endpointLeaf[H]) Next() int {
 	return l.usable[l.inner.Next()]
 }
 
-var _ graylb.StatsPolicy = (*endpointPolicy[struct{}])(nil)
+var _ policy.StatsPolicy = (*endpointPolicy[struct{}])(nil)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -118,7 +119,7 @@ func TestEndpoints_UnusableCandidatesDoNotFallBack(t *testing.T) {
 // The LoadBalancer's policy applies as it is: weights over the usable
 // endpoints.
 func TestEndpoints_WeightedPolicy(t *testing.T) {
-	b := adapter.For(newLB(t, graylb.WithPolicy(graylb.WeightedRoundRobin())))
+	b := adapter.For(newLB(t, graylb.WithPolicy(policy.WeightedRoundRobin())))
 	heavy := endpoint(1, false, conn{"heavy", true})
 	heavy.Instance.Weight = 3
 	e, err := adapter.NewEndpoints(b, "svc", []adapter.Endpoint[conn]{heavy, endpoint(2, false, conn{"light", true}), endpoint(3, false, conn{"off", false})}, ready)
@@ -174,8 +175,8 @@ func TestEndpoints_CallsFeedStatsAndEjection(t *testing.T) {
 func TestEndpoints_Allocations(t *testing.T) {
 	for _, opts := range [][]graylb.Option{nil,
 		{graylb.WithOutlierDetection(graylb.OutlierConfig{})},
-		{graylb.WithPolicy(graylb.P2C())},
-		{graylb.WithPolicy(graylb.WeightedRoundRobin())},
+		{graylb.WithPolicy(policy.P2C())},
+		{graylb.WithPolicy(policy.WeightedRoundRobin())},
 	} {
 		b := adapter.For(newLB(t, opts...))
 		var list []adapter.Endpoint[conn]

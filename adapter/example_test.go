@@ -56,7 +56,7 @@ func Example() {
 				out[strings.ToLower(n)] = v
 			}
 		}
-		p := b.Pass(route.Decision, graylb.UntrustedCaller(ctx))
+		p := b.Pass(route.Decision, adapter.UntrustedCaller(ctx))
 		if p.GrayKey != "" {
 			out[strings.ToLower(p.GrayKey)] = p.Gray
 		}

@@ -14,7 +14,7 @@ type Decision struct {
 	Kind graylb.Kind
 	// Source is what decided Kind: when !Source.Travels() the adapter
 	// writes Kind on the outgoing call (see Balancer.Pass).
-	Source  graylb.KindSource
+	Source  KindSource
 	Outcome graylb.Outcome
 	Lane    string
 }

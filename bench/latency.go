@@ -18,6 +18,7 @@ import (
 	"github.com/go-kratos/kratos/v2/selector/p2c"
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/httpctx"
+	"github.com/graylb/graylb/policy"
 )
 
 // LatencySetup is the latency comparison: Backends loopback HTTP servers,
@@ -93,7 +94,7 @@ func RunLatency(s LatencySetup) ([]LatencyResult, error) {
 	base := &http.Transport{MaxIdleConnsPerHost: s.Clients, MaxConnsPerHost: 0}
 	defer base.CloseIdleConnections()
 
-	graylbSend := func(policy graylb.Policy) (sendFunc, func(), error) {
+	graylbSend := func(policy policy.Policy) (sendFunc, func(), error) {
 		lb, err := graylb.New(f.reg, graylb.WithContextHandler(httpctx.Handler()), graylb.WithPolicy(policy))
 		if err != nil {
 			return nil, nil, err
@@ -141,8 +142,8 @@ func RunLatency(s LatencySetup) ([]LatencyResult, error) {
 		name  string
 		build func() (sendFunc, func(), error)
 	}{
-		{"graylb round robin", func() (sendFunc, func(), error) { return graylbSend(graylb.RoundRobin()) }},
-		{"graylb P2C (peak EWMA)", func() (sendFunc, func(), error) { return graylbSend(graylb.P2C()) }},
+		{"graylb round robin", func() (sendFunc, func(), error) { return graylbSend(policy.RoundRobin()) }},
+		{"graylb P2C (peak EWMA)", func() (sendFunc, func(), error) { return graylbSend(policy.P2C()) }},
 		{"kratos p2c", kratosSend},
 	} {
 		send, stop, err := peer.build()

@@ -12,6 +12,7 @@ import (
 	"github.com/go-kratos/kratos/v2/selector/p2c"
 	"github.com/go-kratos/kratos/v2/selector/wrr"
 	"github.com/graylb/graylb"
+	graylbfilter "github.com/graylb/graylb/filter"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/resolver"
 )
@@ -128,7 +129,7 @@ func GraylbMemory(versions bool) MemoryPeer {
 	return MemoryPeer{Name: name, Per: 1, Hold: func(f *MemoryFixture) (any, func(), error) {
 		var opts []graylb.Option
 		if versions {
-			opts = append(opts, graylb.WithFilters(graylb.NewVersionFilter()))
+			opts = append(opts, graylb.WithFilters(graylbfilter.Version()))
 		}
 		lb, err := graylb.New(staticMany(f.Lists), opts...)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/filter"
 	"github.com/graylb/graylb/nacos"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
@@ -127,7 +128,7 @@ func GraylbNacos(f *NacosFixture) Peer {
 		if err != nil {
 			return Picker{}, err
 		}
-		lb, err := graylb.New(sup, graylb.WithFilters(graylb.NewVersionFilter()))
+		lb, err := graylb.New(sup, graylb.WithFilters(filter.Version()))
 		if err != nil {
 			return Picker{}, err
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/go-kratos/kratos/v2/selector/wrr"
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	graylbfilter "github.com/graylb/graylb/filter"
+	"github.com/graylb/graylb/policy"
 )
 
 // Picker is one peer set up over a list: Pick answers one request; Update
@@ -34,19 +36,19 @@ type Peer struct {
 
 // Graylb is graylb's pick (GrayFilter + VersionFilter) with a policy,
 // LoadBalancer.Pick by the service's name.
-func Graylb(name string, policy graylb.Policy) Peer {
-	return graylbPeer("graylb "+name, "precomputed routing tree, O(1) pick", policy, false)
+func Graylb(name string, p policy.Policy) Peer {
+	return graylbPeer("graylb "+name, "precomputed routing tree, O(1) pick", p, false)
 }
 
 // GraylbService is Graylb through the service's ServicePicker: the pick of
 // a caller of one service, as a grpc-go picker serves one target.
-func GraylbService(name string, policy graylb.Policy) Peer {
-	return graylbPeer("graylb "+name+", ServicePicker", "as Graylb, without finding the service by name", policy, true)
+func GraylbService(name string, p policy.Policy) Peer {
+	return graylbPeer("graylb "+name+", ServicePicker", "as Graylb, without finding the service by name", p, true)
 }
 
-func graylbPeer(name, note string, policy graylb.Policy, perService bool) Peer {
+func graylbPeer(name, note string, p policy.Policy, perService bool) Peer {
 	return Peer{Name: name, Note: note, Build: func(list []graylb.Instance) (Picker, error) {
-		lb, err := graylb.New(static(list), graylb.WithFilters(graylb.NewVersionFilter()), graylb.WithPolicy(policy))
+		lb, err := graylb.New(static(list), graylb.WithFilters(graylbfilter.Version()), graylb.WithPolicy(p))
 		if err != nil {
 			return Picker{}, err
 		}

@@ -3,13 +3,13 @@ package bench
 import (
 	"testing"
 
-	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/policy"
 )
 
 // TestPeersPickEquivalently keeps the comparison honest: every filtering
 // peer answers both requests with instances of the right kind and version.
 func TestPeersPickEquivalently(t *testing.T) {
-	peers := append([]Peer{Graylb("round robin", graylb.RoundRobin()), GraylbService("round robin", graylb.RoundRobin()), SeedPort()}, KratosPeers()...)
+	peers := append([]Peer{Graylb("round robin", policy.RoundRobin()), GraylbService("round robin", policy.RoundRobin()), SeedPort()}, KratosPeers()...)
 	reqs := Requests()
 	for _, p := range peers {
 		for _, n := range []int{10, 100} {

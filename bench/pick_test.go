@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/policy"
 )
 
 // BenchmarkPickVsGRPCRoundRobin runs graylb's gray+version pick (round
@@ -18,7 +18,7 @@ func BenchmarkPickVsGRPCRoundRobin(b *testing.B) {
 	for _, n := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("instances=%d", n), func(b *testing.B) {
 			var pickers []Picker
-			for _, p := range []Peer{Graylb("round robin", graylb.RoundRobin()), GraylbService("round robin", graylb.RoundRobin()), GRPCRoundRobin()} {
+			for _, p := range []Peer{Graylb("round robin", policy.RoundRobin()), GraylbService("round robin", policy.RoundRobin()), GRPCRoundRobin()} {
 				pk, err := p.Build(Instances(n))
 				if err != nil {
 					b.Fatal(err)

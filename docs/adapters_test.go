@@ -45,7 +45,7 @@ func TestAdapterSurface(t *testing.T) {
 
 	// write the decision for the next hop: the kind, and a match rule's lane
 	// unless the call carries a version
-	p := b.Pass(route.Decision, graylb.UntrustedCaller(ctx))
+	p := b.Pass(route.Decision, adapter.UntrustedCaller(ctx))
 	if p.GrayKey != "" {
 		out[p.GrayKey] = p.Gray
 	}

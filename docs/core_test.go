@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/debugpage"
+	"github.com/graylb/graylb/filter"
+	"github.com/graylb/graylb/policy"
 )
 
 // docs/core.md: the LoadBalancer, its options, a pick.
@@ -21,10 +24,10 @@ func TestCoreTour(t *testing.T) {
 	reg.Register(graylb.NewInstance("user-service", "10.0.0.1", 8080, nil))
 	reg.Register(graylb.NewInstance("user-service", "10.0.0.2", 8080, map[string]string{"gray": "true"}))
 
-	picks := graylb.NewPickCounters() // picks by kind and outcome, for the debug page
+	picks := debugpage.NewPickCounters() // picks by kind and outcome, for the debug page
 	lb, err := graylb.New(reg,
-		graylb.WithFilters(graylb.NewVersionFilter()),  // after the gray decision
-		graylb.WithPolicy(graylb.WeightedRoundRobin()), // default RoundRobin(); StrictRoundRobin(), Random(), P2C()
+		graylb.WithFilters(filter.Version()),           // after the gray decision
+		graylb.WithPolicy(policy.WeightedRoundRobin()), // default RoundRobin(); StrictRoundRobin(), Random(), P2C()
 		graylb.WithObserver(picks.Observe),             // any func(service, kind, outcome)
 	)
 	if err != nil {
@@ -52,7 +55,7 @@ func TestCoreTour(t *testing.T) {
 	}
 }
 
-func TestPartitionFilter(t *testing.T) {
+func TestPartition(t *testing.T) {
 	reg := graylb.NewRegistry()
 	for z, host := range map[string]string{"zone-a": "10.0.1.1", "zone-b": "10.0.2.1"} {
 		in := graylb.NewInstance("pay", host, 80, nil)
@@ -63,7 +66,7 @@ func TestPartitionFilter(t *testing.T) {
 	}
 
 	// snippet: partition-filter
-	zone := graylb.PartitionFilter(200, "zone", // order (after the version filter, 100), request key
+	zone := filter.Partition(200, "zone", // order (after the version filter, 100), request key
 		func(in graylb.Instance) string { return in.Cluster }) // grouping, once per list change
 	lb, err := graylb.New(reg, graylb.WithFilters(zone)) // per request: one lookup of "zone"
 	// end snippet
@@ -83,9 +86,9 @@ func TestPartitionFilter(t *testing.T) {
 // The interfaces as docs/core.md shows them, with the core's types, and a
 // test that they are the core's: the same methods, the same signatures.
 type (
-	BuildInfo = graylb.BuildInfo
+	BuildInfo = filter.BuildInfo
 	Instance  = graylb.Instance
-	Request   = graylb.Request
+	Request   = filter.Request
 )
 
 // snippet: server-filter
@@ -103,7 +106,7 @@ type Stage interface {
 func TestServerFilterIsTheCoresInterface(t *testing.T) {
 	for _, pair := range [][2]reflect.Type{
 		{reflect.TypeFor[ServerFilter](), reflect.TypeFor[graylb.ServerFilter]()},
-		{reflect.TypeFor[Stage](), reflect.TypeFor[graylb.Stage]()},
+		{reflect.TypeFor[Stage](), reflect.TypeFor[filter.Stage]()},
 	} {
 		shown, real := pair[0], pair[1]
 		if shown.NumMethod() != real.NumMethod() {
@@ -112,7 +115,8 @@ func TestServerFilterIsTheCoresInterface(t *testing.T) {
 		}
 		for i := 0; i < real.NumMethod(); i++ {
 			s, r := shown.Method(i), real.Method(i)
-			sig := strings.ReplaceAll(s.Type.String(), "docs.", "graylb.")
+			// The core's types are aliases of the engine's, and print as such.
+			sig := strings.ReplaceAll(s.Type.String(), "docs.", "engine.")
 			if s.Name != r.Name || sig != r.Type.String() {
 				t.Errorf("%s: shown %s %s, the core has %s %s", real, s.Name, sig, r.Name, r.Type)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/graylb/graylb"
 	graylbkratos "github.com/graylb/graylb/kratos"
 	"github.com/graylb/graylb/otelgraylb"
+	"github.com/graylb/graylb/policy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -28,9 +29,9 @@ func TestKratosCallsInMetrics(t *testing.T) {
 	reg := graylb.NewRegistry()
 	kratosUser(t, reg, false)
 	kratosUser(t, reg, true)
-	for name, policy := range map[string]graylb.Policy{
-		"round robin": graylb.RoundRobin(), "weighted": graylb.WeightedRoundRobin(),
-		"random": graylb.Random(), "p2c": graylb.P2C(),
+	for name, policy := range map[string]policy.Policy{
+		"round robin": policy.RoundRobin(), "weighted": policy.WeightedRoundRobin(),
+		"random": policy.Random(), "p2c": policy.P2C(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			registry := prometheus.NewRegistry()

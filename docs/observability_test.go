@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/debugpage"
 	"github.com/graylb/graylb/grpcctx"
 	"github.com/graylb/graylb/httpctx"
 	"github.com/graylb/graylb/otelgraylb"
@@ -39,8 +40,8 @@ func TestOTelMetrics(t *testing.T) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	picks := graylb.NewPickCounters() // the debug page's table of picks
-	lb, err := graylb.New(reg, graylb.WithObserver(graylb.Observers(obs, picks.Observe)))
+	picks := debugpage.NewPickCounters() // the debug page's table of picks
+	lb, err := graylb.New(reg, graylb.WithObserver(obs, picks.Observe))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestOTelMetrics(t *testing.T) {
 		log.Fatal(err)
 	}
 	defer r.Unregister()
-	debug := graylb.DebugHandler(lb, graylb.WithPickCounters(picks)) // for operators only
+	debug := debugpage.Handler(lb, debugpage.WithPickCounters(picks)) // for operators only
 	// end snippet
 
 	if _, err := lb.Pick(context.Background(), "user-service"); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/httpctx"
+	"github.com/graylb/graylb/policy"
 )
 
 // docs/traffic.md: outlier detection and P2C over HTTP. One of three prod
@@ -27,7 +28,7 @@ func TestOutlierDetectionAndP2C(t *testing.T) {
 	// snippet: outlier-p2c
 	lb, err := graylb.New(reg,
 		graylb.WithOutlierDetection(graylb.OutlierConfig{}), // 5 consecutive failures, 30 s × count (≤ 300 s), ≤ 50 % of a kind
-		graylb.WithPolicy(graylb.P2C()))                     // power of two choices, peak-EWMA latency × calls in flight
+		graylb.WithPolicy(policy.P2C()))                     // power of two choices, peak-EWMA latency × calls in flight
 	if err != nil {
 		log.Fatal(err)
 	}

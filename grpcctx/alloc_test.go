@@ -8,6 +8,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/balancer"
@@ -20,7 +21,7 @@ import (
 func TestCallDone_EndsTheCallAndIsReused(t *testing.T) {
 	reg := graylb.NewRegistry()
 	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", 8080, nil)))
-	lb, err := graylb.New(reg, graylb.WithPolicy(graylb.P2C()))
+	lb, err := graylb.New(reg, graylb.WithPolicy(policy.P2C()))
 	require.NoError(t, err)
 	defer lb.Close()
 	ab := adapter.For(lb)
@@ -56,8 +57,8 @@ func TestPicker_PickAllocatesNothing(t *testing.T) {
 	}{
 		{"round robin", nil},
 		{"round robin, outlier detection", []graylb.Option{graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
-		{"weighted, outlier detection", []graylb.Option{graylb.WithPolicy(graylb.WeightedRoundRobin()), graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
-		{"p2c", []graylb.Option{graylb.WithPolicy(graylb.P2C())}},
+		{"weighted, outlier detection", []graylb.Option{graylb.WithPolicy(policy.WeightedRoundRobin()), graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
+		{"p2c", []graylb.Option{graylb.WithPolicy(policy.P2C())}},
 		{"call observer", []graylb.Option{graylb.WithCallObserver(func(string, graylb.Instance, graylb.Kind, bool, time.Duration) {})}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

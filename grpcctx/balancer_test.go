@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -331,7 +332,7 @@ func TestBalancer_HonoursWeightedPolicy(t *testing.T) {
 	heavy := serve(t, reg, "svc", &testServer{name: "heavy"}, nil)
 	serve(t, reg, "svc", &testServer{name: "light"}, nil)
 	require.NoError(t, reg.Update("svc", heavy.Addr(), func(in *graylb.Instance) { in.Weight = 3 }))
-	c := dial(t, reg, "svc", graylb.WithPolicy(graylb.WeightedRoundRobin()))
+	c := dial(t, reg, "svc", graylb.WithPolicy(policy.WeightedRoundRobin()))
 	require.Eventually(t, func() bool { got, err := call(t, c, "-"); return err == nil && got == "light" }, 5*time.Second, 5*time.Millisecond)
 	counts := map[string]int{}
 	for i := 0; i < 400; i++ {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/require"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 )
@@ -30,7 +31,7 @@ func (s *heldServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest)
 
 // statsOf returns the Stats the LoadBalancer keeps for service's only
 // instance, read through a call it starts and ends without a result.
-func statsOf(t *testing.T, lb *graylb.LoadBalancer, service string) *graylb.Stats {
+func statsOf(t *testing.T, lb *graylb.LoadBalancer, service string) *policy.Stats {
 	t.Helper()
 	r, err := adapter.For(lb).Route(context.Background(), service, nil)
 	require.NoError(t, err)
@@ -58,8 +59,8 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestBalancer_EveryPolicyTracksCalls(t *testing.T) {
 	for _, pol := range []struct {
 		name   string
-		policy graylb.Policy
-	}{{"round robin", graylb.RoundRobin()}, {"weighted", graylb.WeightedRoundRobin()}, {"p2c", graylb.P2C()}} {
+		policy policy.Policy
+	}{{"round robin", policy.RoundRobin()}, {"weighted", policy.WeightedRoundRobin()}, {"p2c", policy.P2C()}} {
 		t.Run(pol.name, func(t *testing.T) {
 			reg := graylb.NewRegistry()
 			srv := &heldServer{testServer: testServer{name: "p1"}, entered: make(chan struct{}, 1), release: make(chan struct{})}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -178,7 +179,7 @@ func (s *slowServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest)
 	return s.testServer.UnaryCall(ctx, req)
 }
 
-// TestBalancer_P2CAvoidsTheSlowBackend: with graylb.P2C the picker's Done
+// TestBalancer_P2CAvoidsTheSlowBackend: with policy.P2C the picker's Done
 // carries each call's start, so the slow backend's latency steers traffic
 // away from it, and every call leaves the in-flight count.
 func TestBalancer_P2CAvoidsTheSlowBackend(t *testing.T) {
@@ -188,7 +189,7 @@ func TestBalancer_P2CAvoidsTheSlowBackend(t *testing.T) {
 	slow := &slowServer{testServer: testServer{name: "slow"}, delay: 20 * time.Millisecond}
 	port := serveRaw(t, slow, ServerOptions(nil))
 	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", port, nil)))
-	lb, c := dialLB(t, reg, "svc", graylb.WithPolicy(graylb.P2C()))
+	lb, c := dialLB(t, reg, "svc", graylb.WithPolicy(policy.P2C()))
 	// Until every connection is READY, the picker sees fewer candidates.
 	require.Eventually(t, func() bool { id, _ := call(t, c, "-"); return id == "slow" }, 5*time.Second, time.Millisecond)
 	var wg sync.WaitGroup

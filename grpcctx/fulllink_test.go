@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/filter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -151,7 +152,7 @@ func TestFullLink_TrustBoundaryDropsForgedDecision(t *testing.T) {
 	serve(t, reg, "b", &testServer{name: "B-gray"}, map[string]string{"gray": "true"})
 	serve(t, reg, "b", &testServer{name: "B-prod-v2"}, map[string]string{"version": "v2"})
 	lb, next := dialLB(t, reg, "b", graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}}),
-		graylb.WithFilters(graylb.NewVersionFilter()))
+		graylb.WithFilters(filter.Version()))
 	authenticated := func(ctx context.Context) string {
 		md, _ := metadata.FromIncomingContext(ctx)
 		if v := md.Get("authorization"); len(v) > 0 && v[0] == "Bearer carol-token" {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/assert"
 	"google.golang.org/grpc/metadata"
 )
@@ -43,7 +43,7 @@ func TestUserSeesTheStrippedCall(t *testing.T) {
 		WithTrusted(func(context.Context) bool { return false }),
 		WithUser(func(ctx context.Context) string {
 			md, _ := metadata.FromIncomingContext(ctx)
-			sawUID, sawUntrusted = md.Get("uid"), graylb.UntrustedCaller(ctx)
+			sawUID, sawUntrusted = md.Get("uid"), adapter.UntrustedCaller(ctx)
 			return "alice"
 		}),
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/filter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -23,7 +24,7 @@ func TestMatchRules_LaneAndKindTravel(t *testing.T) {
 	serve(t, reg, "b", &testServer{name: "B-prod"}, nil)
 	serve(t, reg, "b", &testServer{name: "B-feat"}, map[string]string{"version": "feat-42"})
 	serve(t, reg, "b", &testServer{name: "B-gray"}, map[string]string{"gray": "true"})
-	versions := graylb.WithFilters(graylb.NewVersionFilter())
+	versions := graylb.WithFilters(filter.Version())
 	for _, kind := range []string{"prod", "gray"} {
 		lb, next := dialLB(t, reg, "b", versions)
 		serveWith(t, reg, "a", &testServer{name: "A-" + kind, next: next}, map[string]string{"gray": map[string]string{"prod": "false", "gray": "true"}[kind]}, ServerOptions(lb))

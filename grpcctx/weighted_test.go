@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ func TestBalancer_WeightedFractionalRatio(t *testing.T) {
 	heavy := serve(t, reg, "svc", &testServer{name: "heavy"}, nil)
 	serve(t, reg, "svc", &testServer{name: "light"}, nil)
 	require.NoError(t, reg.Update("svc", heavy.Addr(), func(in *graylb.Instance) { in.Weight = 1.5 }))
-	c := dial(t, reg, "svc", graylb.WithPolicy(graylb.WeightedRoundRobin()))
+	c := dial(t, reg, "svc", graylb.WithPolicy(policy.WeightedRoundRobin()))
 	// Both connections READY: both answer.
 	seen := map[string]bool{}
 	require.Eventually(t, func() bool {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -115,7 +116,7 @@ func TestTransport_OneSpellingOnTheWire(t *testing.T) {
 	send(admitted(http.Header{"Gray": {"true"}, "Uid": {"u1"}}), http.Header{"gray": {"false"}})
 	// An untrusted caller's side is settled: prod, written once, whatever
 	// spelling the program's header used.
-	send(graylb.WithUntrustedCaller(context.Background()), http.Header{"gray": {"true"}})
+	send(adapter.WithUntrustedCaller(context.Background()), http.Header{"gray": {"true"}})
 	require.Len(t, got, 2)
 	assert.Equal(t, []string{"false"}, got[0]["Gray"])
 	assert.Equal(t, []string{"u1"}, got[0]["Uid"])

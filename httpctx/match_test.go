@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/filter"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,7 +36,7 @@ func TestMatchRules_TrustLanesAndPropagation(t *testing.T) {
 		defer srv.Close()
 		register(t, reg, "svc-b", srv, b.md)
 	}
-	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithFilters(graylb.NewVersionFilter()))
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithFilters(filter.Version()))
 	require.NoError(t, err)
 	defer lb.Close()
 	client := &http.Client{Transport: NewTransport(lb)}

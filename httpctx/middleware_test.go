@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/filter"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,11 +67,11 @@ func TestMiddleware_TrustBoundaryDropsEveryRoutingKey(t *testing.T) {
 	for _, keys := range []struct {
 		opts              []graylb.Option
 		gray, user, lane  string
-		versionFilterOpts []graylb.VersionOption
+		versionFilterOpts []filter.VersionOption
 	}{
 		{nil, "gray", "uid", "version", nil},
 		{[]graylb.Option{graylb.WithGrayHeader("gray-tag"), graylb.WithUserHeader("x-user")}, "gray-tag", "x-user", "x-lane",
-			[]graylb.VersionOption{graylb.WithVersionHeader("x-lane")}},
+			[]filter.VersionOption{filter.WithVersionHeader("x-lane")}},
 	} {
 		reg := graylb.NewRegistry()
 		prod, gray, v2 := echoKind("prod", keys.gray), echoKind("gray", keys.gray), echoKind("prod-v2", keys.gray)
@@ -80,7 +82,7 @@ func TestMiddleware_TrustBoundaryDropsEveryRoutingKey(t *testing.T) {
 		register(t, reg, "svc", gray, map[string]string{"gray": "true"})
 		register(t, reg, "svc", v2, map[string]string{"version": "v2"})
 		lb, err := graylb.New(reg, append([]graylb.Option{graylb.WithContextHandler(Handler()),
-			graylb.WithFilters(graylb.NewVersionFilter(keys.versionFilterOpts...)),
+			graylb.WithFilters(filter.Version(keys.versionFilterOpts...)),
 			graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}})}, keys.opts...)...)
 		require.NoError(t, err)
 		defer lb.Close()
@@ -142,7 +144,7 @@ func TestMiddleware_RenamedKeysFollowEverywhere(t *testing.T) {
 	reg := graylb.NewRegistry()
 	opts := []graylb.Option{
 		graylb.WithGrayHeader("x-canary"), graylb.WithGrayKey("canary"), graylb.WithUserHeader("x-user"),
-		graylb.WithFilters(graylb.NewVersionFilter(graylb.WithVersionHeader("x-lane"))),
+		graylb.WithFilters(filter.Version(filter.WithVersionHeader("x-lane"))),
 	}
 	b := map[string]*httptest.Server{}
 	for _, name := range []string{"b-prod", "b-gray"} {
@@ -207,8 +209,8 @@ func TestMiddleware_TrustBoundaryDropsFilterKeys(t *testing.T) {
 		in := register(t, reg, "svc", srv, nil)
 		require.NoError(t, reg.Update("svc", in.Addr(), func(i *graylb.Instance) { i.Cluster = zone }))
 	}
-	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithPolicy(graylb.StrictRoundRobin()),
-		graylb.WithFilters(graylb.PartitionFilter(200, "zone", func(in graylb.Instance) string { return in.Cluster })))
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithPolicy(policy.StrictRoundRobin()),
+		graylb.WithFilters(filter.Partition(200, "zone", func(in graylb.Instance) string { return in.Cluster })))
 	require.NoError(t, err)
 	defer lb.Close()
 	assert.Contains(t, lb.Keys().Names(), "zone")

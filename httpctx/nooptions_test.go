@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/filter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -95,7 +96,7 @@ func TestNoOptions_RetryKeepsTheCallsVersion(t *testing.T) {
 	register(t, reg, "svc", v2, map[string]string{"version": "v2"})
 	host, port := deadAddr(t) // the only gray instance, killed
 	require.NoError(t, reg.Register(graylb.NewInstance("svc", host, port, map[string]string{"version": "v2", "gray": "true"})))
-	lb, err := graylb.New(reg, graylb.WithFilters(graylb.NewVersionFilter()))
+	lb, err := graylb.New(reg, graylb.WithFilters(filter.Version()))
 	require.NoError(t, err)
 	t.Cleanup(func() { lb.Close() })
 	client := &http.Client{Transport: NewTransport(lb)}

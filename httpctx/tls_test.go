@@ -24,6 +24,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/benchutil"
+	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -140,7 +141,7 @@ func registerTLS(t testing.TB, reg *graylb.Registry, service string, b *tlsBacke
 // round-robin order, so tests can count turns.
 func newLB(t testing.TB, reg *graylb.Registry) *graylb.LoadBalancer {
 	t.Helper()
-	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithPolicy(graylb.StrictRoundRobin()))
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithPolicy(policy.StrictRoundRobin()))
 	require.NoError(t, err)
 	t.Cleanup(func() { lb.Close() })
 	return lb

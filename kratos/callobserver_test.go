@@ -13,6 +13,7 @@ import (
 	"github.com/go-kratos/kratos/v2/selector"
 	"github.com/graylb/graylb"
 	graylbkratos "github.com/graylb/graylb/kratos"
+	"github.com/graylb/graylb/policy"
 )
 
 // observed is one call a CallObserver was told of.
@@ -55,12 +56,12 @@ func (l *callLog) take(want int) []observed {
 
 var observerPolicies = []struct {
 	name   string
-	policy graylb.Policy
+	policy policy.Policy
 }{
-	{"round robin", graylb.RoundRobin()},
-	{"weighted", graylb.WeightedRoundRobin()},
-	{"random", graylb.Random()},
-	{"p2c", graylb.P2C()},
+	{"round robin", policy.RoundRobin()},
+	{"weighted", policy.WeightedRoundRobin()},
+	{"random", policy.Random()},
+	{"p2c", policy.P2C()},
 }
 
 // TestSelectorCallObserver: every call a Kratos client makes through

@@ -8,6 +8,7 @@ import (
 	"github.com/go-kratos/kratos/v2/selector"
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
 )
 
 // TestSelectorEveryPolicyTracksCalls: every call a Selector picks is one
@@ -17,8 +18,8 @@ import (
 func TestSelectorEveryPolicyTracksCalls(t *testing.T) {
 	for _, pol := range []struct {
 		name   string
-		policy graylb.Policy
-	}{{"round robin", graylb.RoundRobin()}, {"weighted", graylb.WeightedRoundRobin()}, {"p2c", graylb.P2C()}} {
+		policy policy.Policy
+	}{{"round robin", policy.RoundRobin()}, {"weighted", policy.WeightedRoundRobin()}, {"p2c", policy.P2C()}} {
 		t.Run(pol.name, func(t *testing.T) {
 			reg := graylb.NewRegistry()
 			if err := reg.Register(graylb.NewInstance("svc", "127.0.0.1", 9000, map[string]string{"gray": "false"})); err != nil {

@@ -96,7 +96,7 @@ type snapshot struct {
 // Apply replaces the node list. The nodes' service is their ServiceName
 // (the name the client dialled: discovery:///<name>); a node's instance
 // carries its Metadata (the gray and version keys), its Version under the
-// metadata key the LoadBalancer's VersionFilter reads (graylb.WithVersionKey,
+// metadata key the LoadBalancer's VersionFilter reads (package filter's WithVersionKey,
 // "version" by default) when the metadata has none there, and its weight (the Metadata's
 // "weight", which NewDiscovery sets to the registry's weight, else
 // InitialWeight, else 1).

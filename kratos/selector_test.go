@@ -13,7 +13,9 @@ import (
 	"github.com/go-kratos/kratos/v2/selector"
 	"github.com/go-kratos/kratos/v2/transport"
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/filter"
 	graylbkratos "github.com/graylb/graylb/kratos"
+	"github.com/graylb/graylb/policy"
 )
 
 // header is a transport.Header over a map.
@@ -189,7 +191,7 @@ func TestSelectorFollowsRules(t *testing.T) {
 
 // TestSelectorVersion: version routing over the nodes' Version.
 func TestSelectorVersion(t *testing.T) {
-	lb := newLB(t, graylb.NewRegistry(), graylb.Rules{}, graylb.WithFilters(graylb.NewVersionFilter()))
+	lb := newLB(t, graylb.NewRegistry(), graylb.Rules{}, graylb.WithFilters(filter.Version()))
 	s := newSelector(t, lb)
 	var list []selector.Node
 	for i, v := range []string{"v1", "v2"} {
@@ -210,14 +212,14 @@ func TestSelectorVersion(t *testing.T) {
 func TestSelectorVersionKey(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		opts   []graylb.VersionOption
+		opts   []filter.VersionOption
 		header string
 	}{
-		{"key renamed", []graylb.VersionOption{graylb.WithVersionKey("app-version")}, "version"},
-		{"key and header renamed", []graylb.VersionOption{graylb.WithVersionKey("app-version"), graylb.WithVersionHeader("x-app-version")}, "x-app-version"},
+		{"key renamed", []filter.VersionOption{filter.WithVersionKey("app-version")}, "version"},
+		{"key and header renamed", []filter.VersionOption{filter.WithVersionKey("app-version"), filter.WithVersionHeader("x-app-version")}, "x-app-version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lb := newLB(t, graylb.NewRegistry(), graylb.Rules{}, graylb.WithFilters(graylb.NewVersionFilter(tc.opts...)))
+			lb := newLB(t, graylb.NewRegistry(), graylb.Rules{}, graylb.WithFilters(filter.Version(tc.opts...)))
 			s := newSelector(t, lb)
 			var list []selector.Node
 			for i, v := range []string{"v1", "v2"} {
@@ -241,7 +243,7 @@ func TestSelectorVersionKey(t *testing.T) {
 		})
 	}
 	// A node whose metadata names its version under the key keeps it.
-	lb := newLB(t, graylb.NewRegistry(), graylb.Rules{}, graylb.WithFilters(graylb.NewVersionFilter(graylb.WithVersionKey("app-version"))))
+	lb := newLB(t, graylb.NewRegistry(), graylb.Rules{}, graylb.WithFilters(filter.Version(filter.WithVersionKey("app-version"))))
 	s := newSelector(t, lb)
 	s.Apply([]selector.Node{
 		selector.NewNode("grpc", "127.0.0.1:9000", &registry.ServiceInstance{Name: "svc", Version: "v2"}),
@@ -351,7 +353,7 @@ func TestSelectorEjection(t *testing.T) {
 // TestSelectorP2C: with a latency-aware policy each call's done ends it.
 func TestSelectorP2C(t *testing.T) {
 	reg := graylb.NewRegistry()
-	lb := newLB(t, reg, graylb.Rules{}, graylb.WithPolicy(graylb.P2C()))
+	lb := newLB(t, reg, graylb.Rules{}, graylb.WithPolicy(policy.P2C()))
 	s := newSelector(t, lb)
 	s.Apply(nodes("svc", false, false, true))
 	for i := 0; i < 50; i++ {
@@ -390,8 +392,8 @@ func TestSelectorAllocs(t *testing.T) {
 	}{
 		{"round robin", nil},
 		{"round robin, outlier detection", []graylb.Option{graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
-		{"weighted, outlier detection", []graylb.Option{graylb.WithPolicy(graylb.WeightedRoundRobin()), graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
-		{"p2c", []graylb.Option{graylb.WithPolicy(graylb.P2C())}},
+		{"weighted, outlier detection", []graylb.Option{graylb.WithPolicy(policy.WeightedRoundRobin()), graylb.WithOutlierDetection(graylb.OutlierConfig{})}},
+		{"p2c", []graylb.Option{graylb.WithPolicy(policy.P2C())}},
 		{"call observer", []graylb.Option{graylb.WithCallObserver(func(string, graylb.Instance, graylb.Kind, bool, time.Duration) {})}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

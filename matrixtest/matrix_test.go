@@ -14,6 +14,7 @@ import (
 	klog "github.com/go-kratos/kratos/v2/log"
 	"github.com/go-kratos/kratos/v2/selector"
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/filter"
 	graylbkratos "github.com/graylb/graylb/kratos"
 	"github.com/zeromicro/go-zero/core/logx"
 )
@@ -75,7 +76,7 @@ func TestMain(m *testing.M) {
 // instances share its LoadBalancer, so the kind a hop picks comes from
 // the request alone, never from the calling instance's own flag.
 func lbOptions() []graylb.Option {
-	return []graylb.Option{graylb.WithRules(rules), graylb.WithFilters(graylb.NewVersionFilter())}
+	return []graylb.Option{graylb.WithRules(rules), graylb.WithFilters(filter.Version())}
 }
 
 func newLB(t *testing.T) *graylb.LoadBalancer {

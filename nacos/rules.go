@@ -70,7 +70,7 @@ func NewRuleSource(dataID string, opts ...Option) (*RuleSource, error) {
 }
 
 // Describe says where the rule document is, as the Nacos console shows it
-// (see graylb.Describer): "nacos config <group>/<dataId>", the namespace
+// (see graylb.RuleSource): "nacos config <group>/<dataId>", the namespace
 // when one is set, and "@ <servers>", or that the program's own SDK
 // config client (WithConfigClient) reads it. It holds no credential.
 func (r *RuleSource) Describe() string { return r.where }
@@ -169,7 +169,7 @@ func (r *RuleSource) Watch(fn func(graylb.Rules)) (func(), error) {
 
 // OnRefused calls fn with the error (wrapping graylb.ErrInvalidRules) of
 // each document Watch refuses, until stop is called
-// (graylb.RefusalReporter). The SDK's listener calls it once per change
+// (see graylb.RuleSource). The SDK's listener calls it once per change
 // of the document.
 func (r *RuleSource) OnRefused(fn func(error)) (stop func()) {
 	if fn == nil {
@@ -187,6 +187,6 @@ func (r *RuleSource) Close() error {
 }
 
 var (
-	_ graylb.RuleSource      = (*RuleSource)(nil)
-	_ graylb.RefusalReporter = (*RuleSource)(nil)
+	_ graylb.RuleSource                          = (*RuleSource)(nil)
+	_ interface{ OnRefused(func(error)) func() } = (*RuleSource)(nil) // graylb.RuleSource's OnRefused
 )

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/debugpage"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/config_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"github.com/stretchr/testify/require"
@@ -81,8 +82,8 @@ func TestRuleSourceRefusalsReachRulesState(t *testing.T) {
 	require.Equal(t, []string{"alice"}, st.Rules.GrayUsers, "the previous rules stay in force")
 
 	rec := httptest.NewRecorder()
-	graylb.DebugHandler(lb).ServeHTTP(rec, httptest.NewRequest("GET", "/?format=json", nil))
-	var ds graylb.DebugState
+	debugpage.Handler(lb).ServeHTTP(rec, httptest.NewRequest("GET", "/?format=json", nil))
+	var ds debugpage.State
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &ds))
 	require.Equal(t, uint64(1), ds.Rules.Refused)
 	require.Contains(t, ds.Rules.LastRefusedError, "canaryPercent")

@@ -66,7 +66,7 @@ type naming interface {
 // (unsubscribing one SDK callback has removed its siblings, nacos-sdk-go
 // #835), and hands over only valid (see graylb.Instance.Validate),
 // healthy, enabled, weight > 0 instances; invalid ones are dropped with a
-// log line. It implements graylb.Refiller through its Client. Put a
+// log line. It reports refills (RefillUntil, see graylb.Supplier) through its Client. Put a
 // graylb.Cache over it (graylb.New does) for the last good list and the
 // empty-update and refill protection.
 type Supplier struct {
@@ -314,8 +314,8 @@ func (s *Supplier) convert(service string, hosts []model.Instance) []graylb.Inst
 }
 
 var (
-	_ graylb.Supplier = (*Supplier)(nil)
-	_ graylb.Refiller = (*Supplier)(nil)
+	_ graylb.Supplier                      = (*Supplier)(nil)
+	_ interface{ RefillUntil() time.Time } = (*Supplier)(nil) // see graylb.Supplier
 )
 
 // listKeys describes a list for comparison, in a fixed order.

@@ -223,7 +223,7 @@ func TestSupplier_ReportsRefills(t *testing.T) {
 	until := time.Now().Add(time.Minute)
 	s := newSupplier(&fakeNaming{until: until}, noReconcile())
 	defer s.Close()
-	var r graylb.Refiller = s
+	var r interface{ RefillUntil() time.Time } = s
 	assert.Equal(t, until, r.RefillUntil())
 }
 

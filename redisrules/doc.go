@@ -34,6 +34,25 @@
 // RuleSource never changes the server's settings unless
 // WithNotifications(NotifyEnable) says so.
 //
+// Only the node that executes a write publishes its keyspace event: on a
+// Cluster, the master of the keys' slot, or, while the slot migrates, the
+// node importing it. So on a Cluster Watch subscribes on every master that
+// publishes the events (one connection each), and a change arrives by
+// notification before, during and after a slot migration alike. The
+// subscriptions follow the masters: when one breaks (a master died or failed
+// over), when the client's slot map names another master for the keys, when
+// a poll finds a change no notification announced, and while the keys' slot
+// migrates (a notified deletion that left the keys unchanged: MIGRATE moved
+// them, maybe to a master that held no slot yet), the slot map and the
+// masters' settings are read again and new masters subscribed to. Through a
+// Sentinel the subscription moves to the new master after a failover. Each
+// time a subscription is made the keys are read again, so a change made
+// meanwhile is not left to the next poll. The log says how changes are
+// followed whenever that, or the node holding the keys, changes: "following
+// changes by keyspace notifications" with the node, or "following changes by
+// polling" with the reason (a new master whose notify-keyspace-events is
+// empty, say); polling keeps the rules current meanwhile.
+//
 // # Failure and hostile content
 //
 // While Redis is down or unreachable the current rules (or the initial

@@ -145,7 +145,8 @@ func WithMaxEntries(n int) Option {
 // WithNotifications chooses whether keyspace notifications are used
 // (default NotifyAuto). Polling runs in every mode: notifications are
 // fire-and-forget, and the ones sent while the subscription reconnects are
-// lost.
+// lost. Each Watch holds one subscription connection: on a Cluster, one per
+// master that publishes the events.
 func WithNotifications(n Notifications) Option {
 	return func(c *config) { c.notify = n }
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/debugpage"
 	"github.com/graylb/graylb/redisrules"
 	"github.com/stretchr/testify/require"
 )
@@ -39,8 +40,8 @@ func TestRefusalsReachRulesState(t *testing.T) {
 	require.Contains(t, st.LastRefusedError, "10.0.0.9/32")
 
 	rec := httptest.NewRecorder()
-	graylb.DebugHandler(lb).ServeHTTP(rec, httptest.NewRequest("GET", "/?format=json", nil))
-	var ds graylb.DebugState
+	debugpage.Handler(lb).ServeHTTP(rec, httptest.NewRequest("GET", "/?format=json", nil))
+	var ds debugpage.State
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &ds))
 	require.Equal(t, uint64(1), ds.Rules.Refused)
 	require.Contains(t, ds.Rules.LastRefusedError, k[2])

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,6 +100,9 @@ func (s *server) start() error {
 			}
 			s.port = l.Addr().(*net.TCPAddr).Port
 			l.Close()
+			if s.port > 65535-10000 && slices.Contains(s.args, "--cluster-enabled") {
+				continue // a Cluster node's bus listens on its port + 10000
+			}
 		}
 		var args []string
 		rest := s.args

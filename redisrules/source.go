@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/fanout"
@@ -38,7 +39,8 @@ type RuleSource struct {
 	owned         bool // the client was built here; Close closes it
 	cfg           config
 	transactional bool
-	server        string // where the client reads, for Describe
+	failing       atomic.Bool // the last read failed: on a Cluster, checkMaster first
+	server        string      // where the client reads, for Describe
 
 	mu         sync.Mutex
 	closed     bool
@@ -92,7 +94,7 @@ func NewFromOptions(o *redis.UniversalOptions, opts ...Option) (*RuleSource, err
 	return s, nil
 }
 
-// Describe says where the rules are (see graylb.Describer): "redis", the
+// Describe says where the rules are (see graylb.RuleSource): "redis", the
 // layout and its keys, "@" and the server: its address, "cluster" and the
 // addresses given, or "Sentinel master <name> via" the Sentinels' addresses
 // (NewFromOptions; a failover client handed to New says only that it is
@@ -175,6 +177,11 @@ func (s *RuleSource) Load(ctx context.Context) (graylb.Rules, error) {
 func (s *RuleSource) read(ctx context.Context) (content, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
+	if s.failing.Load() {
+		if err := s.checkMaster(ctx); err != nil {
+			return content{}, fmt.Errorf("%w: %w", ErrRedis, err)
+		}
+	}
 	var p redis.Pipeliner
 	if s.transactional {
 		p = s.client.TxPipeline()
@@ -191,10 +198,49 @@ func (s *RuleSource) read(ctx context.Context) (content, error) {
 		if !replied {
 			// Some client versions report a failed round trip by Exec's
 			// error alone, leaving the commands' errors unset.
+			s.failing.Store(true)
 			return content{}, fmt.Errorf("%w: %w", ErrRedis, err)
 		}
 	}
-	return result()
+	c, err := result()
+	s.failing.Store(err != nil)
+	return c, err
+}
+
+// checkMaster runs before a read on a Cluster after a read failed. go-redis
+// reloads its slot map on a MOVED reply, or when the map is older than 10 s,
+// not when a slot's master stopped answering; and its transaction to a dead
+// master waits out the whole timeout. So: when the master of the keys' slot
+// does not answer a PING, the slot map is read again at once (CLUSTER
+// SLOTS); the error is that master's when it still holds the slot (its
+// replica has not taken over yet), nil when another master does. A replica
+// promoted after a master died is then read, and its notifications
+// followed, within a retry of the promotion.
+func (s *RuleSource) checkMaster(ctx context.Context) error {
+	cc, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return nil
+	}
+	key := s.cfg.layout.keys()[0] // on a Cluster, a multi-slot layout's first key
+	m, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err = m.Ping(ctx).Err(); err == nil {
+		return nil
+	}
+	// ForEachMaster reads the slot map first, and waits for it.
+	if rerr := cc.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil }); rerr != nil {
+		return rerr
+	}
+	now, merr := cc.MasterForKey(ctx, key)
+	if merr != nil {
+		return merr
+	}
+	if now.Options().Addr == m.Options().Addr {
+		return err
+	}
+	return nil
 }
 
 // Close stops every Watch of this RuleSource and, when NewFromOptions built
@@ -266,7 +312,7 @@ func (s *RuleSource) refuse(sum [sha256.Size]byte, err error, log bool) {
 
 // OnRefused calls fn with the error (wrapping graylb.ErrInvalidRules, naming
 // the key) of content a Watch refuses, once per distinct content, until
-// stop is called (graylb.RefusalReporter). Load's refusals are not
+// stop is called (see graylb.RuleSource). Load's refusals are not
 // reported: Load returns them.
 func (s *RuleSource) OnRefused(fn func(error)) (stop func()) {
 	if fn == nil {
@@ -289,6 +335,6 @@ func (s *RuleSource) warn(warnings []string) {
 }
 
 var (
-	_ graylb.RuleSource      = (*RuleSource)(nil)
-	_ graylb.RefusalReporter = (*RuleSource)(nil)
+	_ graylb.RuleSource                          = (*RuleSource)(nil)
+	_ interface{ OnRefused(func(error)) func() } = (*RuleSource)(nil) // graylb.RuleSource's OnRefused
 )

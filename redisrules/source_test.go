@@ -1,7 +1,11 @@
 package redisrules_test
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,12 +22,33 @@ import (
 type recorder struct {
 	mu    sync.Mutex
 	calls []graylb.Rules
+	at    []time.Time // when each call came
 }
 
 func (r *recorder) fn(rl graylb.Rules) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, rl)
+	r.at = append(r.at, time.Now())
+}
+
+// appliedAt returns when the first rule set that meets cond was delivered,
+// waiting for it at most waitFor.
+func (r *recorder) appliedAt(t testing.TB, what string, cond func(graylb.Rules) bool) time.Time {
+	t.Helper()
+	var at time.Time
+	eventually(t, what, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for i, c := range r.calls {
+			if cond(c) {
+				at = r.at[i]
+				return true
+			}
+		}
+		return false
+	})
+	return at
 }
 
 func (r *recorder) count() int {
@@ -391,4 +416,119 @@ func TestUniversalClientSentinel(t *testing.T) {
 	})
 	require.NoError(t, master.client(t).RPush(ctxT(t), redisrules.DefaultUsersKey, "alice").Err())
 	eventually(t, "user delivered", func() bool { r, _ := rec.last(); return len(r.GrayUsers) == 1 })
+}
+
+// startSentinel starts a master, a replica of it and a Sentinel that
+// monitors them as "graylbtest", the replica known to the Sentinel. The
+// replica runs with replicaArgs.
+func startSentinel(t *testing.T, masterArgs, replicaArgs []string) (master, replica, sentinel *server) {
+	t.Helper()
+	ctx := ctxT(t)
+	fast := []string{"--repl-diskless-sync", "no"} // no 5 s wait before the first sync
+	master = startServer(t, append(fast, masterArgs...)...)
+	host, port, err := net.SplitHostPort(master.addr())
+	require.NoError(t, err)
+	replica = startServer(t, append(append(fast, "--replicaof", host, port), replicaArgs...)...)
+	eventually(t, "the replica in sync", func() bool {
+		info, err := replica.client(t).Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	conf := filepath.Join(t.TempDir(), "sentinel.conf")
+	require.NoError(t, os.WriteFile(conf, []byte("sentinel monitor graylbtest "+host+" "+port+" 1\n"), 0o600))
+	sentinel = startServer(t, conf, "--sentinel") // the config file comes first
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.addr()})
+	t.Cleanup(func() { sc.Close() })
+	eventually(t, "the Sentinel knows the replica", func() bool {
+		rs, err := sc.Replicas(ctx, "graylbtest").Result()
+		return err == nil && len(rs) == 1 && !strings.Contains(fmt.Sprint(rs), "disconnected")
+	})
+	return master, replica, sentinel
+}
+
+// failover has the Sentinel promote the replica and waits until the
+// Sentinel announces it to clients (+switch-master) and names it.
+func failover(t *testing.T, sentinel, replica *server) {
+	t.Helper()
+	ctx := ctxT(t)
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.addr()})
+	defer sc.Close()
+	ps := sc.Subscribe(ctx, "+switch-master")
+	defer ps.Close()
+	_, err := ps.Receive(ctx) // the subscription's confirmation
+	require.NoError(t, err)
+	eventually(t, "the Sentinel accepts the failover", func() bool {
+		err := sc.Failover(ctx, "graylbtest").Err()
+		return err == nil || strings.Contains(err.Error(), "INPROG")
+	})
+	for {
+		m, err := ps.ReceiveMessage(ctx)
+		require.NoError(t, err, "waiting for +switch-master")
+		if strings.HasSuffix(m.Payload, " "+strings.Replace(replica.addr(), ":", " ", 1)) {
+			break
+		}
+	}
+	addr, err := sc.GetMasterAddrByName(ctx, "graylbtest").Result()
+	require.NoError(t, err)
+	require.Equal(t, replica.addr(), net.JoinHostPort(addr[0], addr[1]))
+}
+
+// After a Sentinel failover, changes written to the new master arrive by
+// its keyspace notifications, and the log names it. When the new master
+// publishes no keyspace events, the log says changes follow by polling,
+// and why, and polling keeps the rules current.
+func TestSentinelFailoverNotifications(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		replica  []string
+		interval time.Duration
+	}{
+		{"new master publishes", []string{"--notify-keyspace-events", "KEA"}, time.Second},
+		{"new master silent", nil, 50 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const target = 100 * time.Millisecond
+			master, replica, sentinel := startSentinel(t, []string{"--notify-keyspace-events", "KEA"}, c.replica)
+			ctx := ctxT(t)
+			log, logs := newLogger()
+			src, err := redisrules.NewFromOptions(&redis.UniversalOptions{MasterName: "graylbtest", Addrs: []string{sentinel.addr()}},
+				redisrules.WithLogger(log), redisrules.WithPollInterval(c.interval))
+			require.NoError(t, err)
+			defer src.Close()
+			require.NoError(t, master.client(t).Set(ctx, redisrules.DefaultSwitchKey, "true", 0).Err())
+			var rec recorder
+			stop, err := src.Watch(rec.fn)
+			require.NoError(t, err)
+			defer stop()
+			eventually(t, "notifications from the master", func() bool {
+				return logs.count("following changes by keyspace notifications") == 1 && logs.count("node="+master.addr()) == 1
+			})
+			rec.appliedAt(t, "the first read delivered", func(graylb.Rules) bool { return true })
+
+			failover(t, sentinel, replica)
+			writer := replica.client(t)
+			var took []time.Duration
+			for i := 1; i <= 5; i++ {
+				user := fmt.Sprintf("after-failover-%d", i)
+				require.NoError(t, writer.RPush(ctx, redisrules.DefaultUsersKey, user).Err())
+				written := time.Now()
+				at := rec.appliedAt(t, user+" delivered", func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, user) })
+				took = append(took, max(at.Sub(written), 0))
+			}
+			t.Logf("failover from %s to %s: changes applied in %v after the write returned", master.addr(), replica.addr(), took)
+			if c.replica != nil {
+				for i, d := range took {
+					assert.Less(t, d, target, "change %d after the failover", i+1)
+				}
+				eventually(t, "the log names the new master", func() bool {
+					return logs.count("following changes by keyspace notifications") == 2 && logs.count("node="+replica.addr()) == 1
+				})
+			} else {
+				eventually(t, "polling logged, with the reason", func() bool {
+					return logs.count("following changes by polling") == 1 && logs.count("node="+replica.addr()) == 1 &&
+						logs.count(replica.addr()+` publishes no keyspace events for the keys (notify-keyspace-events \"\")`) == 1
+				})
+			}
+			t.Log(logs.String())
+		})
+	}
 }

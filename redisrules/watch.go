@@ -65,69 +65,135 @@ func (w *watcher) stop() {
 	})
 }
 
+// After a subscription broke (its node died, failed over, or restarts), or
+// a read failed while notifications were followed, the watcher reads and
+// sets up again every retryInterval (or the poll interval, when shorter)
+// until a read succeeds and notifications follow again, for at most
+// retryWindow: a change made as soon as a Cluster replica has taken over
+// from a dead master (after cluster-node-timeout, 15 s by default, and an
+// election), or notified while the keys' slot migrated (the transaction that
+// reads the keys cannot follow an ASK redirection), applies then, not at the
+// next poll.
+const (
+	retryInterval = 50 * time.Millisecond
+	retryWindow   = 30 * time.Second
+)
+
 func (w *watcher) run(ctx context.Context) {
 	defer close(w.done)
-	n := &notifier{s: w.s}
+	n := newNotifier(w.s)
 	defer n.close()
 	tick := time.NewTicker(w.s.cfg.interval)
 	defer tick.Stop()
-	setup := true // consider notifications after the next successful read
+	retry := time.NewTimer(retryInterval)
+	retry.Stop()
+	defer retry.Stop()
+	setup := true       // consider notifications after the next successful read
+	byTick := false     // the coming read is a poll's, no notification announced it
+	var hurry time.Time // while setup is due after a subscription broke: retry until then
+	gone := false       // a key's deletion was notified: the coming read tells whether it migrated
+	migrating := false  // a key left its node but not the cluster: its slot is migrating
 	for {
-		ok := w.poll(ctx)
+		ok, changed := w.poll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if !ok {
-			setup = true // the server may come back with other settings
-		} else if setup {
-			n.setup(ctx)
-			setup = false
+		if gone && ok && !changed && n.cluster() {
+			// Deleted on its node, unchanged in the cluster: MIGRATE moved
+			// it. The slot moves to its new master when the migration ends,
+			// maybe a master not subscribed to (one that held no slot):
+			// watch the slot map until then.
+			migrating = true
+			if hurry.IsZero() {
+				hurry = time.Now().Add(retryWindow)
+			}
 		}
+		gone = false
+		switch {
+		case !ok:
+			setup = true // the server may come back with other settings
+			if n.following() && hurry.IsZero() {
+				// A notified change that could not be read (a master just
+				// died, the keys' slot is migrating) is read on a retry.
+				hurry = time.Now().Add(retryWindow)
+			}
+		case changed && byTick && n.following():
+			// A change no notification announced: the keys may be
+			// published by a node not subscribed to (a new master).
+			w.s.cfg.logger.Debug("redisrules: a poll found a change no keyspace notification announced; checking the subscriptions", "keys", w.s.Keys())
+			setup = true
+		}
+		if ok && (setup || n.moved(ctx, migrating)) {
+			migrating = false
+			setup = !n.setup(ctx)
+		}
+		if !setup && !migrating {
+			hurry = time.Time{}
+		} else if time.Now().Before(hurry) {
+			retry.Reset(min(retryInterval, w.s.cfg.interval))
+		} else {
+			migrating = false
+		}
+		byTick = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case _, open := <-n.events():
-			if !open {
-				n.close() // the subscription ended: poll only until set up again
-				setup = true
+			byTick = true
+		case <-retry.C:
+		case <-n.wake: // a burst of notifications is one signal: one read
+			select {
+			case <-n.gone:
+				gone = true
+			default:
 			}
-			n.drain() // one read for a burst of changes
+		case <-n.broken:
+			setup = true // read first: notifications may have been lost
+			if hurry.IsZero() {
+				hurry = time.Now().Add(retryWindow)
+			}
+		}
+		if !retry.Stop() {
+			select { // a fire not received (Go before 1.23 keeps it)
+			case <-retry.C:
+			default:
+			}
 		}
 	}
 }
 
 // poll reads the keys once and delivers what changed. It reports whether
-// Redis answered.
-func (w *watcher) poll(ctx context.Context) bool {
+// Redis answered and whether the content differed from the last read.
+func (w *watcher) poll(ctx context.Context) (ok, changed bool) {
 	c, err := w.s.read(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.s.outage(err, true)
 		}
-		return false
+		return false, false
 	}
 	w.s.reachable()
 	if w.haveSum && c.sum == w.sum {
-		return true // unchanged data rebuilds nothing
+		return true, false // unchanged data rebuilds nothing
 	}
+	first := !w.haveSum
 	w.sum, w.haveSum = c.sum, true
 	w.s.warn(c.warnings)
 	if c.err != nil {
 		w.s.refuse(c.sum, c.err, true)
-		return true
+		return true, !first
 	}
 	w.s.accept()
 	if c.missing {
 		w.s.cfg.logger.Warn("redisrules: rule document missing; the current rules stay in force", "keys", w.s.Keys())
-		return true
+		return true, !first
 	}
 	if w.delivered != nil && reflect.DeepEqual(*w.delivered, c.rules) {
-		return true
+		return true, !first
 	}
 	w.delivered = &c.rules
 	w.fn(clone(c.rules)) // fn may keep or change its copy
-	return true
+	return true, !first
 }
 
 func clone(r graylb.Rules) graylb.Rules {

@@ -28,6 +28,9 @@ echo "== chaos, cluster, refill versus deregistration, forged pushes (live and o
 echo "== deployment flows under load against Nacos: graceful, abrupt, rolling, restart, promotion, rollback"
 (scripts/inmodule.sh deploytest go test -count=1 -timeout 10m -run '^TestDeploy_' .)
 
+echo "== the rollout judge: 20 rollouts per gray build against a real Prometheus"
+(GRAYLB_JUDGE_ROLLOUTS=20 scripts/inmodule.sh cmd/graylb go test -count=1 -timeout 30m -run 'TestIntegration_JudgeRealMetrics$' .)
+
 echo "== a process's life against Nacos (GRAYLB_LIFETIME=long)"
 (GRAYLB_LIFETIME=long scripts/inmodule.sh nacos go test -count=1 -timeout 20m -run 'TestIntegration_Lifetime$' .)
 
@@ -146,6 +149,13 @@ done
   echo "stays up with a raft that takes no writes. \`scripts/nacos.sh start\` reads the server's log on every"
   echo "poll, sees the panic (or raft without a leader) at once, and starts it again on a clean data folder"
   echo "until NACOS_START_DEADLINE (150 s) passes. Measured with \`scripts/nacos.sh measure-starts N\`."
+  echo
+  echo "## The rollout judge"
+  echo
+  echo "graylb rollout at its defaults against callers' real otelgraylb metrics scraped by a real"
+  echo "Prometheus (TestIntegration_JudgeRealMetrics; the judge: docs/operations.md)."
+  echo
+  cat "$OUT"/judge.md 2>/dev/null
   if [ -n "$traffic" ]; then echo; echo "$traffic"; fi
 } > RELIABILITY.md
 echo "wrote RELIABILITY.md"

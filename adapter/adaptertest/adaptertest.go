@@ -12,8 +12,9 @@
 // values, a LoadBalancer with no option at all, renamed keys, match rules
 // and their lanes, the trust boundary, the CallObserver under every
 // policy, outlier ejection, an instance's abrupt death, and the
-// allocations a call adds. Each subtest's doc comment in suite.go says what
-// it holds the adapter to. What an adapter legitimately cannot do its
+// allocations a call adds. Each subtest's doc comment (suite.go: routing,
+// keys and the trust boundary; calls.go: what calls report and how
+// instances fail) says what it holds the adapter to. What an adapter legitimately cannot do its
 // Driver names in Lacks, with why; the subtests that need it are skipped
 // with that reason, never silently.
 //

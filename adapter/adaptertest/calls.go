@@ -2,87 +2,250 @@ package adaptertest
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/policy"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// callsTracked: every call an adapter makes is one call of the
-// LoadBalancer's, whatever the policy: with outlier detection on and no
-// CallObserver, a call counts in flight at its instance while it runs and
-// leaves the count when it ends (answered or cancelled), and an answered
-// call feeds the instance's latency estimate, which outlier detection and
-// latency-aware policies read.
-func callsTracked(t *testing.T, d *Driver) {
+// callObserver: the LoadBalancer's CallObserver (graylb.WithCallObserver)
+// is told of every call the client makes, under every policy, once each,
+// with the instance that served it and that instance's kind (a gray call
+// that fell back to prod is prod); a call answered with a server error or
+// past its caller's deadline is told as failed; a cancelled one is not
+// told.
+func callObserver(t *testing.T, d *Driver) {
 	for _, p := range []struct {
 		name   string
-		policy graylb.Policy
+		policy policy.Policy
 	}{
-		{"RoundRobin", graylb.RoundRobin()},
-		{"StrictRoundRobin", graylb.StrictRoundRobin()},
-		{"WeightedRoundRobin", graylb.WeightedRoundRobin()},
-		{"Random", graylb.Random()},
-		{"P2C", graylb.P2C()},
+		{"RoundRobin", policy.RoundRobin()},
+		{"StrictRoundRobin", policy.StrictRoundRobin()},
+		{"WeightedRoundRobin", policy.WeightedRoundRobin()},
+		{"Random", policy.Random()},
+		{"P2C", policy.P2C()},
 	} {
 		t.Run(p.name, func(t *testing.T) {
 			e := newEnv(t, d)
-			var hang atomic.Bool
-			lb, slb := e.lb(graylb.WithPolicy(p.policy), graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: 1000})), e.lb()
-			e.serve(slb, "solo", "prod-solo", nil, ServerOptions{})
-			e.serve(slb, "hanging", "gray-hanging", map[string]string{"gray": "true"}, ServerOptions{Hang: &hang})
-			solo, hanging := e.dial(lb, "solo"), e.dial(lb, "hanging")
-			ready(t, solo, nil, "prod-solo")
+			var obs observer
+			var fail, hang atomic.Bool
+			lb, slb := e.lb(graylb.WithPolicy(p.policy), graylb.WithCallObserver(obs.observe)), e.lb()
+			ins := []*instance{
+				e.serve(slb, "svc", "prod-1", nil, ServerOptions{}),
+				e.serve(slb, "svc", "prod-2", nil, ServerOptions{}),
+				e.serve(slb, "svc", "gray-1", map[string]string{"gray": "true"}, ServerOptions{}),
+				e.serve(slb, "solo", "prod-solo", nil, ServerOptions{}),
+				e.serve(slb, "failing", "gray-failing", map[string]string{"gray": "true"}, ServerOptions{Fail: &fail}),
+				e.serve(slb, "hanging", "gray-hanging", map[string]string{"gray": "true"}, ServerOptions{Hang: &hang}),
+			}
+			svc, solo, failing, hanging := e.dial(lb, "svc"), e.dial(lb, "solo"), e.dial(lb, "failing"), e.dial(lb, "hanging")
+			ready(t, svc, nil, "prod-1", "prod-2")
+			ready(t, svc, grayKeys, "gray-1")
+			ready(t, solo, grayKeys, "prod-solo")
+			ready(t, failing, grayKeys, "gray-failing")
 			ready(t, hanging, grayKeys, "gray-hanging")
-			soloStats, hangStats := statsOf(t, lb, "solo", "false"), statsOf(t, lb, "hanging", "true")
-
-			answer(t, solo, nil)
-			waitUntil(t, func() bool { return soloStats.InFlight() == 0 }, "%s under %s: an answered call is still in flight", d.Name, p.name)
-			require.Positive(t, soloStats.Latency(), "%s under %s: answered calls fed no latency", d.Name, p.name)
-
+			fail.Store(true)
 			hang.Store(true)
-			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-			defer cancel()
-			ended := make(chan error, 1)
-			go func() { _, err := hanging(ctx, grayKeys); ended <- err }()
-			for hangStats.InFlight() != 1 {
-				select {
-				case err := <-ended:
-					t.Fatalf("%s under %s: a call that hangs was never in flight (it ended: %v)", d.Name, p.name, err)
-				case <-time.After(time.Millisecond):
+
+			obs.reset()
+			want := map[string]int{}
+			for i := 0; i < 6; i++ {
+				for _, c := range []struct {
+					c    Client
+					keys map[string]string
+				}{{svc, grayKeys}, {svc, nil}, {solo, grayKeys}} {
+					a := answer(t, c.c, c.keys)
+					want[addrOf(ins, a.Instance)+" "+kindOf(a.Instance)+" ok"]++
 				}
 			}
+			obs.wait(t, 18)
+			assert.Equal(t, want, obs.seen(), "%s under %s: the calls answered", d.Name, p.name)
+
+			obs.reset()
+			for i := 0; i < 2; i++ {
+				a, err := call(failing, grayKeys)
+				require.Error(t, err, "%s: a failing instance answered %+v", d.Name, a)
+			}
+			obs.wait(t, 2)
+			assert.Equal(t, map[string]int{addrOf(ins, "gray-failing") + " gray error": 2}, obs.seen(),
+				"%s under %s: the calls answered with a server error", d.Name, p.name)
+
+			obs.reset()
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			a, err := hanging(ctx, grayKeys)
 			cancel()
-			require.Error(t, <-ended)
-			waitUntil(t, func() bool { return hangStats.InFlight() == 0 }, "%s under %s: a cancelled call is still in flight", d.Name, p.name)
+			require.Error(t, err, "%s: a hanging instance answered %+v", d.Name, a)
+			obs.wait(t, 1)
+			ctx, cancel = context.WithCancel(context.Background())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			a, err = hanging(ctx, grayKeys)
+			require.Error(t, err, "%s: a hanging instance answered %+v", d.Name, a)
+			time.Sleep(50 * time.Millisecond) // a cancelled call wrongly told would be by now
+			assert.Equal(t, map[string]int{addrOf(ins, "gray-hanging") + " gray error": 1}, obs.seen(),
+				"%s under %s: a call past its deadline is told as failed, a cancelled one is not told", d.Name, p.name)
 		})
 	}
 }
 
-// statsOf returns the Stats lb keeps for service's only instance of the
-// kind gray says, read through a call it starts and ends without a result.
-func statsOf(t *testing.T, lb *graylb.LoadBalancer, service, gray string) *graylb.Stats {
-	t.Helper()
-	ctx := graylb.WithValue(context.Background(), lb.Keys().Gray, gray)
-	r, err := adapter.For(lb).Route(ctx, service, nil)
-	require.NoError(t, err)
-	c := r.Call(0)
-	c.End(adapter.Cancelled)
-	require.NotNil(t, c.Stats(), "no Stats kept for %s", service)
-	return c.Stats()
+// ejection: with outlier detection (graylb.WithOutlierDetection), an
+// instance that answers server errors is ejected after a few of them in a
+// row: its kind's calls go to the rest of that kind, a gray call whose
+// every gray instance is ejected falls back to prod, and prod calls never
+// reach gray nor fail meanwhile.
+func ejection(t *testing.T, d *Driver) {
+	e := newEnv(t, d)
+	const failures = 3
+	var mu sync.Mutex
+	var ejected []string
+	lb, slb := e.lb(graylb.WithOutlierDetection(graylb.OutlierConfig{
+		ConsecutiveFailures: failures, BaseEjectionTime: time.Minute, MaxEjectionTime: time.Minute,
+		OnEjection: func(ej graylb.Ejection) {
+			if ej.For > 0 {
+				mu.Lock()
+				ejected = append(ejected, ej.Addr)
+				mu.Unlock()
+			}
+		},
+	})), e.lb()
+	var grayFails, prodFails atomic.Bool
+	p1 := e.serve(slb, "svc", "prod-1", nil, ServerOptions{Fail: &prodFails})
+	e.serve(slb, "svc", "prod-2", nil, ServerOptions{})
+	g := e.serve(slb, "svc", "gray-1", map[string]string{"gray": "true"}, ServerOptions{Fail: &grayFails})
+	svc := e.dial(lb, "svc")
+	ready(t, svc, grayKeys, "gray-1")
+	ready(t, svc, nil, "prod-1", "prod-2")
+
+	// until answers c with keys until an answer satisfies done, at most
+	// 40 times; it returns how many failed.
+	until := func(what string, keys map[string]string, done func(Answer) bool) int {
+		t.Helper()
+		failed := 0
+		for i := 0; i < 40; i++ {
+			a, err := call(svc, keys)
+			if err != nil {
+				failed++
+				continue
+			}
+			if keys == nil {
+				require.False(t, isGray(a.Instance), "%s: a prod call reached %s", d.Name, a.Instance)
+			}
+			if done(a) {
+				return failed
+			}
+		}
+		t.Fatalf("%s: %s: not within 40 calls", d.Name, what)
+		return 0
+	}
+	grayFails.Store(true)
+	n := until("a failing gray instance is ejected", grayKeys, func(a Answer) bool { return !isGray(a.Instance) })
+	t.Logf("%s: %d gray calls failed before the gray instance was ejected", d.Name, n)
+	assert.GreaterOrEqual(t, n, 1, "%s: the failing gray instance was never called", d.Name)
+	assert.LessOrEqual(t, n, 2*failures, "%s: the gray instance was ejected late", d.Name)
+	for i := 0; i < 6; i++ {
+		a := answer(t, svc, grayKeys)
+		assert.False(t, isGray(a.Instance), "%s: a gray call reached the ejected gray instance", d.Name)
+		a = answer(t, svc, nil)
+		assert.False(t, isGray(a.Instance), "%s: a prod call reached %s", d.Name, a.Instance)
+	}
+
+	prodFails.Store(true)
+	n = 0
+	for streak, i := 0, 0; streak < 6; i++ {
+		require.Less(t, i, 40, "%s: a failing prod instance is not ejected within 40 calls", d.Name)
+		a, err := call(svc, nil)
+		switch {
+		case err != nil:
+			n, streak = n+1, 0
+		case isGray(a.Instance):
+			t.Fatalf("%s: a prod call reached %s", d.Name, a.Instance)
+		default:
+			streak++
+		}
+	}
+	for i := 0; i < 6; i++ {
+		a := answer(t, svc, nil)
+		assert.Equal(t, "prod-2", a.Instance, "%s: a prod call after prod-1 was ejected", d.Name)
+	}
+	t.Logf("%s: %d prod calls failed before prod-1 was ejected", d.Name, n)
+	assert.LessOrEqual(t, n, 2*failures, "%s: prod-1 was ejected late", d.Name)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, ejected, g.inst.Addr(), "%s: OnEjection was told of the gray instance", d.Name)
+	assert.Contains(t, ejected, p1.inst.Addr(), "%s: OnEjection was told of prod-1", d.Name)
 }
 
-// waitUntil waits up to callTimeout for cond.
-func waitUntil(t *testing.T, cond func() bool, msg string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(callTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(msg, args...)
-		}
-		time.Sleep(time.Millisecond)
+// abruptDeath: an instance that dies abruptly (its listener closed, its
+// connections reset, the registry still listing it) serves nobody: every
+// idempotent call made after the death succeeds on another instance of its
+// kind, and prod calls never reach gray.
+func abruptDeath(t *testing.T, d *Driver) {
+	if why, ok := d.Lacks[RetryOnDeath]; ok {
+		t.Skipf("%s lacks %s: %s", d.Name, RetryOnDeath, why)
 	}
+	e := newEnv(t, d)
+	lb, slb := e.lb(), e.lb()
+	p1 := e.serve(slb, "svc", "prod-1", nil, ServerOptions{})
+	e.serve(slb, "svc", "prod-2", nil, ServerOptions{})
+	g1 := e.serve(slb, "svc", "gray-1", map[string]string{"gray": "true"}, ServerOptions{})
+	e.serve(slb, "svc", "gray-2", map[string]string{"gray": "true"}, ServerOptions{})
+	svc := e.dial(lb, "svc")
+	ready(t, svc, grayKeys, "gray-1", "gray-2")
+	ready(t, svc, nil, "prod-1", "prod-2")
+	g1.l.Kill()
+	p1.l.Kill()
+	for i := 0; i < 20; i++ {
+		a, err := call(svc, grayKeys)
+		if assert.NoError(t, err, "%s: gray call %d after the death", d.Name, i) {
+			assert.Equal(t, "gray-2", a.Instance, "%s: gray call %d after the death", d.Name, i)
+		}
+		a, err = call(svc, nil)
+		if assert.NoError(t, err, "%s: prod call %d after the death", d.Name, i) {
+			assert.Equal(t, "prod-2", a.Instance, "%s: prod call %d after the death", d.Name, i)
+		}
+	}
+}
+
+// allocations: a call through the adapter's client allocates at most
+// Driver.MaxAllocs more than the same call to the same server through the
+// transport without graylb (Driver.Direct).
+func allocations(t *testing.T, d *Driver) {
+	if d.Direct == nil {
+		t.Skipf("%s declares no allocation bound (Driver.Direct is nil)", d.Name)
+	}
+	e := newEnv(t, d)
+	lb := e.lb()
+	e.serve(lb, "svc", "prod-1", nil, ServerOptions{})
+	g := e.serve(lb, "svc", "gray-1", map[string]string{"gray": "true"}, ServerOptions{})
+	svc, direct := e.dial(lb, "svc"), d.Direct(t, g.inst.Addr())
+	ready(t, svc, grayKeys, "gray-1")
+	ready(t, direct, grayKeys, "gray-1")
+	var failed atomic.Value
+	run := func(c Client) func() {
+		return func() {
+			a, err := call(c, grayKeys)
+			if err == nil && a.Instance != "gray-1" {
+				err = fmt.Errorf("answered by %s", a.Instance)
+			}
+			if err != nil {
+				failed.CompareAndSwap(nil, err)
+			}
+		}
+	}
+	for i := 0; i < 20; i++ { // connections, pools, caches
+		run(svc)()
+		run(direct)()
+	}
+	via := testing.AllocsPerRun(200, run(svc))
+	base := testing.AllocsPerRun(200, run(direct))
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatalf("%s: a call failed: %v", d.Name, err)
+	}
+	t.Logf("%s: %.1f allocations per call, %.1f without graylb: %.1f added (bound %.0f)", d.Name, via, base, via-base, d.MaxAllocs)
+	assert.LessOrEqual(t, via-base, d.MaxAllocs, "%s: the allocations graylb adds to a call", d.Name)
 }

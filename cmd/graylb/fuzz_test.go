@@ -49,8 +49,8 @@ func FuzzPrometheusAnswer(f *testing.F) {
 			return
 		}
 		th := thresholds{MinRequests: 10, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond}
-		gray := sample{Requests: got["gray"], Errors: got[""], P99: got["gray"]}
-		prod := sample{Requests: got["prod"], Errors: got["x"], P99: got["prod"]}
+		gray := sample{Requests: got["gray"], Errors: got[""], Buckets: []bucket{{Le: got["gray"], Count: got["x"]}, {Le: math.Inf(1), Count: got[""]}}}
+		prod := sample{Requests: got["prod"], Errors: got["x"], Buckets: []bucket{{Le: got["prod"], Count: got["gray"]}, {Le: got["x"], Count: got["prod"]}}}
 		v, why := judge(gray, prod, th)
 		if why == "" {
 			t.Fatalf("verdict %v without a reason", v)

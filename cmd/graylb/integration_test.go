@@ -148,6 +148,12 @@ type caller struct {
 // random users until the test ends.
 func startCaller(t *testing.T, sup graylb.Supplier, rules graylb.RuleSource) *caller {
 	t.Helper()
+	return startCallerWith(t, sup, rules, 2)
+}
+
+// startCallerWith is startCaller with workers sending requests at once.
+func startCallerWith(t *testing.T, sup graylb.Supplier, rules graylb.RuleSource, workers int) *caller {
+	t.Helper()
 	reg := promclient.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
@@ -175,7 +181,7 @@ func startCaller(t *testing.T, sup graylb.Supplier, rules graylb.RuleSource) *ca
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	for w := 0; w < 2; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

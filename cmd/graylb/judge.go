@@ -1,18 +1,46 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
 )
 
-// sample is what one kind's callers saw over the judging window.
+// sample is what one kind's callers saw since the step began.
 type sample struct {
-	Requests float64 `json:"requests"` // calls completed
-	Errors   float64 `json:"errors"`   // of which failed
-	// P99 is the 99th percentile of the call duration, in seconds; NaN
-	// when unknown (no calls, or Prometheus could not say).
-	P99 float64 `json:"p99Seconds"`
+	Requests float64 // calls completed
+	Errors   float64 // of which failed
+	// Buckets is the call-duration histogram (cumulative counts by upper
+	// bound, in seconds): what the latency tests read.
+	Buckets []bucket
+}
+
+// P99 is the 99th percentile of the calls' duration in seconds as the
+// histogram gives it (interpolated inside a bucket), NaN when unknown. It
+// is shown, not judged on: a p99 of a hundred calls read off coarse buckets
+// moves by a bucket's width with one call.
+func (s sample) P99() float64 { return quantile(spans(s.Buckets), 0.99) }
+
+// MarshalJSON writes the counts, and the p99 when there is one (JSON has
+// no NaN).
+func (s sample) MarshalJSON() ([]byte, error) {
+	out := struct {
+		Requests float64  `json:"requests"`
+		Errors   float64  `json:"errors"`
+		P99      *float64 `json:"p99Seconds,omitempty"`
+	}{Requests: finite(s.Requests), Errors: finite(s.Errors)}
+	if p := s.P99(); validLatency(p) {
+		out.P99 = &p
+	}
+	return json.Marshal(out)
+}
+
+func finite(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
 }
 
 // ErrorRatio is Errors/Requests, 0 without requests.
@@ -26,23 +54,43 @@ func (s sample) ErrorRatio() float64 {
 // thresholds say how much worse than prod gray may be.
 type thresholds struct {
 	// MinRequests: gray must have completed at least this many calls in
-	// the window before it is judged (prod too, to be compared with).
+	// the step before it is judged (prod too, to be compared with).
 	MinRequests float64
 	// MaxErrorIncrease: gray's error ratio may exceed prod's by at most
 	// this (0.01: one point of percentage).
 	MaxErrorIncrease float64
-	// MaxLatencyRatio and LatencySlack: gray's p99 may be at most
-	// MaxLatencyRatio × prod's p99 + LatencySlack.
+	// MaxLatencyRatio and LatencySlack: gray's calls may take up to
+	// MaxLatencyRatio × prod's + LatencySlack; 0 turns latency off.
 	MaxLatencyRatio float64
 	LatencySlack    time.Duration
+	// FailureLimit: checks in a row that must find gray worse before it is
+	// rolled back (1: the first); a difference beyond doubt rolls back at
+	// once whatever the limit.
+	FailureLimit int
 }
+
+// The levels of evidence. A check finds gray worse when one of its three
+// tests (errors, the calls' body, the tail) gives a p-value below
+// pWorse/3 (Bonferroni: 1 % for the three together); FailureLimit such
+// checks in a row roll back. Below pBeyondDoubt/3 one check is enough.
+const (
+	pWorse       = 0.01
+	pBeyondDoubt = 0.001
+	// tailQuantile and minTailShare: the tail test asks whether more gray
+	// calls than prod's exceed the allowance over prod's p99 (prod's share
+	// taken as at least minTailShare: a share read off a histogram of
+	// prod's calls is never known to be 0).
+	tailQuantile = 0.99
+	minTailShare = 0.001
+)
 
 // verdict is the judge's answer.
 type verdict int
 
 const (
 	verdictWait      verdict = iota // too little traffic to judge
-	verdictHealthy                  // gray is not worse than prod beyond the thresholds
+	verdictHealthy                  // no evidence that gray is worse than the thresholds allow
+	verdictWorse                    // evidence that gray is worse, not yet FailureLimit checks in a row
 	verdictUnhealthy                // gray is worse: roll back
 )
 
@@ -50,6 +98,8 @@ func (v verdict) String() string {
 	switch v {
 	case verdictHealthy:
 		return "healthy"
+	case verdictWorse:
+		return "worse"
 	case verdictUnhealthy:
 		return "unhealthy"
 	default:
@@ -57,13 +107,47 @@ func (v verdict) String() string {
 	}
 }
 
-// judge compares gray with prod. Without enough gray calls it waits.
-// Without enough prod calls to compare with (the canary at 100 %, or a
-// quiet service) gray is held to prod's ideal: an error ratio of at most
-// MaxErrorIncrease, and no latency bound. NaN and negative counts (a
-// counter reset, garbage from the server) count as no calls; a gray
-// failed-call count that is not a finite, non-negative number says nothing
-// of gray's errors, so the judge waits rather than take it as none.
+// stepJudge judges the checks of one step, counting the checks in a row
+// that found gray worse. The zero stepJudge is not usable: see newStepJudge.
+type stepJudge struct {
+	th     thresholds
+	streak int
+}
+
+func newStepJudge(th thresholds) *stepJudge {
+	if th.FailureLimit < 1 {
+		th.FailureLimit = 1
+	}
+	return &stepJudge{th: th}
+}
+
+// check judges one poll's samples (each from the step's start).
+func (j *stepJudge) check(gray, prod sample) (verdict, string) {
+	v, why := judge(gray, prod, j.th)
+	switch v {
+	case verdictWorse:
+		j.streak++
+		if j.streak >= j.th.FailureLimit {
+			return verdictUnhealthy, why
+		}
+		return verdictWorse, fmt.Sprintf("%s (check %d of %d in a row before a rollback)", why, j.streak, j.th.FailureLimit)
+	case verdictUnhealthy:
+		j.streak++
+	default:
+		j.streak = 0
+	}
+	return v, why
+}
+
+// judge compares gray with prod in one check: verdictUnhealthy for a
+// difference beyond doubt, verdictWorse for evidence, verdictHealthy for
+// none, verdictWait without enough gray calls. Without enough prod calls
+// to compare with (the canary at 100 %, or a quiet service) gray is held
+// to prod's ideal: no errors beyond MaxErrorIncrease, and no latency
+// bound. NaN and negative counts (a counter reset, garbage from the
+// server) count as no calls; a gray failed-call count that is not a
+// finite, non-negative number says nothing of gray's errors, so the judge
+// waits rather than take it as none.
 func judge(gray, prod sample, th thresholds) (verdict, string) {
 	grayErrs := gray.Errors
 	clean := func(s sample) sample {
@@ -78,34 +162,58 @@ func judge(gray, prod sample, th thresholds) (verdict, string) {
 	}
 	gray, prod = clean(gray), clean(prod)
 	if gray.Requests < th.MinRequests || gray.Requests == 0 {
-		return verdictWait, fmt.Sprintf("gray completed %.0f calls in the window, at least %.0f needed to judge", gray.Requests, th.MinRequests)
+		return verdictWait, fmt.Sprintf("gray completed %.0f calls in the step, at least %.0f needed to judge", gray.Requests, th.MinRequests)
 	}
 	if !(grayErrs >= 0) || math.IsInf(grayErrs, 0) {
-		return verdictWait, fmt.Sprintf("gray's failed-call count in the window is %v, not a number of calls: no verdict on it", grayErrs)
+		return verdictWait, fmt.Sprintf("gray's failed-call count in the step is %v, not a number of calls: no verdict on it", grayErrs)
 	}
 	prodBase := prod.Requests >= th.MinRequests && prod.Requests > 0
-	baseRatio := 0.0
-	if prodBase {
-		baseRatio = prod.ErrorRatio()
-	}
-	gr := gray.ErrorRatio()
-	if gr > baseRatio+th.MaxErrorIncrease {
-		return verdictUnhealthy, fmt.Sprintf("gray error ratio %.2f%% (%.0f of %.0f calls) exceeds prod's %.2f%%%s by more than %.2f points",
-			gr*100, gray.Errors, gray.Requests, baseRatio*100, baseNote(prodBase, prod), th.MaxErrorIncrease*100)
-	}
-	latency := ""
-	if prodBase && validLatency(prod.P99) && validLatency(gray.P99) && th.MaxLatencyRatio > 0 {
-		bound := prod.P99*th.MaxLatencyRatio + th.LatencySlack.Seconds()
-		if gray.P99 > bound {
-			return verdictUnhealthy, fmt.Sprintf("gray p99 latency %s exceeds %s (prod's p99 %s × %g + %s)",
-				secs(gray.P99), secs(bound), secs(prod.P99), th.MaxLatencyRatio, th.LatencySlack)
+	worst, why := 1.0, ""
+	note := func(p float64, text string) {
+		if p < worst {
+			worst, why = p, text
 		}
-		latency = fmt.Sprintf(", p99 %s vs prod's %s", secs(gray.P99), secs(prod.P99))
-	} else {
-		latency = ", latency not compared (no p99 for both kinds)"
 	}
-	return verdictHealthy, fmt.Sprintf("gray error ratio %.2f%% over %.0f calls vs prod's %.2f%%%s%s",
-		gr*100, gray.Requests, baseRatio*100, baseNote(prodBase, prod), latency)
+
+	np, pe := 0.0, 0.0
+	if prodBase {
+		np, pe = prod.Requests, prod.Errors
+	}
+	pErr := moreErrorsTest(gray.Errors, gray.Requests, pe, np, th.MaxErrorIncrease)
+	errText := fmt.Sprintf("gray error ratio %.2f%% (%.0f of %.0f calls) vs prod's %.2f%%%s, allowed %.2f points more (p = %s)",
+		gray.ErrorRatio()*100, gray.Errors, gray.Requests, ratioOf(prodBase, prod)*100, baseNote(prodBase, prod), th.MaxErrorIncrease*100, pText(pErr))
+	note(pErr, errText)
+
+	latency := ", latency not compared (no histogram for both kinds)"
+	gs, ps := spans(gray.Buckets), spans(prod.Buckets)
+	if prodBase && gs != nil && ps != nil && th.MaxLatencyRatio > 0 {
+		slack := th.LatencySlack.Seconds()
+		theta, pBody := slowerTest(gs, ps, th.MaxLatencyRatio, slack)
+		note(pBody, fmt.Sprintf("gray's calls are slower than prod's × %g + %s: a gray call outlasts one of prod's so stretched %.0f%% of the time (p = %s; median %s vs prod's %s)",
+			th.MaxLatencyRatio, th.LatencySlack, theta*100, pText(pBody), secs(quantile(gs, 0.5)), secs(quantile(ps, 0.5))))
+		bound := quantile(ps, tailQuantile)*th.MaxLatencyRatio + slack
+		slow, usual := above(gs, bound), countOf(gs)*math.Max(above(ps, bound)/countOf(ps), minTailShare)
+		pTail := poissonTail(slow, usual)
+		note(pTail, fmt.Sprintf("%.0f of gray's %.0f calls took longer than %s (prod's p99 %s × %g + %s), where %.1f would be as many as prod's (p = %s)",
+			slow, countOf(gs), secs(bound), secs(quantile(ps, tailQuantile)), th.MaxLatencyRatio, th.LatencySlack, usual, pText(pTail)))
+		latency = fmt.Sprintf(", median %s vs prod's %s, p99 %s vs %s", secs(quantile(gs, 0.5)), secs(quantile(ps, 0.5)),
+			secs(quantile(gs, 0.99)), secs(quantile(ps, 0.99)))
+	}
+	switch {
+	case worst < pBeyondDoubt/3:
+		return verdictUnhealthy, why
+	case worst < pWorse/3:
+		return verdictWorse, why
+	}
+	return verdictHealthy, fmt.Sprintf("no evidence gray is worse: error ratio %.2f%% over %.0f calls vs prod's %.2f%%%s%s",
+		gray.ErrorRatio()*100, gray.Requests, ratioOf(prodBase, prod)*100, baseNote(prodBase, prod), latency)
+}
+
+func ratioOf(prodBase bool, prod sample) float64 {
+	if prodBase {
+		return prod.ErrorRatio()
+	}
+	return 0
 }
 
 func baseNote(prodBase bool, prod sample) string {
@@ -115,8 +223,19 @@ func baseNote(prodBase bool, prod sample) string {
 	return fmt.Sprintf(" (taken as 0: prod completed only %.0f calls)", prod.Requests)
 }
 
+// pText writes a p-value for a person: small ones as an upper bound.
+func pText(p float64) string {
+	if p < 1e-6 {
+		return "< 0.000001"
+	}
+	return fmt.Sprintf("%.2g", p)
+}
+
 func validLatency(s float64) bool { return s >= 0 && !math.IsInf(s, 0) && !math.IsNaN(s) }
 
 func secs(s float64) string {
+	if !validLatency(s) {
+		return "unknown"
+	}
 	return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -37,11 +36,34 @@ type prometheus struct {
 // errPromUnreachable: Prometheus did not answer (or not with data).
 var errPromUnreachable = errors.New("prometheus unreachable")
 
+// series is one element of an instant vector.
+type series struct {
+	labels map[string]string
+	value  float64
+}
+
 // query runs an instant query and returns the vector's values by the
-// label byLabel. Garbage, an error status, a non-vector answer or more
-// series than can be meant fail; NaN values are kept (the judge treats
-// them as no data).
+// label byLabel. Garbage, an error status, a non-vector answer, more
+// series than can be meant or two series with one value of byLabel fail;
+// NaN values are kept (the judge treats them as no data).
 func (p *prometheus) query(ctx context.Context, q, byLabel string) (map[string]float64, error) {
+	vec, err := p.vector(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, r := range vec {
+		k := r.labels[byLabel]
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("%w: query %s: two series for %s=%q", errPromUnreachable, q, byLabel, k)
+		}
+		out[k] = r.value
+	}
+	return out, nil
+}
+
+// vector runs an instant query and returns its vector (see query).
+func (p *prometheus) vector(ctx context.Context, q string) ([]series, error) {
 	u := p.base + "/api/v1/query?" + url.Values{"query": {q}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -83,7 +105,7 @@ func (p *prometheus) query(ctx context.Context, q, byLabel string) (map[string]f
 	if len(ans.Data.Result) > maxPromVectors {
 		return nil, fmt.Errorf("%w: query %s: %d series", errPromUnreachable, q, len(ans.Data.Result))
 	}
-	out := map[string]float64{}
+	out := make([]series, 0, len(ans.Data.Result))
 	for _, r := range ans.Data.Result {
 		if len(r.Value) != 2 {
 			return nil, fmt.Errorf("%w: query %s: a sample is not [time, value]", errPromUnreachable, q)
@@ -96,29 +118,27 @@ func (p *prometheus) query(ctx context.Context, q, byLabel string) (map[string]f
 		if err != nil {
 			return nil, fmt.Errorf("%w: query %s: sample value %q", errPromUnreachable, q, firstLine(s, 40))
 		}
-		k := r.Metric[byLabel]
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("%w: query %s: two series for %s=%q", errPromUnreachable, q, byLabel, k)
-		}
-		out[k] = v
+		out = append(out, series{labels: r.Metric, value: v})
 	}
 	return out, nil
 }
 
 // promQueries are the three queries of a comparison.
 type promQueries struct {
-	requests, errors, p99 string
+	requests, errors, buckets string
 }
 
-// queriesFor builds the queries for service over window: calls and failed
-// calls by kind (increase of the histogram's count), and the p99 by kind.
+// queriesFor builds the queries for service over window, the time since
+// the step's write: calls and failed calls by kind (increase of the
+// histogram's count), and the histogram's buckets by kind (increase of
+// each bucket's count).
 func queriesFor(metric, service string, window time.Duration) promQueries {
 	sel := labelService + "=" + promString(service)
 	w := "[" + promDuration(window) + "]"
 	return promQueries{
 		requests: "sum by (" + labelKind + ") (increase(" + metric + "_count{" + sel + "}" + w + "))",
 		errors:   "sum by (" + labelKind + ") (increase(" + metric + "_count{" + sel + "," + labelOutcome + "=" + promString(outcomeError) + "}" + w + "))",
-		p99:      "histogram_quantile(0.99, sum by (" + labelKind + ", le) (rate(" + metric + "_bucket{" + sel + "}" + w + ")))",
+		buckets:  "sum by (" + labelKind + ", le) (increase(" + metric + "_bucket{" + sel + "}" + w + "))",
 	}
 }
 
@@ -153,6 +173,9 @@ func promDuration(d time.Duration) string {
 	return strconv.FormatInt(ms, 10) + "ms"
 }
 
+// maxBuckets bounds a histogram's buckets per kind.
+const maxBuckets = 200
+
 // compare reads both kinds' samples for service.
 func (p *prometheus) compare(ctx context.Context, q promQueries) (gray, prod sample, err error) {
 	req, err := p.query(ctx, q.requests, labelKind)
@@ -163,17 +186,29 @@ func (p *prometheus) compare(ctx context.Context, q promQueries) (gray, prod sam
 	if err != nil {
 		return gray, prod, err
 	}
-	p99, err := p.query(ctx, q.p99, labelKind)
+	vec, err := p.vector(ctx, q.buckets)
 	if err != nil {
 		return gray, prod, err
 	}
-	get := func(m map[string]float64, k string, missing float64) float64 {
-		if v, ok := m[k]; ok {
-			return v
+	buckets := map[string][]bucket{}
+	seen := map[[2]string]bool{}
+	for _, r := range vec {
+		kind, le := r.labels[labelKind], r.labels["le"]
+		bound, perr := strconv.ParseFloat(le, 64)
+		if perr != nil {
+			return gray, prod, fmt.Errorf("%w: query %s: bucket bound le=%q", errPromUnreachable, q.buckets, firstLine(le, 40))
 		}
-		return missing
+		if seen[[2]string{kind, le}] {
+			return gray, prod, fmt.Errorf("%w: query %s: two series for %s=%q, le=%q", errPromUnreachable, q.buckets, labelKind, kind, le)
+		}
+		seen[[2]string{kind, le}] = true
+		if len(buckets[kind]) >= maxBuckets {
+			return gray, prod, fmt.Errorf("%w: query %s: more than %d buckets", errPromUnreachable, q.buckets, maxBuckets)
+		}
+		buckets[kind] = append(buckets[kind], bucket{Le: bound, Count: r.value})
 	}
-	gray = sample{Requests: get(req, "gray", 0), Errors: get(errs, "gray", 0), P99: get(p99, "gray", math.NaN())}
-	prod = sample{Requests: get(req, "prod", 0), Errors: get(errs, "prod", 0), P99: get(p99, "prod", math.NaN())}
+	get := func(m map[string]float64, k string) float64 { return m[k] }
+	gray = sample{Requests: get(req, "gray"), Errors: get(errs, "gray"), Buckets: buckets["gray"]}
+	prod = sample{Requests: get(req, "prod"), Errors: get(errs, "prod"), Buckets: buckets["prod"]}
 	return gray, prod, nil
 }

@@ -15,12 +15,16 @@ import (
 )
 
 const rolloutLong = `Steps canaryPercent through --steps, one step every --interval. Between steps it compares
-the gray kind with prod for --service as the callers see them: the error ratio and the p99 call
-duration of the callers' graylb metrics (otelgraylb's graylb.client.call.duration histogram,
-graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP API.
+the gray kind with prod for --service as the callers see them, on the calls made since the step's
+write: the error ratios and the call durations of the callers' graylb metrics (otelgraylb's
+graylb.client.call.duration histogram, graylb_client_call_duration_seconds in Prometheus), read
+from Prometheus' HTTP API. Each check tests for a difference beyond the thresholds (errors: a
+test for two proportions; durations: a rank test over the histograms and a test of the tail);
+a check finds gray worse at 1 % significance (docs/operations.md).
 
   - gray worse than prod beyond the thresholds (once gray completed --min-requests calls in the
-    --window): it rolls back by itself (closed: true) and exits 3 with the evidence;
+    step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one: it rolls back by
+    itself (closed: true) and exits 3 with the evidence;
   - healthy at the last step: it prints the next step (promote) and exits 0;
   - Prometheus unreachable or too little traffic: it waits and says so, never advances blind;
     after --max-wait past a step's interval without a verdict it exits 4, the rules left as
@@ -41,6 +45,7 @@ type rolloutFlags struct {
 	maxErrorIncrease float64
 	maxLatencyRatio  float64
 	latencySlack     time.Duration
+	failureLimit     int
 }
 
 func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -51,15 +56,16 @@ func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.service, "service", "", "the service released (its callers' metrics are compared); required")
 	fs.StringVar(&f.steps, "steps", "1,5,25,50,100", "canary percentages, increasing, comma-separated")
 	fs.DurationVar(&f.interval, "interval", 5*time.Minute, "time at each step before it is judged")
-	fs.DurationVar(&f.window, "window", 0, "the window the metrics are compared over (default: --interval)")
+	fs.DurationVar(&f.window, "window", 0, "how far back a step's metrics reach at most; a step is judged on its own calls, from its write (default: --interval)")
 	fs.DurationVar(&f.poll, "poll", 15*time.Second, "how often Prometheus is read (and progress printed) during a step")
 	fs.DurationVar(&f.maxWait, "max-wait", 10*time.Minute, "how long past a step's interval to wait for enough traffic or for Prometheus before giving up")
 	fs.StringVar(&f.prometheus, "prometheus", promDefault, "Prometheus base URL [$"+envPrometheus+"]")
 	fs.StringVar(&f.metric, "metric", defaultMetric, "the call-duration histogram's Prometheus name")
 	fs.Float64Var(&f.minRequests, "min-requests", 100, "calls gray (and prod, to compare with) must complete in the window before it is judged")
 	fs.Float64Var(&f.maxErrorIncrease, "max-error-increase", 0.01, "how far gray's error ratio may exceed prod's (0.01: one percentage point)")
-	fs.Float64Var(&f.maxLatencyRatio, "max-latency-ratio", 1.5, "gray's p99 may be at most this times prod's p99 (plus --latency-slack); 0 disables")
-	fs.DurationVar(&f.latencySlack, "latency-slack", 10*time.Millisecond, "absolute allowance added to the p99 bound")
+	fs.Float64Var(&f.maxLatencyRatio, "max-latency-ratio", 1.5, "gray's calls may take up to this times prod's (plus --latency-slack); 0 disables")
+	fs.DurationVar(&f.latencySlack, "latency-slack", 10*time.Millisecond, "absolute allowance added to the latency bound")
+	fs.IntVar(&f.failureLimit, "failure-limit", 2, "checks in a row that must find gray worse before it is rolled back (a difference beyond doubt rolls back at once)")
 }
 
 // parseSteps parses --steps: increasing valid canary percentages.
@@ -106,6 +112,9 @@ func (f *rolloutFlags) check() error {
 	}
 	if f.window < time.Second || f.maxWait < 0 || f.latencySlack < 0 {
 		return errors.New("--window must be at least 1s; --max-wait and --latency-slack not negative")
+	}
+	if f.failureLimit < 1 {
+		return errors.New("--failure-limit must be at least 1")
 	}
 	if !(f.minRequests >= 1) || !(f.maxErrorIncrease >= 0 && f.maxErrorIncrease <= 1) || !(f.maxLatencyRatio >= 0) {
 		return errors.New("--min-requests must be at least 1, --max-error-increase within 0-1, --max-latency-ratio not negative")
@@ -161,7 +170,7 @@ func runRollout(ctx context.Context, g *globals, e env, f *rolloutFlags) int {
 	r := &rollout{g: g, e: e, f: f, st: st, steps: steps,
 		prom: &prometheus{base: f.prometheus, client: &pc},
 		th: thresholds{MinRequests: f.minRequests, MaxErrorIncrease: f.maxErrorIncrease,
-			MaxLatencyRatio: f.maxLatencyRatio, LatencySlack: f.latencySlack},
+			MaxLatencyRatio: f.maxLatencyRatio, LatencySlack: f.latencySlack, FailureLimit: f.failureLimit},
 		res: rolloutResult{Service: f.service, Steps: []stepReport{}}}
 	code := r.run(ctx)
 	if g.output == "json" {
@@ -207,7 +216,6 @@ func (r *rollout) run(ctx context.Context) int {
 		r.res.Outcome, r.res.Message = "failed", "rollout not started: "+err.Error()
 		return exitFailed
 	}
-	q := queriesFor(r.f.metric, r.f.service, r.f.window)
 	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus)
 	for i, p := range r.steps {
 		_, err := modify(ctx, r.st, false, raiseCanary(p))
@@ -234,6 +242,7 @@ func (r *rollout) run(ctx context.Context) int {
 		r.logf("step %d/%d: canary %v%% set", i+1, len(r.steps), p)
 		start := time.Now()
 		step := stepReport{Canary: p}
+		sj := newStepJudge(r.th)
 		for {
 			select {
 			case <-ctx.Done():
@@ -255,7 +264,7 @@ func (r *rollout) run(ctx context.Context) int {
 					i+1, p, routingOffNote, r.st.describe())
 				return exitFailed
 			}
-			gray, prod, err := r.prom.compare(ctx, q)
+			gray, prod, err := r.prom.compare(ctx, queriesFor(r.f.metric, r.f.service, stepWindow(elapsed, r.f.window)))
 			var v verdict
 			var why string
 			if err != nil {
@@ -264,7 +273,7 @@ func (r *rollout) run(ctx context.Context) int {
 				}
 				v, why = verdictWait, err.Error()
 			} else {
-				v, why = judge(gray, prod, r.th)
+				v, why = sj.check(gray, prod)
 				step.Gray, step.Prod = &gray, &prod
 			}
 			step.Verdict, step.Reason = v.String(), why
@@ -301,6 +310,16 @@ func (r *rollout) run(ctx context.Context) int {
 		r.res.Next = "continue: graylb rollout --steps " + strconv.FormatFloat(last, 'f', -1, 64) + ",...,100, or promote"
 	}
 	return exitOK
+}
+
+// stepWindow is the window a step's check reads: the time since the
+// step's write, at most max, at least a second.
+func stepWindow(elapsed, max time.Duration) time.Duration {
+	w := min(elapsed, max)
+	if w < time.Second {
+		w = time.Second
+	}
+	return w
 }
 
 // errClosedByOthers: a step's write found the rules closed.

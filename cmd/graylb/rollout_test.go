@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,30 +19,36 @@ import (
 func TestJudge(t *testing.T) {
 	th := thresholds{MinRequests: 100, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond}
 	nan := math.NaN()
+	fast := func(n int) []bucket {
+		return histOf(n, func(i int) float64 { return 0.020 + 0.020*float64(i%100)/100 })
+	}
+	slow := func(n int) []bucket {
+		return histOf(n, func(i int) float64 { return 3 * (0.020 + 0.020*float64(i%100)/100) })
+	}
 	for _, tc := range []struct {
 		name       string
 		gray, prod sample
 		want       verdict
 		reason     string
 	}{
-		{"too few gray calls", sample{99, 50, 0.01}, sample{1000, 0, 0.01}, verdictWait, "at least 100"},
-		{"no gray calls", sample{0, 0, nan}, sample{1000, 0, 0.01}, verdictWait, "0 calls"},
-		{"NaN gray calls", sample{nan, nan, nan}, sample{1000, 0, 0.01}, verdictWait, "0 calls"},
-		{"Inf gray calls", sample{math.Inf(1), 5, 0.01}, sample{1000, 0, 0.01}, verdictWait, "0 calls"},
-		{"negative gray calls", sample{-500, 0, 0.01}, sample{1000, 0, 0.01}, verdictWait, ""},
-		{"equal", sample{200, 2, 0.02}, sample{2000, 20, 0.02}, verdictHealthy, "p99"},
-		{"20% errors", sample{200, 40, 0.02}, sample{2000, 2, 0.02}, verdictUnhealthy, "20.00%"},
-		{"within the increase", sample{1000, 19, 0.02}, sample{1000, 10, 0.02}, verdictHealthy, ""},
-		{"just beyond the increase", sample{1000, 21, 0.02}, sample{1000, 10, 0.02}, verdictUnhealthy, "exceeds prod's 1.00%"},
-		{"prod fails as much", sample{1000, 200, 0.02}, sample{1000, 200, 0.02}, verdictHealthy, ""},
-		{"errors above calls", sample{100, 1e9, 0.02}, sample{1000, 0, 0.02}, verdictUnhealthy, "100 of 100"},
-		{"slow gray", sample{200, 0, 0.5}, sample{2000, 0, 0.1}, verdictUnhealthy, "p99 latency 500ms"},
-		{"slow within slack", sample{200, 0, 0.008}, sample{2000, 0, 0.001}, verdictHealthy, ""},
-		{"prod p99 NaN", sample{200, 0, 5}, sample{2000, 0, nan}, verdictHealthy, "latency not compared"},
-		{"gray p99 +Inf", sample{200, 0, math.Inf(1)}, sample{2000, 0, 0.1}, verdictHealthy, "latency not compared"},
-		{"no prod to compare: clean gray", sample{500, 2, 0.02}, sample{3, 0, 0.01}, verdictHealthy, "taken as 0"},
-		{"no prod to compare: failing gray", sample{500, 100, 0.02}, sample{0, 0, nan}, verdictUnhealthy, "taken as 0"},
-		{"no prod to compare: latency unjudged", sample{500, 0, 9}, sample{0, 0, nan}, verdictHealthy, "latency not compared"},
+		{"too few gray calls", sample{99, 50, nil}, sample{1000, 0, nil}, verdictWait, "at least 100"},
+		{"no gray calls", sample{0, 0, nil}, sample{1000, 0, nil}, verdictWait, "0 calls"},
+		{"NaN gray calls", sample{nan, nan, nil}, sample{1000, 0, nil}, verdictWait, "0 calls"},
+		{"Inf gray calls", sample{math.Inf(1), 5, nil}, sample{1000, 0, nil}, verdictWait, "0 calls"},
+		{"negative gray calls", sample{-500, 0, nil}, sample{1000, 0, nil}, verdictWait, ""},
+		{"equal", sample{200, 2, fast(200)}, sample{2000, 20, fast(2000)}, verdictHealthy, "no evidence"},
+		{"20% errors", sample{200, 40, fast(200)}, sample{2000, 2, fast(2000)}, verdictUnhealthy, "20.00%"},
+		{"within the increase", sample{1000, 19, nil}, sample{1000, 10, nil}, verdictHealthy, ""},
+		{"a point beyond the increase, not yet beyond chance", sample{1000, 21, nil}, sample{1000, 10, nil}, verdictHealthy, ""},
+		{"ten points beyond the increase", sample{1000, 120, nil}, sample{1000, 10, nil}, verdictUnhealthy, "12.00%"},
+		{"prod fails as much", sample{1000, 200, nil}, sample{1000, 200, nil}, verdictHealthy, ""},
+		{"errors above calls", sample{100, 1e9, nil}, sample{1000, 0, nil}, verdictUnhealthy, "100 of 100"},
+		{"three times slower", sample{200, 0, slow(200)}, sample{2000, 0, fast(2000)}, verdictUnhealthy, "gray"},
+		{"slow within slack", sample{200, 0, histOf(200, func(int) float64 { return 0.008 })}, sample{2000, 0, histOf(2000, func(int) float64 { return 0.001 })}, verdictHealthy, ""},
+		{"no prod histogram", sample{200, 0, slow(200)}, sample{2000, 0, nil}, verdictHealthy, "latency not compared"},
+		{"no prod to compare: clean gray", sample{500, 2, fast(500)}, sample{3, 0, nil}, verdictHealthy, "taken as 0"},
+		{"no prod to compare: failing gray", sample{500, 100, nil}, sample{0, 0, nil}, verdictUnhealthy, "taken as 0"},
+		{"no prod to compare: latency unjudged", sample{500, 0, slow(500)}, sample{0, 0, nil}, verdictHealthy, "latency not compared"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, why := judge(tc.gray, tc.prod, th)
@@ -53,45 +60,100 @@ func TestJudge(t *testing.T) {
 	t.Run("latency check off", func(t *testing.T) {
 		off := th
 		off.MaxLatencyRatio = 0
-		if v, why := judge(sample{200, 0, 9}, sample{2000, 0, 0.1}, off); v != verdictHealthy {
+		if v, why := judge(sample{200, 0, slow(200)}, sample{2000, 0, fast(2000)}, off); v != verdictHealthy {
 			t.Fatalf("%v %s", v, why)
 		}
 	})
+	t.Run("a tail three times longer, with calls enough to see it", func(t *testing.T) {
+		tail := func(n int, k float64) []bucket {
+			return histOf(n, func(i int) float64 {
+				if i%100 == 99 {
+					return k * 0.040
+				}
+				return 0.020 + 0.020*float64(i%100)/100
+			})
+		}
+		v, why := judge(sample{5000, 0, tail(5000, 3)}, sample{20000, 0, tail(20000, 1)}, th)
+		if v != verdictUnhealthy || !strings.Contains(why, "took longer than") {
+			t.Fatalf("judge = %v %q, want the tail found", v, why)
+		}
+	})
+}
+
+// histOf is the cumulative histogram, over otelgraylb's buckets, of n calls
+// the i-th of which took at(i) seconds.
+func histOf(n int, at func(i int) float64) []bucket {
+	bounds := []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, math.Inf(1)}
+	out := make([]bucket, len(bounds))
+	for k, b := range bounds {
+		out[k].Le = b
+	}
+	for i := 0; i < n; i++ {
+		d := at(i)
+		for k := range out {
+			if d <= out[k].Le {
+				out[k].Count++
+			}
+		}
+	}
+	return out
+}
+
+func TestStepJudgeNeedsChecksInARow(t *testing.T) {
+	th := thresholds{MinRequests: 100, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond, FailureLimit: 2}
+	j := newStepJudge(th)
+	worse := sample{Requests: 300, Errors: 14} // 4.7 %: evidence at 1 %, not beyond doubt
+	prod := sample{Requests: 3000, Errors: 15}
+	if v, why := judge(worse, prod, th); v != verdictWorse {
+		t.Fatalf("the fixture is %v (%s), want worse", v, why)
+	}
+	if v, _ := j.check(worse, prod); v != verdictWorse {
+		t.Fatalf("first check %v, want worse", v)
+	}
+	if v, _ := j.check(sample{Requests: 300, Errors: 3}, prod); v != verdictHealthy {
+		t.Fatalf("a clean check %v, want healthy", v)
+	}
+	if v, _ := j.check(worse, prod); v != verdictWorse {
+		t.Fatalf("a worse check after a clean one %v, want worse (the streak starts over)", v)
+	}
+	if v, why := j.check(worse, prod); v != verdictUnhealthy {
+		t.Fatalf("second worse check in a row %v (%s), want unhealthy", v, why)
+	}
 }
 
 // Property: more gray errors never turn an unhealthy verdict healthy.
 func TestJudgeMonotonic(t *testing.T) {
 	th := thresholds{MinRequests: 10, MaxErrorIncrease: 0.02, MaxLatencyRatio: 2}
 	for errs := 0.0; errs < 200; errs++ {
-		v1, _ := judge(sample{200, errs, 0.01}, sample{500, 5, 0.01}, th)
-		v2, _ := judge(sample{200, errs + 1, 0.01}, sample{500, 5, 0.01}, th)
-		if v1 == verdictUnhealthy && v2 != verdictUnhealthy {
-			t.Fatalf("%v errors unhealthy, %v errors %v", errs, errs+1, v2)
+		v1, _ := judge(sample{200, errs, nil}, sample{500, 5, nil}, th)
+		v2, _ := judge(sample{200, errs + 1, nil}, sample{500, 5, nil}, th)
+		if v1 > v2 {
+			t.Fatalf("%v errors %v, %v errors %v", errs, v1, errs+1, v2)
 		}
 	}
 }
 
 func Example_judge() {
 	th := thresholds{MinRequests: 100, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond}
-	prod := sample{Requests: 5000, Errors: 5, P99: 0.020}
-	fmt.Println(judge(sample{Requests: 40, Errors: 8, P99: 0.02}, prod, th))
-	fmt.Println(judge(sample{Requests: 400, Errors: 80, P99: 0.02}, prod, th))
-	fmt.Println(judge(sample{Requests: 400, Errors: 1, P99: 0.025}, prod, th))
+	prod := sample{Requests: 5000, Errors: 5}
+	fmt.Println(judge(sample{Requests: 40, Errors: 8}, prod, th))
+	fmt.Println(judge(sample{Requests: 400, Errors: 80}, prod, th))
+	fmt.Println(judge(sample{Requests: 400, Errors: 1}, prod, th))
 	// Output:
-	// wait gray completed 40 calls in the window, at least 100 needed to judge
-	// unhealthy gray error ratio 20.00% (80 of 400 calls) exceeds prod's 0.10% (5000 calls) by more than 1.00 points
-	// healthy gray error ratio 0.25% over 400 calls vs prod's 0.10% (5000 calls), p99 25ms vs prod's 20ms
+	// wait gray completed 40 calls in the step, at least 100 needed to judge
+	// unhealthy gray error ratio 20.00% (80 of 400 calls) vs prod's 0.10% (5000 calls), allowed 1.00 points more (p = < 0.000001)
+	// healthy no evidence gray is worse: error ratio 0.25% over 400 calls vs prod's 0.10% (5000 calls), latency not compared (no histogram for both kinds)
 }
 
 func Example_queriesFor() {
 	q := queriesFor(defaultMetric, "user-service", 5*time.Minute)
 	fmt.Println(q.requests)
 	fmt.Println(q.errors)
-	fmt.Println(q.p99)
+	fmt.Println(q.buckets)
 	// Output:
 	// sum by (graylb_kind) (increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
 	// sum by (graylb_kind) (increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
-	// histogram_quantile(0.99, sum by (graylb_kind, le) (rate(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s])))
+	// sum by (graylb_kind, le) (increase(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s]))
 }
 
 func Example_diffDocs() {
@@ -145,13 +207,24 @@ func vector(pairs ...any) string {
 	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(parts, ",") + `]}}`
 }
 
+// bucketVector is Prometheus' answer to the buckets query.
+func bucketVector(gray, prod []bucket) string {
+	var parts []string
+	for kind, bs := range map[string][]bucket{"gray": gray, "prod": prod} {
+		for _, b := range bs {
+			parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_kind":%q,"le":%q},"value":[1700000000.1,"%g"]}`, kind, strconv.FormatFloat(b.Le, 'g', -1, 64), b.Count))
+		}
+	}
+	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(parts, ",") + `]}}`
+}
+
 func TestPromHostileAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
 		want       string // in the error; "" = no error
 	}{
 		{"empty vector", vector(), ""},
-		{"NaN", vector("gray", "NaN", "prod", "+Inf"), ""},
+		{"NaN", vector("gray", "NaN", "prod", "+Inf"), "bucket bound"},
 		{"garbage", "<html>oops", "no query result"},
 		{"empty", "", "no query result"},
 		{"error status", `{"status":"error","errorType":"bad_data","error":"parse error"}`, "bad_data"},
@@ -187,8 +260,8 @@ func TestPromHostileAnswers(t *testing.T) {
 func promTraffic(t testing.TB, grayCalls, grayErrRatio, prodCalls, prodErrRatio float64) *httptest.Server {
 	return fakeProm(t, func(q string) string {
 		switch {
-		case strings.Contains(q, "histogram_quantile"):
-			return vector("gray", "0.02", "prod", "0.02")
+		case strings.Contains(q, "_bucket"):
+			return bucketVector(histOf(int(grayCalls), func(int) float64 { return 0.02 }), histOf(int(prodCalls), func(int) float64 { return 0.02 }))
 		case strings.Contains(q, `outcome="error"`):
 			return vector("gray", fmt.Sprint(grayCalls*grayErrRatio), "prod", fmt.Sprint(prodCalls*prodErrRatio))
 		default:
@@ -348,9 +421,9 @@ func TestRolloutStopsWhenClosedByOthers(t *testing.T) {
 // rather than take it as no error and advance blind.
 func TestJudgeWaitsOnErrorsNotANumber(t *testing.T) {
 	th := thresholds{MinRequests: 100, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond}
-	prod := sample{2000, 2, 0.02}
+	prod := sample{2000, 2, nil}
 	for _, errs := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), -40} {
-		if v, why := judge(sample{200, errs, 0.02}, prod, th); v != verdictWait {
+		if v, why := judge(sample{200, errs, nil}, prod, th); v != verdictWait {
 			t.Errorf("gray errors %v: judge = %v %q, want wait", errs, v, why)
 		}
 	}

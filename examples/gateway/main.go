@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/debugpage"
 	"github.com/graylb/graylb/httpctx"
 	"github.com/graylb/graylb/otelgraylb"
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,8 +124,8 @@ var routes = map[string]string{
 type demo struct {
 	url     string // the gateway's http://host:port
 	lb      *graylb.LoadBalancer
-	picks   *graylb.PickCounters // the gateway's picks, for the debug page
-	metrics http.Handler         // the gateway's /metrics
+	picks   *debugpage.PickCounters // the gateway's picks, for the debug page
+	metrics http.Handler            // the gateway's /metrics
 	closers []func()
 }
 
@@ -189,8 +190,8 @@ func start(c config, h *hooks) (_ *demo, err error) {
 	}
 
 	// The gateway. Its picks are counted twice: for the debug page and for
-	// OpenTelemetry, exported at /metrics (graylb.Observers feeds both).
-	d.picks = graylb.NewPickCounters()
+	// OpenTelemetry, exported at /metrics (graylb.WithObserver feeds both).
+	d.picks = debugpage.NewPickCounters()
 	promReg := prometheus.NewRegistry() // the example's own, not the process-wide default
 	exp, err := otelprom.New(otelprom.WithRegisterer(promReg))
 	if err != nil {
@@ -204,7 +205,7 @@ func start(c config, h *hooks) (_ *demo, err error) {
 	}
 	d.metrics = promhttp.HandlerFor(promReg, promhttp.HandlerOpts{})
 	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{GrayUsers: []string{"alice"}, CanaryPercent: c.canary}),
-		graylb.WithObserver(graylb.Observers(d.picks.Observe, otelPicks)))
+		graylb.WithObserver(d.picks.Observe, otelPicks))
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +259,7 @@ func gateway(d *demo) http.Handler {
 		},
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/debug/graylb", trustedOnly(graylb.DebugHandler(lb, graylb.WithPickCounters(d.picks))))
+	mux.Handle("/debug/graylb", trustedOnly(debugpage.Handler(lb, debugpage.WithPickCounters(d.picks))))
 	mux.Handle("/metrics", trustedOnly(d.metrics))
 	for p := range routes {
 		mux.Handle(p, proxy)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/debugpage"
 	"github.com/graylb/graylb/grpcctx"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -120,7 +121,7 @@ func start(c config) (_ *demo, err error) {
 		}
 	}()
 	reg := graylb.NewRegistry()
-	picks := graylb.NewPickCounters()
+	picks := debugpage.NewPickCounters()
 	lb, err := graylb.New(reg, graylb.WithObserver(picks.Observe))
 	if err != nil {
 		return nil, err
@@ -193,7 +194,7 @@ func start(c config) (_ *demo, err error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/debug/graylb", graylb.DebugHandler(lb, graylb.WithPickCounters(picks)))
+	mux.Handle("/debug/graylb", debugpage.Handler(lb, debugpage.WithPickCounters(picks)))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

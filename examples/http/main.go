@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/debugpage"
 	"github.com/graylb/graylb/httpctx"
 	"github.com/graylb/graylb/nacos"
 	"github.com/graylb/graylb/otelgraylb"
@@ -167,8 +168,8 @@ func start(c config, out io.Writer) (_ *demo, err error) {
 	// The gateway: middleware keeps the incoming headers, the transport
 	// routes http://user-service/ by them; the debug page shows the rest.
 	// Picks are counted twice: for the debug page and, with -metrics, for
-	// OpenTelemetry (graylb.Observers feeds both).
-	picks := graylb.NewPickCounters()
+	// OpenTelemetry (graylb.WithObserver feeds both).
+	picks := debugpage.NewPickCounters()
 	mux := http.NewServeMux()
 	var (
 		otelPicks graylb.Observer
@@ -191,7 +192,7 @@ func start(c config, out io.Writer) (_ *demo, err error) {
 	// Outlier ejection with its defaults: an instance failing 5 calls in a
 	// row rests; the debug page shows each instance's calls.
 	lb, err := graylb.New(supplier,
-		graylb.WithObserver(graylb.Observers(picks.Observe, otelPicks)),
+		graylb.WithObserver(picks.Observe, otelPicks),
 		graylb.WithOutlierDetection(graylb.OutlierConfig{}))
 	if err != nil {
 		return nil, err
@@ -206,7 +207,7 @@ func start(c config, out io.Writer) (_ *demo, err error) {
 		d.closers = append(d.closers, func() { r.Unregister() })
 	}
 	client := &http.Client{Transport: httpctx.NewTransport(lb), Timeout: 5 * time.Second}
-	mux.Handle("/debug/graylb", graylb.DebugHandler(lb, graylb.WithPickCounters(picks)))
+	mux.Handle("/debug/graylb", debugpage.Handler(lb, debugpage.WithPickCounters(picks)))
 	mux.Handle("/", httpctx.Middleware(lb)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://user-service/", nil)
 		resp, err := client.Do(req)

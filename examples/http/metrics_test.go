@@ -71,7 +71,7 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("no line matching %s in:\n%s", want, page)
 		}
 	}
-	// The debug page counts the same picks (graylb.Observers feeds both).
+	// The debug page counts the same picks (graylb.WithObserver feeds both).
 	if _, js := get("/debug/graylb?format=json", ""); !regexp.MustCompile(`"selected": 3`).MatchString(js) {
 		t.Errorf("debug page without the 3 prod picks:\n%s", js)
 	}

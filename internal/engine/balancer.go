@@ -8,7 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
+	"github.com/graylb/graylb/internal/cacheline"
 	"github.com/graylb/graylb/internal/fanout"
 )
 
@@ -22,15 +24,9 @@ import (
 // in the number of instances, without allocating.
 type LoadBalancer struct {
 	// What a pick reads, first and apart from every field written after
-	// New (see cacheLine; the allocator may put a header before it).
-	services atomic.Pointer[serviceTable]
-	rules    atomic.Pointer[compiledRules]
-	handler  ContextHandler
-	handlers *handlerSet // for an adapter's reader of the call's keys (callkeys.go)
-	observer Observer
-	calls    CallObserver // told of each call done (package adapter's Call.Done)
-	gray     grayFilter
-	_        [2*cacheLine - 104]byte
+	// New (see package cacheline; the allocator may put a header before it).
+	balancerHot
+	_ [cacheline.Size - unsafe.Sizeof(balancerHot{})%cacheline.Size]byte
 
 	cache     *Cache
 	ownsCache bool
@@ -58,22 +54,12 @@ type LoadBalancer struct {
 }
 
 type service struct {
-	// What a pick reads, on a cache line of its own (see cacheLine).
-	name string
-	tree atomic.Pointer[tree]
-	// unlisted: a throw-away service for a name with no instance (not
-	// kept, not watched, not shown to the Observer: names can come from
-	// untrusted input and must not grow anything).
-	unlisted bool
-	_        [cacheLine - 25]byte // name 16, tree 8, unlisted 1
+	// What a pick reads, on a cache line of its own (see package cacheline).
+	serviceHot
+	_ [cacheline.Size - unsafe.Sizeof(serviceHot{})%cacheline.Size]byte
 
-	mu   sync.Mutex // serialises rebuilds
-	list []Instance
-	stop func()
-
-	health  *health     // nil unless lb.keepStats
-	pending atomic.Bool // a rebuild for an ejection or readmission is scheduled
-	_       [2*cacheLine - 116]byte
+	serviceCold
+	_ [cacheline.Size - unsafe.Sizeof(serviceCold{})%cacheline.Size]byte
 }
 
 // New returns a LoadBalancer over the instances of s. Unless s is already
@@ -96,15 +82,17 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		cfg.policy = RoundRobin()
 	}
 	lb := &LoadBalancer{
-		gray:     cfg.gray,
-		filters:  sortFilters(cfg.filters),
-		policy:   cfg.policy,
-		handler:  chainHandlers(cfg.handlers),
-		handlers: newHandlerSet(cfg.handlers),
-		observer: cfg.observer,
-		calls:    cfg.calls,
-		logger:   cfg.logger,
-		outlier:  cfg.outlier,
+		balancerHot: balancerHot{
+			gray:     cfg.gray,
+			handler:  chainHandlers(cfg.handlers),
+			handlers: newHandlerSet(cfg.handlers),
+			observer: cfg.observer,
+			calls:    cfg.calls,
+		},
+		filters: sortFilters(cfg.filters),
+		policy:  cfg.policy,
+		logger:  cfg.logger,
+		outlier: cfg.outlier,
 	}
 	lb.outlier = lb.ejectionLog.wrap(cfg.outlier) // counts each event for Ejections
 	lb.versionHdr, lb.versionMeta = DefaultVersionHeader, DefaultVersionKey
@@ -275,14 +263,14 @@ func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, 
 		if err == nil {
 			lb.cache.forgetEmpty(name)
 		}
-		s := &service{name: name, unlisted: true}
+		s := &service{serviceHot: serviceHot{name: name, unlisted: true}}
 		s.tree.Store(lb.emptyTree(name))
 		return s, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	s := &service{name: name}
+	s := &service{serviceHot: serviceHot{name: name}}
 	if lb.keepStats {
 		s.health = newHealth(name, lb.outlier, func() { lb.healthChanged(s) })
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb/internal/fanout"
+	"github.com/graylb/graylb/internal/ring"
 )
 
 // Cache is the caching Supplier the LoadBalancer runs on. It keeps one
@@ -66,10 +67,9 @@ type Cache struct {
 
 	seedRetry time.Duration
 	failed    map[string]seedFailure // guarded by mu; at most maxSeedFailures
-	// failedOrder holds the names in failed in the order they came, a ring
-	// once full; failedNext is the oldest.
-	failedOrder []string
-	failedNext  int
+	// failedOrder holds the names in failed in the order they came, the
+	// oldest dropped first.
+	failedOrder ring.Ring[string]
 
 	refused atomic.Uint64
 	applied atomic.Uint64

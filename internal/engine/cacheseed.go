@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/graylb/graylb/internal/ring"
 )
 
 // DefaultSeedRetry is how long the Cache remembers that the first query
@@ -111,12 +113,11 @@ func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 // nothing more.
 func (c *Cache) rememberFailure(service string, err error) {
 	if _, ok := c.failed[service]; !ok {
-		if len(c.failedOrder) < maxSeedFailures {
-			c.failedOrder = append(c.failedOrder, service)
-		} else {
-			delete(c.failed, c.failedOrder[c.failedNext])
-			c.failedOrder[c.failedNext] = service
-			c.failedNext = (c.failedNext + 1) % maxSeedFailures
+		if c.failedOrder.Cap() == 0 {
+			c.failedOrder = ring.New[string](maxSeedFailures)
+		}
+		if oldest, full := c.failedOrder.Push(service); full {
+			delete(c.failed, oldest)
 		}
 	}
 	c.failed[service] = seedFailure{err: err, until: time.Now().Add(c.seedRetry)}

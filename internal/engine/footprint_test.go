@@ -12,6 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/graylb/graylb/internal/cacheline"
+	"github.com/graylb/graylb/internal/rotor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -167,7 +169,7 @@ func TestLeavesOwnTheirLines(t *testing.T) {
 		}
 		if len(n.instances) > 0 && n.pickerOf() == Picker(n) {
 			inPlace++
-			require.Zero(t, uintptr(unsafe.Pointer(n))%cacheLine, "a leaf with its turns in place is not at a cache line's start")
+			require.Zero(t, uintptr(unsafe.Pointer(n))%cacheline.Size, "a leaf with its turns in place is not at a cache line's start")
 		}
 	}
 	for _, n := range tr.children {
@@ -179,14 +181,14 @@ func TestLeavesOwnTheirLines(t *testing.T) {
 		t.Skip("the contention half needs two Ps")
 	}
 	leaf := &tr.flat[grayIdxGray].leaves[tr.flat[grayIdxGray].choice.choose("v1", "")]
-	require.Nil(t, leaf.t.hot.Load(), "one pick took a rotor")
+	require.False(t, leaf.t.Sharded(), "one pick took a rotor")
 	deadline := time.Now().Add(30 * time.Second)
 	var wg sync.WaitGroup
 	for g := 0; g < 2; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for leaf.t.hot.Load() == nil && time.Now().Before(deadline) {
+			for !leaf.t.Sharded() && time.Now().Before(deadline) {
 				for i := 0; i < 1000; i++ {
 					in, err := lb.Pick(gray, names[0])
 					if err != nil || in.Metadata["version"] != "v1" || in.Metadata["gray"] != "true" {
@@ -198,12 +200,12 @@ func TestLeavesOwnTheirLines(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.NotNil(t, leaf.t.hot.Load(), "two goroutines picking one leaf for 30 s never made it shard")
-	marked := leaf.t.one.Load()
-	require.GreaterOrEqual(t, marked, uint64(turnsSharded))
+	require.True(t, leaf.t.Sharded(), "two goroutines picking one leaf for 30 s never made it shard")
+	marked := leaf.t.Word()
+	require.GreaterOrEqual(t, marked, uint64(rotor.ShardedMark))
 	_, err = lb.Pick(gray, names[0])
 	require.NoError(t, err)
-	require.Equal(t, marked, leaf.t.one.Load(), "a sharded leaf wrote its counter word")
+	require.Equal(t, marked, leaf.t.Word(), "a sharded leaf wrote its counter word")
 }
 
 // A list whose prod instances all come before its gray ones (every list

@@ -1,6 +1,11 @@
 package engine
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"unsafe"
+
+	"github.com/graylb/graylb/internal/cacheline"
+)
 
 // Default key names.
 const (
@@ -45,12 +50,12 @@ func (f *grayFilter) build(instances []Instance, rl *compiledRules) *grayStage {
 			p++
 		}
 	}
-	st := &grayStage{f: f, rules: rl}
+	st := &grayStage{grayStageFields: grayStageFields{f: f, rules: rl}}
 	if inOrder {
 		st.prod, st.gray = instances[:p:p], instances[p:n:n]
 	} else {
 		// One backing array: prod fills it from the front, gray from the back.
-		buf := lineSlice[Instance](n)
+		buf := cacheline.Slice[Instance](n)
 		q, g := 0, n
 		for _, inst := range instances {
 			if f.instanceKind(inst, rl) == Gray {
@@ -199,6 +204,13 @@ const (
 
 // grayStage is the gray decision built over one instance list.
 type grayStage struct {
+	grayStageFields
+	_ [cacheline.Size - unsafe.Sizeof(grayStageFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// grayStageFields are the fields of a grayStage, which pads them to whole cache
+// lines.
+type grayStageFields struct {
 	f               *grayFilter
 	rules           *compiledRules
 	prod, gray, all []Instance
@@ -210,7 +222,6 @@ type grayStage struct {
 	// match rules, canary) nor the caller's own flag classify a request:
 	// its own value alone decides (tree.pick's flat walk).
 	plain bool
-	_     [cacheLine / 2]byte // whole cache lines (see cacheLine)
 }
 
 func (s *grayStage) subsets() [][]Instance { return [][]Instance{s.prod, s.gray, s.all} }

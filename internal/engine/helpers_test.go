@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -88,17 +87,6 @@ func mix(name string, md ...[]string) []Instance {
 		out[i] = inst(name, 9000+i, m...)
 	}
 	return out
-}
-
-// writeFile replaces path's content atomically (a new file renamed over
-// it), as a rule file should be updated: a poller never reads it half
-// written.
-func writeFile(path, content string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test to share.

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"strconv"
-	"strings"
+
+	"github.com/graylb/graylb/internal/addr"
 )
 
 // Instance is one registered instance of a service. Once handed to graylb,
@@ -45,7 +45,7 @@ func (i Instance) SameAddr(o Instance) bool {
 	if i.Host == o.Host {
 		return true
 	}
-	return endpointOf(i).host == endpointOf(o).host
+	return endpointOf(i).Host == endpointOf(o).Host
 }
 
 // Usable reports whether the instance may receive traffic: healthy,
@@ -86,9 +86,9 @@ func (i Instance) validateEndpoint() error {
 	}
 	// What a rule entry may not be, an instance may not be: one a gray
 	// rule cannot name would stay prod under the rule naming its machine.
-	// parseHost holds validHost's alphabet, so the messages below, which
+	// addr.ParseHost holds a host name's alphabet, so the messages below, which
 	// quote the host as it is, inject nothing.
-	if _, err := parseHost(i.Host); err != nil {
+	if _, err := addr.ParseHost(i.Host); err != nil {
 		return fmt.Errorf("%w: %s: host %q: %v", ErrInvalidInstance, i.Service, i.Host, err)
 	}
 	switch {
@@ -109,37 +109,4 @@ func usable(list []Instance) []Instance {
 		}
 	}
 	return out
-}
-
-// validHost reports whether h is an IP address (an IPv6 zone of letters,
-// digits, '-', '_' and '.' allowed) or a host name: dot-separated labels of
-// 1-63 ASCII letters, digits, '-' and '_', not starting or ending with '-',
-// at most 253 bytes, without a trailing dot (parseHost drops one first).
-func validHost(h string) bool {
-	if a, err := netip.ParseAddr(h); err == nil {
-		return a.Zone() == "" || hostChars(a.Zone())
-	}
-	if len(h) == 0 || len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(h, ".") {
-		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' || !hostChars(label) {
-			return false
-		}
-	}
-	return true
-}
-
-// hostChars reports whether s holds only ASCII letters, digits, '-', '_'
-// and '.'.
-func hostChars(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/graylb/graylb/internal/addr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,13 +46,13 @@ func TestInstance_ValidateRefusesHostsNoRuleCanName(t *testing.T) {
 		"2001:db8::7", "2001:DB8:0:0:0:0:0:7", "::1", "::ffff:10.0.0.7", "::FFFF:10.0.0.7", "fe80::1%eth0", "fe80::1%eth0.100",
 	} {
 		assert.NoError(t, NewInstance("svc", host, 8080, nil).Validate(), "host %q", host)
-		_, err := parseAddress(NewInstance("svc", host, 8080, nil).Addr())
+		_, err := addr.ParseAddress(NewInstance("svc", host, 8080, nil).Addr())
 		assert.NoError(t, err, "a rule can name %q", host)
 	}
 }
 
 // ambiguousHosts are hosts of the host-name alphabet that no rule entry can
-// name (see parseHost).
+// name (see addr.ParseHost).
 var ambiguousHosts = []string{
 	"010.0.0.7", "10.0.0.07", "00.0.0.0", "10.7", "10.0.7", "167772167", "0", "1.2.3.4.5", "256.0.0.1", "10.0.0.300",
 	"host.123", "a.b.0", "0x0a.0.0.7", "0x0a", "0x7f000001", "0x7f.0.0.0x1", "0177.0.0.1", "127.0.0.1.",

@@ -6,7 +6,7 @@ import (
 )
 
 // This file is the LoadBalancer's read-only view of itself, for operators:
-// the debug page (DebugHandler) and metrics (the otelgraylb module) read
+// the debug page (package debugpage) and metrics (the otelgraylb module) read
 // it. Nothing here is on the pick path, and nothing here changes routing.
 //
 // Its types are the one model of that view: the debug page shows them and

@@ -44,7 +44,7 @@ func (o Outcome) String() string {
 type Observer func(service string, kind Kind, outcome Outcome)
 
 // Observers returns an Observer that tells each non-nil Observer given of
-// every pick, in order: one LoadBalancer feeds PickCounters and a metrics
+// every pick, in order: one LoadBalancer feeds debugpage.PickCounters and a metrics
 // Observer at once. It returns nil when none is non-nil (a nil Observer
 // costs nothing) and the Observer itself when only one is. It allocates
 // nothing per pick.

@@ -11,7 +11,7 @@ func TestObservers(t *testing.T) {
 	require.Nil(t, Observers(nil), "none: nil, which costs nothing")
 	require.Nil(t, Observers(nil, nil, nil))
 
-	a, b, c := NewPickCounters(), NewPickCounters(), NewPickCounters()
+	a, b, c := newTestCounts(), newTestCounts(), newTestCounts()
 	one := Observers(nil, a.Observe, nil)
 	one("svc", Gray, FellBack)
 	require.Equal(t, uint64(1), a.Counts("svc")["gray"]["fell_back"])
@@ -24,7 +24,7 @@ func TestObservers(t *testing.T) {
 	}
 	_, err := lb.Pick(withHeaders(context.Background(), "gray", "true"), "svc")
 	require.NoError(t, err)
-	for _, pc := range []*PickCounters{b, c} {
+	for _, pc := range []*testCounts{b, c} {
 		require.Equal(t, uint64(3), pc.Counts("svc")["prod"]["selected"])
 		require.Equal(t, uint64(1), pc.Counts("svc")["gray"]["selected"])
 	}

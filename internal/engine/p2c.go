@@ -1,6 +1,11 @@
 package engine
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"unsafe"
+
+	"github.com/graylb/graylb/internal/cacheline"
+)
 
 // P2C returns the power-of-two-choices policy with peak-EWMA latency, the
 // algorithm of Finagle's and Linkerd's balancers: each pick draws two
@@ -48,7 +53,7 @@ const p2cBase = 1000
 
 type p2c struct {
 	stats []*Stats
-	_     [cacheLine - 24]byte // whole cache lines (see cacheLine)
+	_     [cacheline.Size - unsafe.Sizeof([]*Stats(nil))%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
 func (p *p2c) Next() int {

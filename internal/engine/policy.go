@@ -4,6 +4,10 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/graylb/graylb/internal/cacheline"
+	"github.com/graylb/graylb/internal/modulus"
+	"github.com/graylb/graylb/internal/rotor"
 )
 
 // Policy builds a Picker over one candidate list. NewPicker runs once per
@@ -37,7 +41,7 @@ func (f PolicyFunc) NewPicker(instances []Instance) Picker { return f(instances)
 // RoundRobin returns the round-robin policy (the default): each candidate
 // in turn, from a random starting point. A picker keeps one counter (one
 // global rotation) until its picks contend, on several cores at once;
-// from then on each core keeps its own rotation (see turns and rotor), so
+// from then on each core keeps its own rotation (see package rotor), so
 // concurrent picks do not contend on one counter: the share of every
 // candidate stays even, but picks on different cores are no longer
 // interleaved in one global order. So a candidate list picked by one
@@ -86,174 +90,32 @@ func Random() Policy { return PolicyFunc(newRandom) }
 // random weights, 40 KB with equal ones); simple ratios take a few slots.
 func WeightedRoundRobin() Policy { return PolicyFunc(newWeighted) }
 
-// counter is an atomic counter alone on its cache line.
-type counter struct {
-	_ [64]byte
-	n atomic.Uint64
-	_ [56]byte
-}
-
-// rotorShards is how many counters a rotor spreads its turns over.
-const (
-	rotorShardBits = 4
-	rotorShards    = 1 << rotorShardBits
-)
-
-// rotor hands out turns for a round-robin walk without a counter shared by
-// every core: each turn comes from one of a few counters, each on its own
-// cache line and started at its own random offset, chosen by the calling
-// goroutine's stack address. A goroutine that picks from one place in its
-// code keeps to one counter while its stack stays where it is, so it sees a
-// strict rotation; goroutines running on different cores mostly use
-// different counters, so concurrent picks do not slow each other down (a
-// single shared counter costs 2-6x per pick when two cores pick at once).
-// The choice only spreads contention: any counter gives a correct turn.
-//
-// Two goroutines whose stacks map to one counter would contend on it for as
-// long as their stacks stay where they are: a turn is taken by
-// compare-and-swap, and after clashesToRehash lost swaps the rotor draws a
-// new mapping of stacks to counters (a multiplier of its own), so that
-// goroutines picking at once on different cores are soon apart again.
-//
-// A rotor is about 2 KiB; a picker takes one only once its picks contend
-// (see turns), so a leaf picked by one goroutine at a time, or never, does
-// not pay for it.
-type rotor struct {
-	shards [rotorShards]counter
-	// mix is 0 (the stack address folded, see shardOfCaller) until the
-	// first rehash, then an odd multiplier; read on every turn, written
-	// once per rehash: a line of its own.
-	mix atomic.Uint64
-	_   [cacheLine - 8]byte
-	// clash counts lost swaps, written on each: a line of its own, apart
-	// from mix.
-	clash atomic.Uint32
-	_     [cacheLine - 4]byte
-}
-
-// clashesToRehash is how many lost compare-and-swaps on a rotor's counters
-// make it draw a new mapping of stacks to counters.
-const clashesToRehash = 32
-
-func newRotor(n uint64) *rotor {
-	r := &rotor{}
-	r.start(n)
-	return r
-}
-
-// start sets every counter at its own random offset below n.
-func (r *rotor) start(n uint64) {
-	for i := range r.shards {
-		r.shards[i].n.Store(rand.Uint64N(max(n, 1)))
-	}
-}
-
-// next returns the next turn.
-func (r *rotor) next() uint64 {
-	c := &r.shards[shardOfCaller(r.mix.Load())].n
-	if old := c.Load(); c.CompareAndSwap(old, old+1) {
-		return old
-	}
-	// Another core took a turn from this counter at the same moment.
-	if r.clash.Add(1)%clashesToRehash == 0 {
-		r.mix.Store(rand.Uint64() | 1)
-	}
-	return c.Add(1) - 1
-}
-
-// shardOfCaller maps the calling goroutine's stack to a shard. With mix 0,
-// the stack address in units of 2 KiB (the smallest goroutine stack, so
-// two live goroutines differ there), bits 11 to 26 of the address folded
-// by XOR into 4: goroutines started together get nearby stacks, which
-// folding mostly maps to different shards (neighbours differ in the low
-// group), and stacks far apart share a shard about one time in 16. With an
-// odd mix, the top bits of the address times mix: a mapping drawn at
-// random, so two stacks that shared a shard under one mix share one under
-// the next about one time in 16.
-func shardOfCaller(mix uint64) uint64 {
-	var here byte
-	x := uint64(uintptr(unsafe.Pointer(&here))) >> 11
-	if mix != 0 {
-		return (x * mix) >> (64 - rotorShardBits)
-	}
-	return (x ^ x>>4 ^ x>>8 ^ x>>12) & (rotorShards - 1)
-}
-
-// clashesToShard is how many lost compare-and-swaps on a turns' single
-// counter make it take a rotor: a lost one means another goroutine took a
-// turn between this one's read and its write, which happens when picks
-// run at once on several cores (a goroutine preempted in that window on
-// one core loses one now and then, far fewer).
-const clashesToShard = 16
-
-// turns hands out the turns of a round-robin walk: from one counter word
-// while picks do not contend, from a rotor once they do. The single
-// counter is read and advanced by compare-and-swap, so contention shows as
-// lost swaps; after clashesToShard of them the turns take a rotor (2 KiB,
-// allocated once, by the pick that saw the last clash) and keep it, and
-// the counter word is marked (turnsSharded) so that no pick writes it
-// again (but the few that lost a swap just before, which count once more
-// past the mark and take their turn from that). A small or rarely picked leaf thus costs one counter word, and a
-// leaf picked on several cores at once gets the sharded counters it needs
-// after a few contended picks. Every turn is correct from either source;
-// the switch only changes which counter the next turns come from.
-//
-// A turns lives in its picker's object, which fills a cache line of its
-// own (see cacheLine): the counter's writes slow down nothing but the
-// picks of its own leaf, and once sharded the line is only read.
-type turns struct {
-	one   atomic.Uint64 // the turn counter, or turnsSharded and up
-	hot   atomic.Pointer[rotor]
-	clash atomic.Uint32
-	n     uint32 // a round robin's list length (its owner's to use)
-}
-
-// turnsSharded marks a turns' counter word once its rotor is in use: a
-// counter, started below 2^37, never reaches it by counting.
-const turnsSharded = 1 << 63
-
-// init starts the counter at a random offset below span.
-func (t *turns) init(span uint64) {
-	t.one.Store(rand.Uint64N(max(span, 1)))
-}
-
-// next returns the next turn; a rotor it takes starts its counters below
-// span. (tree.pick has the single-counter path written out: a call does
-// not fit the compiler's inlining budget.)
-func (t *turns) next(span uint64) uint64 {
-	if old := t.one.Load(); old < turnsSharded && t.one.CompareAndSwap(old, old+1) {
-		return old
-	}
-	return t.contended(span)
-}
-
-// contended is next once a swap was lost or the rotor is in use.
-func (t *turns) contended(span uint64) uint64 {
-	if r := t.hot.Load(); r != nil {
-		return r.next()
-	}
-	if t.clash.Add(1) < clashesToShard {
-		return t.one.Add(1) - 1
-	}
-	t.hot.CompareAndSwap(nil, newRotor(span))
-	t.one.Store(turnsSharded)
-	return t.hot.Load().next()
-}
-
 type roundRobin struct {
-	t turns // t.n: the list's length
-	m modulus
-	_ [cacheLine - 32]byte // whole cache lines (see cacheLine)
+	roundRobinFields
+	_ [cacheline.Size - unsafe.Sizeof(roundRobinFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// roundRobinFields are the fields of a roundRobin, which pads them to whole cache
+// lines.
+type roundRobinFields struct {
+	t rotor.Turns // t.N: the list's length
+	m modulus.Modulus
 }
 
 type strictRoundRobin struct {
+	strictRoundRobinFields
+	_ [cacheline.Size - unsafe.Sizeof(strictRoundRobinFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// strictRoundRobinFields are the fields of a strictRoundRobin, which pads them to whole cache
+// lines.
+type strictRoundRobinFields struct {
 	c atomic.Uint64
 	n uint64
-	_ [cacheLine - 16]byte // a cache line of its own (see cacheLine)
 }
 
 func newStrictRoundRobin(list []Instance) Picker {
-	p := &strictRoundRobin{n: uint64(len(list))}
+	p := &strictRoundRobin{strictRoundRobinFields: strictRoundRobinFields{n: uint64(len(list))}}
 	p.c.Store(rand.Uint64N(max(p.n, 1)))
 	return p
 }
@@ -270,9 +132,9 @@ func newRoundRobin(list []Instance) Picker {
 		return onlyPicker{}
 	}
 	n := uint32(len(list))
-	p := &roundRobin{m: newModulus(n)}
-	p.t.n = n
-	p.t.init(uint64(n))
+	p := &roundRobin{roundRobinFields: roundRobinFields{m: modulus.New(n)}}
+	p.t.N = n
+	p.t.Init(uint64(n))
 	return p
 }
 
@@ -280,7 +142,7 @@ func newRoundRobin(list []Instance) Picker {
 func (p *roundRobin) Next() int {
 	// A list is far shorter than 2^32; the counter's wrap every 2^32 turns
 	// only shifts the rotation once.
-	return int(p.m.of(uint32(p.t.next(uint64(p.t.n))), p.t.n))
+	return int(p.m.Of(uint32(p.t.Next(uint64(p.t.N))), p.t.N))
 }
 
 // onlyPicker is round robin's picker over an empty list (never asked:
@@ -291,7 +153,7 @@ func (onlyPicker) Next() int { return 0 }
 
 type random struct {
 	n uint64
-	_ [cacheLine - 8]byte // whole cache lines (see cacheLine)
+	_ [cacheline.Size - unsafe.Sizeof(uint64(0))%cacheline.Size]byte // whole cache lines (see package cacheline)
 }
 
 func newRandom(list []Instance) Picker { return &random{n: uint64(len(list))} }
@@ -302,5 +164,3 @@ func (p *random) Next() int {
 	}
 	return int(rand.Uint64N(p.n))
 }
-
-// Bounds of a weighted schedule (see WeightedRoundRobin).

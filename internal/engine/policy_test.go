@@ -2,13 +2,13 @@ package engine
 
 import (
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/graylb/graylb/internal/rotor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -81,12 +81,12 @@ func TestWeightedRoundRobin(t *testing.T) {
 				total += w
 			}
 			p := WeightedRoundRobin().NewPicker(list)
-			sched := p.(*weighted).schedule
+			cycle := p.(*weighted).s.Len()
 			counts := make([]int, len(list))
 			// Each core walks the schedule on its own counter (and -race
 			// makes sync.Pool switch counters at random), so shares are
 			// exact only over many turns.
-			n := max(len(sched)*3, 6000)
+			n := max(cycle*3, 6000)
 			for i := 0; i < n; i++ {
 				counts[p.Next()]++
 			}
@@ -97,27 +97,9 @@ func TestWeightedRoundRobin(t *testing.T) {
 				}
 				assert.Positive(t, counts[i], "a positive weight is picked")
 				share := float64(counts[i]) / float64(n)
-				assert.InDelta(t, w/total, share, math.Max(0.02, 2.0/float64(len(sched))), "share of %v", w)
+				assert.InDelta(t, w/total, share, math.Max(0.02, 2.0/float64(cycle)), "share of %v", w)
 			}
 		})
-	}
-}
-
-func TestWeightedRoundRobin_Smooth(t *testing.T) {
-	list := []Instance{inst("svc", 1), inst("svc", 2)}
-	list[0].Weight, list[1].Weight = 3, 1
-	sched := WeightedRoundRobin().NewPicker(list).(*weighted).schedule
-	require.Len(t, sched, 4)
-	// The weight-1 instance is not bunched: never twice in a row, and the
-	// weight-3 one never runs more than 3 in a row across the wrap.
-	run := 0
-	for i := 0; i < 8; i++ {
-		if sched[i%4] == 0 {
-			run++
-			assert.LessOrEqual(t, run, 3)
-		} else {
-			run = 0
-		}
 	}
 }
 
@@ -131,7 +113,7 @@ func TestRoundRobin_OneCounterUncontended(t *testing.T) {
 		require.Equal(t, (prev+1)%7, next, "pick %d", i)
 		prev = next
 	}
-	assert.Nil(t, p.t.hot.Load(), "a picker nobody contends for took a rotor")
+	assert.False(t, p.t.Sharded(), "a picker nobody contends for took a rotor")
 }
 
 // Picks on two cores at once make the picker take its sharded counters,
@@ -149,7 +131,7 @@ func TestRoundRobin_ShardsOnceContended(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for p.t.hot.Load() == nil && time.Now().Before(deadline) {
+			for !p.t.Sharded() && time.Now().Before(deadline) {
 				for i := 0; i < 1000; i++ {
 					if n := p.Next(); n < 0 || n >= 7 {
 						bad.Add(1)
@@ -159,54 +141,18 @@ func TestRoundRobin_ShardsOnceContended(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.NotNil(t, p.t.hot.Load(), "two goroutines picking for 30 s never made the picker shard")
+	require.True(t, p.t.Sharded(), "two goroutines picking for 30 s never made the picker shard")
 	require.Zero(t, bad.Load(), "an index out of range")
 	// (A pick that lost a swap just before the switch may still have
 	// counted once past the mark: any value from it up is the mark.)
-	marked := p.t.one.Load()
-	require.GreaterOrEqual(t, marked, uint64(turnsSharded))
+	marked := p.t.Word()
+	require.GreaterOrEqual(t, marked, uint64(rotor.ShardedMark))
 	counts := make([]int, 7)
 	for i := 0; i < 7000; i++ {
 		counts[p.Next()]++
 	}
-	require.Equal(t, marked, p.t.one.Load(), "a sharded picker wrote its counter word")
+	require.Equal(t, marked, p.t.Word(), "a sharded picker wrote its counter word")
 	for i, c := range counts {
 		assert.InDelta(t, 1000, c, 1, "instance %d: one goroutine rotates strictly on its shard", i)
 	}
-}
-
-// Two goroutines whose stacks share a rotor's counter do not keep sharing
-// it: lost swaps make the rotor draw a new mapping, and a mapping drawn at
-// random separates two given stacks 15 times in 16.
-func TestRotorRehashesOnClashes(t *testing.T) {
-	r := newRotor(10)
-	assert.Zero(t, r.mix.Load())
-	r.clash.Store(clashesToRehash - 1) // one more lost swap rehashes
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for r.mix.Load() == 0 {
-			for i := range r.shards {
-				r.shards[i].n.Add(1) // another core taking turns from every counter
-			}
-		}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.mix.Load() == 0 && time.Now().Before(deadline) {
-		r.next()
-	}
-	r.mix.CompareAndSwap(0, 2) // (stops the goroutine if no rehash came)
-	<-done
-	mix := r.mix.Load()
-	require.NotEqual(t, uint64(2), mix, "no rehash after %d lost swaps", clashesToRehash)
-	assert.Equal(t, uint64(1), mix&1, "the multiplier is odd")
-	apart := 0
-	for trial := 0; trial < 1000; trial++ {
-		m := rand.Uint64() | 1
-		a, b := uint64(0x7f0000100000)>>11, uint64(0x7f0000100800)>>11
-		if (a*m)>>(64-rotorShardBits) != (b*m)>>(64-rotorShardBits) {
-			apart++
-		}
-	}
-	assert.Greater(t, apart, 900, "neighbouring stacks apart under a random mix")
 }

@@ -21,9 +21,9 @@ func TestLoadBalancer_UnknownNamesKeepMemoryBounded(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 100_000 // the detector makes each pick ~10x slower; the growth per name is the same
 	}
-	// With the debug page's counters installed: a failed pick of an
-	// unknown name is counted, in state that stays bounded.
-	picks := NewPickCounters()
+	// With pick counters installed: a failed pick of an unknown name is
+	// counted, under one name.
+	picks := newTestCounts()
 	lb, _ := newTestLB(t, []Instance{inst("known", 1)}, WithObserver(picks.Observe))
 	ctx := context.Background()
 	_, err := lb.Pick(ctx, "known")

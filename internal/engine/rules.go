@@ -9,11 +9,15 @@ import (
 	"math"
 	"reflect"
 	"strings"
+	"unsafe"
+
+	"github.com/graylb/graylb/internal/addr"
+	"github.com/graylb/graylb/internal/cacheline"
 )
 
 // Rules are the run-time gray rules. The zero value routes by
 // the gray header and metadata alone. Rules are data: load them from a file
-// (FileRuleSource), from Nacos config (the nacos package), or set them with
+// (package filerules), from Nacos config (the nacos package), or set them with
 // LoadBalancer.SetRules.
 //
 // Precedence, strongest first: Closed (no request reaches a gray instance),
@@ -181,22 +185,28 @@ const canaryScale = 10000 // canary resolution: 0.01 %
 
 // compiledRules is Rules prepared for the pick path.
 type compiledRules struct {
+	compiledRulesFields
+	_ [cacheline.Size - unsafe.Sizeof(compiledRulesFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// compiledRulesFields are the fields of a compiledRules, which pads them to whole cache
+// lines.
+type compiledRulesFields struct {
 	enabled bool
 	closed  bool
 	users   map[string]struct{}
-	addrs   map[addrKey]struct{} // canonical (see parseAddress); port 0: every port
+	addrs   map[addrKey]struct{} // canonical (see addr.ParseAddress); port 0: every port
 	zoned   map[addrKey]struct{} // the entries of addrs with a zone, without it
 	canary  uint32               // out of canaryScale
 
 	matches   []compiledMatch
 	matchKeys []string // the keys the matches name, lower case, each once
-	_         [40]byte // whole cache lines (see cacheLine)
 }
 
-var defaultCompiledRules = &compiledRules{enabled: true}
+var defaultCompiledRules = &compiledRules{compiledRulesFields: compiledRulesFields{enabled: true}}
 
 func compileRules(r Rules) (*compiledRules, error) {
-	c := &compiledRules{enabled: r.Enabled == nil || *r.Enabled, closed: r.Closed}
+	c := &compiledRules{compiledRulesFields: compiledRulesFields{enabled: r.Enabled == nil || *r.Enabled, closed: r.Closed}}
 	p := r.CanaryPercent
 	if math.IsNaN(p) || p < 0 || p > 100 {
 		return nil, fmt.Errorf("%w: canaryPercent %v is not within 0-100", ErrInvalidRules, p)
@@ -223,16 +233,16 @@ func compileRules(r Rules) (*compiledRules, error) {
 	if len(r.GrayAddresses) > 0 {
 		c.addrs = make(map[addrKey]struct{}, len(r.GrayAddresses))
 		for i, a := range r.GrayAddresses {
-			k, err := parseAddress(a)
+			k, err := addr.ParseAddress(a)
 			if err != nil {
 				return nil, fmt.Errorf("%w: grayAddresses[%d] %q: %v", ErrInvalidRules, i, a, err)
 			}
 			c.addrs[k] = struct{}{}
-			if k.host.ip.Zone() != "" {
+			if k.Host.Zone() != "" {
 				if c.zoned == nil {
 					c.zoned = map[addrKey]struct{}{}
 				}
-				k.host.ip = k.host.ip.WithZone("")
+				k.Host = k.Host.WithoutZone()
 				c.zoned[k] = struct{}{}
 			}
 		}
@@ -241,7 +251,7 @@ func compileRules(r Rules) (*compiledRules, error) {
 }
 
 // grayAddress reports whether inst's host or host:port is a gray address,
-// both compared in canonical form (see parseAddress): an instance at
+// both compared in canonical form (see addr.ParseAddress): an instance at
 // 2001:db8:0:0:0:0:0:7 port 8080 is gray under 2001:DB8::7 and under
 // [2001:db8::7]:08080, one at ::ffff:10.0.0.7 under 10.0.0.7, one at
 // HOST-A under host-a. An IPv6 zone on one side only does not tell two
@@ -257,25 +267,25 @@ func (c *compiledRules) grayAddress(inst Instance) bool {
 	if c.anyPort(c.addrs, k) {
 		return true
 	}
-	if ip := k.host.ip; ip.Zone() != "" {
-		k.host.ip = ip.WithZone("")
+	if k.Host.Zone() != "" {
+		k.Host = k.Host.WithoutZone()
 		return c.anyPort(c.addrs, k)
 	}
-	return k.host.ip.IsValid() && len(c.zoned) > 0 && c.anyPort(c.zoned, k)
+	return k.Host.IsIP() && len(c.zoned) > 0 && c.anyPort(c.zoned, k)
 }
 
 // anyPort reports whether set holds k's host with k's port or with every
 // port.
 func (c *compiledRules) anyPort(set map[addrKey]struct{}, k addrKey) bool {
-	p := k.port
-	k.port = 0
+	p := k.Port
+	k.Port = 0
 	if _, ok := set[k]; ok {
 		return true
 	}
 	if p == 0 {
 		return false
 	}
-	k.port = p
+	k.Port = p
 	_, ok := set[k]
 	return ok
 }
@@ -295,7 +305,7 @@ type RuleSource interface {
 
 // Describer is implemented by a RuleSource that can say where its rules
 // come from in the words an operator would look for them with: the file
-// path (FileRuleSource), the Nacos group/dataId @ servers, the Redis
+// path (package filerules), the Nacos group/dataId @ servers, the Redis
 // layout and keys @ address. The debug page and RulesState.Source show
 // it (cut to 512 bytes); a source that does not implement it, or
 // describes itself as "", is shown by its Go type. A fmt.Stringer is not

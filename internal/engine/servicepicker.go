@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/graylb/graylb/internal/cacheline"
 )
 
 // ServicePicker picks instances of one service for a caller that calls it
@@ -11,10 +14,16 @@ import (
 // on every call. It follows the service's instance lists and the rules as
 // Pick does, and is safe for concurrent use.
 type ServicePicker struct {
+	servicePickerFields
+	_ [cacheline.Size - unsafe.Sizeof(servicePickerFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// servicePickerFields are the fields of a ServicePicker, which pads them to whole cache
+// lines.
+type servicePickerFields struct {
 	lb   *LoadBalancer
 	name string
 	s    atomic.Pointer[service] // the routed service, once a pick found it
-	_    [cacheLine - 32]byte    // read on every pick (see cacheLine)
 }
 
 // Service returns the ServicePicker of service. It does no I/O: the first
@@ -24,7 +33,7 @@ func (lb *LoadBalancer) Service(service string) (*ServicePicker, error) {
 	if err := ValidateServiceName(service); err != nil {
 		return nil, err
 	}
-	return &ServicePicker{lb: lb, name: service}, nil
+	return &ServicePicker{servicePickerFields: servicePickerFields{lb: lb, name: service}}, nil
 }
 
 // Name returns the service's name.

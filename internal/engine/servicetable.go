@@ -1,5 +1,11 @@
 package engine
 
+import (
+	"unsafe"
+
+	"github.com/graylb/graylb/internal/cacheline"
+)
+
 // fewServices is how many services a serviceTable keeps inline and finds
 // by comparing names: for a handful that is cheaper than hashing the name,
 // and a pick follows one pointer less.
@@ -8,10 +14,16 @@ const fewServices = 6
 // serviceTable is the immutable set of the services a LoadBalancer routes,
 // swapped whole when one is added; Pick reads it without a lock.
 type serviceTable struct {
+	serviceTableFields
+	_ [cacheline.Size - unsafe.Sizeof(serviceTableFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// serviceTableFields are the fields of a serviceTable, which pads them to whole cache
+// lines.
+type serviceTableFields struct {
 	byName map[string]*service
 	nFew   int                       // entries of few in use; -1 when there are more than fewServices
 	few    [fewServices]serviceEntry // while there are at most fewServices
-	_      [cacheLine / 2]byte       // whole cache lines (see cacheLine)
 }
 
 type serviceEntry struct {
@@ -19,7 +31,7 @@ type serviceEntry struct {
 	s    *service
 }
 
-var emptyServiceTable = &serviceTable{byName: map[string]*service{}}
+var emptyServiceTable = &serviceTable{serviceTableFields: serviceTableFields{byName: map[string]*service{}}}
 
 // get returns the service named name, nil when there is none.
 func (t *serviceTable) get(name string) *service {
@@ -36,7 +48,7 @@ func (t *serviceTable) get(name string) *service {
 
 // with returns a copy of t that also holds s.
 func (t *serviceTable) with(s *service) *serviceTable {
-	out := &serviceTable{byName: make(map[string]*service, len(t.byName)+1)}
+	out := &serviceTable{serviceTableFields: serviceTableFields{byName: make(map[string]*service, len(t.byName)+1)}}
 	for k, v := range t.byName {
 		out.byName[k] = v
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/graylb/graylb/internal/ring"
 )
 
 // UnroutedService is the service name under which an Observer is told of
@@ -15,7 +17,7 @@ import (
 // empty list), an invalid name, a name whose first query failed. Names
 // can come from untrusted input (a Transport's URL host), so they all
 // share this one name: an Observer that keeps state per service (the
-// PickCounters, the otelgraylb Observer) stays bounded whatever names
+// debugpage.PickCounters, the otelgraylb Observer) stays bounded whatever names
 // callers send, and still counts every failure. It is not a valid service
 // name, so no service is ever counted under it. Which names failed:
 // LoadBalancer.Unrouted.
@@ -62,8 +64,7 @@ func (lb *LoadBalancer) Unrouted() UnroutedState { return lb.unrouted.state() }
 type unroutedLog struct {
 	failed atomic.Uint64
 	mu     sync.Mutex
-	recent [MaxUnroutedRecent]UnroutedPick // newest first; n in use
-	n      int
+	recent ring.Ring[UnroutedPick] // made on the first failure
 }
 
 func (l *unroutedLog) record(name string, kind Kind, err error) {
@@ -72,27 +73,27 @@ func (l *unroutedLog) record(name string, kind Kind, err error) {
 	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.recent.Cap() == 0 {
+		l.recent = ring.New[UnroutedPick](MaxUnroutedRecent)
+	}
 	i := 0
-	for i < l.n && l.recent[i].Service != name {
+	for i < l.recent.Len() && l.recent.At(i).Service != name {
 		i++
 	}
-	if i == l.n { // not listed: a new entry, the oldest dropped when full
-		if l.n < MaxUnroutedRecent {
-			l.n++
-		} else {
-			i--
-		}
+	if i < l.recent.Len() { // listed: moves to the front
+		name = l.recent.At(i).Service // the copy made when it was listed
+		l.recent.Remove(i)
+	} else { // a new entry, the oldest dropped when full
 		// A copy, cut: the pick's name may be a slice of a larger buffer.
 		name = strings.Clone(clip(name, MaxServiceNameLen))
 	}
-	copy(l.recent[1:i+1], l.recent[:i])
-	l.recent[0] = UnroutedPick{Service: name, Kind: kind, Error: msg, At: now}
+	l.recent.Push(UnroutedPick{Service: name, Kind: kind, Error: msg, At: now})
 }
 
 func (l *unroutedLog) state() UnroutedState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return UnroutedState{Failed: l.failed.Load(), Recent: append([]UnroutedPick{}, l.recent[:l.n]...)}
+	return UnroutedState{Failed: l.failed.Load(), Recent: l.recent.Newest([]UnroutedPick{})}
 }
 
 // clip cuts s to at most n bytes at a character boundary, marking the cut

@@ -136,3 +136,7 @@ func valuesAndState(ctx context.Context) (*valuesCtx, *routestate.State) {
 	}
 	return valuesAbove(ctx), routestate.From(ctx)
 }
+
+// lowerASCII returns s in ASCII lower case; s itself (no copy) when it
+// has no upper-case letter.
+func lowerASCII(s string) string { return routestate.Lower(s) }

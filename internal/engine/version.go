@@ -1,5 +1,11 @@
 package engine
 
+import (
+	"unsafe"
+
+	"github.com/graylb/graylb/internal/cacheline"
+)
+
 // VersionFilter routes by version: a request's version (the "version"
 // request key, else the lane a match rule gave it, else the caller's own
 // version) selects the instances whose
@@ -66,7 +72,7 @@ func (f *VersionFilter) Build(in BuildInfo) Stage { return f.build(in, false) }
 // appear, each in list order), instead of copying them into a new one.
 func (f *VersionFilter) build(in BuildInfo, inPlace bool) *versionStage {
 	// Two passes: count each group, then lay the groups out in one array.
-	st := &versionStage{header: f.header, self: f.self}
+	st := &versionStage{versionStageFields: versionStageFields{header: f.header, self: f.self}}
 	index := map[string]int{}
 	sizes := []int{len(in.Instances), 0} // 0: all, 1: no version, 2...: by version
 	group := make([]int32, len(in.Instances))
@@ -87,7 +93,7 @@ func (f *VersionFilter) build(in BuildInfo, inPlace bool) *versionStage {
 	if inPlace {
 		src = append([]Instance(nil), in.Instances...) // scratch, dropped after the build
 	} else {
-		buf = lineSlice[Instance](len(in.Instances))
+		buf = cacheline.Slice[Instance](len(in.Instances))
 	}
 	st.subsets = make([][]Instance, len(sizes))
 	st.subsets[0] = in.Instances
@@ -105,7 +111,7 @@ func (f *VersionFilter) build(in BuildInfo, inPlace bool) *versionStage {
 	if len(index) > smallVersions {
 		st.choice.index = index
 	} else {
-		st.choice.small = lineSlice[versionIndex](len(index))[:0]
+		st.choice.small = cacheline.Slice[versionIndex](len(index))[:0]
 		for v, i := range index {
 			st.choice.small = append(st.choice.small, versionIndex{v, i})
 		}
@@ -158,11 +164,17 @@ func (c *versionChoice) choose(v, self string) int {
 }
 
 type versionStage struct {
+	versionStageFields
+	_ [cacheline.Size - unsafe.Sizeof(versionStageFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
+}
+
+// versionStageFields are the fields of a versionStage, which pads them to whole cache
+// lines.
+type versionStageFields struct {
 	header  string       // the request key
 	self    string       // the caller's own version
 	subsets [][]Instance // until the routing tree has read them
 	choice  versionChoice
-	_       [cacheLine - 32]byte // whole cache lines (see cacheLine)
 }
 
 func (s *versionStage) Subsets() [][]Instance { return s.subsets }

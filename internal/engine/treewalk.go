@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+)
+
+// route walks the tree for one request. It returns the leaf (nil when a
+// stage chose no subset or the leaf is empty), the request's kind, the
+// outcome and the lane a match rule gave the request (the filters see it
+// as Request.Lane).
+func (t *tree) route(r *Request) (*node, decision) {
+	i, d := t.gray.decide(r)
+	r.lane = d.lane
+	if n := walk(t.children[i], r); n != nil {
+		return n, d
+	}
+	d.outcome = Failed
+	return nil, d
+}
+
+// walk routes the request in ctx (not nil): it sets *d to the decision,
+// tells observe (when not nil) what was decided, and returns the leaf
+// whose candidates the request may reach, or the error of a request whose
+// kind has no instance (the decision's outcome Failed). call (nil: none)
+// reads the keys of an adapter's call, asked before h, the LoadBalancer's
+// ContextHandlers. Every adapter's route walks it (the Transport, the gRPC
+// picker, a framework's selector), and lb.Pick over a tree that is not
+// plain; lb.Pick over a plain tree walks pick's copy of the flat walk.
+//
+// A plain tree (see tree.plain) is walked in its flat form: the request's
+// own gray value (else the canary's draw recorded for the request being
+// served) decides its kind, as decide does when no rule classifies
+// requests, and its version picks the leaf; no Request is built.
+func (t *tree) walk(ctx context.Context, call, h ContextHandler, observe Observer, d *decision) (*node, error) {
+	n := t.leafOf(ctx, call, h, d)
+	if observe != nil {
+		observe(t.service, d.kind, d.outcome)
+	}
+	if n == nil {
+		return nil, t.noInstance(d.kind)
+	}
+	return n, nil
+}
+
+// leafOf is walk's routing: the leaf, nil when the request's kind has
+// none.
+func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) *node {
+	if !t.plain {
+		var r Request
+		r.init(ctx, t.service, h, valuesIn(ctx))
+		r.call = call
+		n, rd := t.route(&r)
+		*d = rd
+		return n
+	}
+	d.kind, d.source, d.outcome = Prod, FromKey, Selected
+	v := ""
+	if call != nil {
+		v = call.Value(ctx, t.grayKey)
+	}
+	if v == "" && h != nil {
+		v = h.Value(ctx, t.grayKey)
+	}
+	vals, st := valuesAndState(ctx)
+	if v == "" && st != nil {
+		v = st.Get(t.grayKey)
+	}
+	if v == "" {
+		if v = vals.get(t.grayKey); v != "" {
+			d.source = FromContext
+		} else if gray, ok := st.Drawn(); ok {
+			// another LoadBalancer's canary drew for the request
+			d.source = FromRules
+			if gray {
+				v = "true"
+			}
+		} else {
+			d.source = FromDefault
+		}
+	}
+	i := grayIdxProd
+	if IsGray(v) {
+		d.kind, i = Gray, grayIdxGray
+		if !t.gray.hasGray {
+			i, d.outcome = grayIdxAll, FellBack
+		}
+	}
+	fr := &t.flat[i]
+	leaf := &fr.leaves[0]
+	if len(fr.leaves) > 1 { // a version stage's leaves
+		v = ""
+		if call != nil {
+			v = call.Value(ctx, t.versionKey)
+		}
+		if v == "" && h != nil {
+			v = h.Value(ctx, t.versionKey)
+		}
+		if v == "" && st != nil {
+			v = st.Get(t.versionKey)
+		}
+		if v == "" {
+			v = vals.get(t.versionKey)
+		}
+		leaf = &fr.leaves[fr.choice.choose(v, t.versionSelf)]
+	}
+	if len(leaf.instances) == 0 {
+		d.outcome = Failed
+		return nil
+	}
+	return leaf
+}
+
+// pick is walk picking, for lb.Pick: the same walk as every adapter's
+// route (leafOf), then the leaf's turn. It returns the picked candidate in
+// its leaf's list, or the error of a request whose kind has no instance.
+func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*Instance, error) {
+	var d decision
+	n := t.leafOf(ctx, nil, h, &d)
+	var in *Instance
+	switch {
+	case n == nil:
+	case n.ext == nil || n.ext.picker == nil:
+		// node.next written out (it does not fit the inlining budget): the
+		// single counter's turn (TryOne inlines), else the slow path.
+		turn, ok := n.t.TryOne()
+		if !ok {
+			turn = n.t.Contended(uint64(n.t.N))
+		}
+		in = &n.instances[n.m.Of(uint32(turn), n.t.N)]
+	default:
+		in = &n.instances[n.ext.picker.Next()]
+	}
+	if observe != nil {
+		observe(t.service, d.kind, d.outcome)
+	}
+	if in == nil {
+		return nil, t.noInstance(d.kind)
+	}
+	return in, nil
+}
+
+// noInstance is the error of a request of kind that t has no instance for.
+func (t *tree) noInstance(kind Kind) error {
+	e := &NoInstanceError{Service: t.service, Kind: kind, Ejected: t.ejected[Prod]}
+	if kind == Gray {
+		e.Ejected += t.ejected[Gray]
+	}
+	return e
+}
