@@ -171,9 +171,12 @@ func (r result) row() string {
 // check asserts the targets: no request of the wrong kind, no failed
 // request (every request is an idempotent GET and a working instance of
 // each kind is always there), routing current within 2 s after the fault
-// ended.
+// ended; and that the load ran through the fault.
 func (r result) check(t *testing.T) {
 	t.Helper()
+	if want := int(r.lasted/loadPeriod) * streams / 2; r.sent < want {
+		t.Errorf("%s, %s: %d requests sent, want at least %d: the load did not run", r.pair, r.fault, r.sent, want)
+	}
 	if r.wrong != 0 {
 		t.Errorf("%s, %s: %d requests of the wrong kind", r.pair, r.fault, r.wrong)
 	}
