@@ -122,6 +122,7 @@ done
   echo "outage: nacos-sdk-go's reconnect loop (common/remote/rpc, RpcClient.reconnect) sleeps 100 ms longer after"
   echo "each failed attempt, up to 5 s, so a client whose server was unreachable for 60 s tries again only every"
   echo "3 to 4 s, and learns what changed meanwhile that long after the link is back (no API of the SDK wakes it)."
+  echo "After 20 s of resets it tries every 2 s or so: the reset row is at the target's edge for the same reason."
   echo
   echo "How: \`faulttest\` (a module of its own) puts Toxiproxy (scripts/toxiproxy.sh, built from its Go module)"
   echo "on one link of a client at a time, on loopback: between the httpctx Transport and one prod and one gray"
