@@ -20,15 +20,41 @@ type Stats struct {
 	stamp    atomic.Int64  // when rtt was last updated, nanoseconds on the monotonic clock
 	fails    atomic.Int32  // consecutive failures
 	ejected  atomic.Bool
+	// waiting is when the calls in flight last had news: when the first
+	// of them began (none was in flight) or when the last result came,
+	// whichever is later, on the monotonic clock. While calls are in
+	// flight, now - waiting is how long the instance has kept them all
+	// unanswered: a lower bound of the oldest one's age.
+	waiting   atomic.Int64
+	ejectedAt atomic.Int64 // when it was last ejected, on the monotonic clock
+	gray      atomic.Bool  // the instance's kind when the tables were last synced
 
 	o *health // nil without outlier detection
 	// Guarded by o.h.mu:
 	addr      string
-	gray      bool      // the instance's kind when the tables were last synced
 	ejections int       // ejections in a row (the back-off multiplier)
 	readmit   time.Time // when it was last readmitted
 	stopTimer func() bool
 	removed   bool // no longer in the service's list
+}
+
+// begin counts a call in flight and returns its start.
+func (s *Stats) begin() int64 {
+	now := monoNow()
+	if s.inflight.Add(1) == 1 {
+		s.waiting.Store(now)
+	}
+	return now
+}
+
+// unanswered returns how long the calls in flight have waited without
+// any of them getting a result (0 when none is in flight): an instance
+// that hangs is priced by it before its first call times out.
+func (s *Stats) unanswered(now int64) float64 {
+	if s.inflight.Load() <= 0 {
+		return 0
+	}
+	return float64(max(now-s.waiting.Load(), 0))
 }
 
 // InFlight returns the number of calls started and not yet done.
@@ -102,23 +128,26 @@ type started struct {
 
 // Done reports the call's result: ok is false for a failure that counts
 // against the instance (a connection failure, a 5xx answer, gRPC
-// Unavailable; the adapters decide). It ends the call's in-flight count,
-// feeds its latency to the instance's estimate and, with outlier
-// detection, its success or failure to the ejection rule. Call Done or
-// Discard exactly once per call.
+// Unavailable, a call its caller's deadline ended before the instance
+// answered; the adapters decide). It ends the call's in-flight count,
+// feeds its latency (at least the time waited) to the instance's estimate
+// and, with outlier detection, its success or failure to the ejection
+// rule: a success of a call begun after the instance was ejected readmits
+// it at once. Call Done or Discard exactly once per call.
 func (c started) Done(ok bool) {
 	s := c.stats
 	if s == nil {
 		return
 	}
-	s.inflight.Add(-1)
 	now := monoNow()
+	s.waiting.Store(now)
+	s.inflight.Add(-1)
 	lat := float64(now - c.start)
 	if !ok {
 		lat = max(lat, failurePenalty)
 	}
 	s.observe(now, lat)
-	s.result(ok)
+	s.result(ok, c.start)
 }
 
 // Discard ends the call without a result, for a call that says nothing of
@@ -145,20 +174,27 @@ func (s *Stats) Report(ok bool, latency time.Duration) {
 	if !ok {
 		lat = max(lat, failurePenalty)
 	}
+	now := monoNow()
 	if lat > 0 {
-		s.observe(monoNow(), lat)
+		s.observe(now, lat)
 	}
-	s.result(ok)
+	s.result(ok, now)
 }
 
-// result feeds a success or failure to outlier detection.
-func (s *Stats) result(ok bool) {
+// result feeds a success or failure of a call begun at start to outlier
+// detection. A success of a call begun after the instance was ejected (it
+// answers again: it was routed to in a panic, see OutlierConfig, or
+// readmitted and ejected again meanwhile) readmits it at once.
+func (s *Stats) result(ok bool, start int64) {
 	if s.o == nil {
 		return
 	}
 	if ok {
 		if s.fails.Load() != 0 {
 			s.fails.Store(0)
+		}
+		if s.ejected.Load() && start >= s.ejectedAt.Load() {
+			s.o.readmitAnswered(s)
 		}
 		return
 	}
