@@ -136,3 +136,25 @@ func TestP2C_PricesUnansweredCallsByTheirAge(t *testing.T) {
 	}
 	require.Zero(t, n, "the instance whose call hangs was picked %d times of 1000", n)
 }
+
+// TestEjection_ReportedAnswerReadmitsOnlyWhenItBeganAfterTheEjection: a
+// success reported without a call (Stats.Report) readmits an ejected
+// instance only when its latency shows it began after the ejection; one of
+// unknown latency (0: a straggler picked before the ejection, say) does
+// not.
+func TestEjection_ReportedAnswerReadmitsOnlyWhenItBeganAfterTheEjection(t *testing.T) {
+	list := mix("svc", nil, nil)
+	lb, _, _, events := ejectionLB(t, list, OutlierConfig{})
+	ctx := withHeaders(context.Background(), "gray", "false")
+	failN(t, lb, ctx, list[1].Addr(), 5)
+	waitRebuild(t, events)
+	st := lb.healthOf("svc").statsOf(list[1])
+	require.True(t, st.Ejected())
+	st.Report(true, 0)
+	require.True(t, st.Ejected(), "a success of unknown start readmitted it")
+	st.Report(true, time.Hour)
+	require.True(t, st.Ejected(), "a success begun an hour ago readmitted it")
+	st.Report(true, time.Nanosecond)
+	require.False(t, st.Ejected(), "a success begun after the ejection did not readmit it")
+	waitRebuild(t, events)
+}

@@ -165,7 +165,8 @@ func (c started) Stats() *Stats { return c.stats }
 // Report feeds one result that was not started as a call (so it
 // was never counted in flight): ok is false for a failure that counts
 // against the instance, latency is the call's duration (0 when unknown).
-// A nil Stats ignores it.
+// A success readmits an ejected instance only when its latency shows the
+// call began after the ejection (see Done). A nil Stats ignores it.
 func (s *Stats) Report(ok bool, latency time.Duration) {
 	if s == nil {
 		return
@@ -178,7 +179,11 @@ func (s *Stats) Report(ok bool, latency time.Duration) {
 	if lat > 0 {
 		s.observe(now, lat)
 	}
-	s.result(ok, now)
+	start := int64(math.MinInt64) // unknown: it may have begun before the ejection
+	if latency > 0 {
+		start = now - int64(latency)
+	}
+	s.result(ok, start)
 }
 
 // result feeds a success or failure of a call begun at start to outlier
