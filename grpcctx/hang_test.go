@@ -145,7 +145,7 @@ func TestBalancer_HangingGrayInstance(t *testing.T) {
 					time.AfterFunc(7*time.Second-time.Since(start), func() { close(stop) })
 					driveRPCs(c, deadline, tl, stop)
 
-					t.Logf("from 5 s: %d of %d gray RPCs failed; %d of %d prod failed, %d on gray",
+					t.Logf("%s from 5 s: %d of %d gray RPCs failed; %d of %d prod failed, %d on gray", name,
 						tl.grayFailed.Load(), tl.gray.Load(), tl.prodFailed.Load(), tl.prod.Load(), tl.prodOnGray.Load())
 					require.LessOrEqual(t, tl.grayFailed.Load()*100, tl.gray.Load(), "more than 1 % of gray RPCs failed from 5 s after the hang started")
 					require.Greater(t, tl.gray.Load(), int64(50), "too few gray RPCs to measure")

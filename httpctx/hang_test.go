@@ -98,6 +98,7 @@ func drive(t *testing.T, client *http.Client, deadline time.Duration, tl *tally,
 				tl.gray.Add(1)
 				if err != nil {
 					tl.grayFailed.Add(1)
+					t.Logf("gray request started %v after the hang failed: %v", start.Sub(tl.from.Add(-5*time.Second)), err)
 				}
 				continue
 			}
@@ -190,7 +191,7 @@ func TestTransport_HangingGrayInstance(t *testing.T) {
 					time.AfterFunc(7*time.Second-time.Since(start), func() { close(stop) })
 					drive(t, client, deadline, tl, stop)
 
-					t.Logf("from 5 s: %d of %d gray requests failed; %d of %d prod failed, %d on gray",
+					t.Logf("%s from 5 s: %d of %d gray requests failed; %d of %d prod failed, %d on gray", name,
 						tl.grayFailed.Load(), tl.gray.Load(), tl.prodFailed.Load(), tl.prod.Load(), tl.prodOnGray.Load())
 					require.LessOrEqual(t, tl.grayFailed.Load()*100, tl.gray.Load(), "more than 1 % of gray requests failed from 5 s after the hang started")
 					require.Greater(t, tl.gray.Load(), int64(50), "too few gray requests to measure")

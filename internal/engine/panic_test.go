@@ -118,12 +118,12 @@ func TestStats_TimedOutCallCountsTheTimeWaited(t *testing.T) {
 }
 
 // TestP2C_PricesUnansweredCallsByTheirAge: an instance never measured
-// whose only call has waited 200 ms without an answer costs more than a
-// measured 1 ms instance with a call in flight: P2C sends nearly nothing
-// to it.
+// whose two calls have waited 200 ms without an answer costs more than a
+// measured 1 ms instance with a call in flight: P2C sends nothing to it.
 func TestP2C_PricesUnansweredCallsByTheirAge(t *testing.T) {
 	hung, fast := &Stats{}, &Stats{}
 	fast.observe(monoNow(), float64(time.Millisecond))
+	hung.begin()
 	hung.begin()
 	hung.waiting.Store(monoNow() - int64(200*time.Millisecond))
 	fast.begin()
@@ -157,4 +157,49 @@ func TestEjection_ReportedAnswerReadmitsOnlyWhenItBeganAfterTheEjection(t *testi
 	st.Report(true, time.Nanosecond)
 	require.False(t, st.Ejected(), "a success begun after the ejection did not readmit it")
 	waitRebuild(t, events)
+}
+
+// TestP2C_ALongCallDoesNotStarveItsInstance: an instance holding one
+// long call (a stream) whose other calls got their results is priced by
+// its latency, not by the long call's age: the calls that wait are those
+// begun since its last result, and one of them alone is not a hang.
+func TestP2C_ALongCallDoesNotStarveItsInstance(t *testing.T) {
+	streaming, other := &Stats{}, &Stats{}
+	for _, s := range []*Stats{streaming, other} {
+		s.observe(monoNow(), float64(time.Millisecond))
+		s.begin() // a stream, still open
+		started{stats: s, start: s.begin()}.Done(true)
+	}
+	streaming.waiting.Store(monoNow() - int64(10*time.Second)) // its last result, 10 s ago
+	p := P2C().(StatsPolicy).NewStatsPicker(mix("svc", nil, nil), []*Stats{streaming, other})
+	n := 0
+	for range 1000 {
+		if p.Next() == 0 {
+			n++
+		}
+	}
+	require.Greater(t, n, 100, "the instance holding a stream was picked %d times of 1000", n)
+}
+
+// TestP2C_CancelledCallsDoNotPriceTheInstance: calls its callers
+// cancelled are no longer waiting: an instance whose two pending calls
+// were cancelled is priced by its latency again.
+func TestP2C_CancelledCallsDoNotPriceTheInstance(t *testing.T) {
+	cancelled, other := &Stats{}, &Stats{}
+	for _, s := range []*Stats{cancelled, other} {
+		s.observe(monoNow(), float64(time.Millisecond))
+	}
+	started{stats: cancelled, start: cancelled.begin()}.Discard()
+	started{stats: cancelled, start: cancelled.begin()}.Discard()
+	cancelled.waiting.Store(monoNow() - int64(10*time.Second))
+	cancelled.begin()
+	other.begin()
+	p := P2C().(StatsPolicy).NewStatsPicker(mix("svc", nil, nil), []*Stats{cancelled, other})
+	n := 0
+	for range 1000 {
+		if p.Next() == 0 {
+			n++
+		}
+	}
+	require.Greater(t, n, 100, "the instance whose calls were cancelled was picked %d times of 1000", n)
 }

@@ -20,11 +20,13 @@ type Stats struct {
 	stamp    atomic.Int64  // when rtt was last updated, nanoseconds on the monotonic clock
 	fails    atomic.Int32  // consecutive failures
 	ejected  atomic.Bool
-	// waiting is when the calls in flight last had news: when the first
-	// of them began (none was in flight) or when the last result came,
-	// whichever is later, on the monotonic clock. While calls are in
-	// flight, now - waiting is how long the instance has kept them all
-	// unanswered: a lower bound of the oldest one's age.
+	// pending counts the calls begun since the instance's last result,
+	// and waiting is when the first of them began, on the monotonic
+	// clock: while two or more are pending, now - waiting is how long the
+	// instance has left every call begun since its last result
+	// unanswered. (One pending call alone may be a long stream; a call
+	// older than the last result says nothing of a hang either.)
+	pending   atomic.Int64
 	waiting   atomic.Int64
 	ejectedAt atomic.Int64 // when it was last ejected, on the monotonic clock
 	gray      atomic.Bool  // the instance's kind when the tables were last synced
@@ -41,17 +43,19 @@ type Stats struct {
 // begin counts a call in flight and returns its start.
 func (s *Stats) begin() int64 {
 	now := monoNow()
-	if s.inflight.Add(1) == 1 {
+	s.inflight.Add(1)
+	if s.pending.Add(1) == 1 {
 		s.waiting.Store(now)
 	}
 	return now
 }
 
-// unanswered returns how long the calls in flight have waited without
-// any of them getting a result (0 when none is in flight): an instance
-// that hangs is priced by it before its first call times out.
+// unanswered returns how long the calls begun since the instance's last
+// result have waited, when two or more have (else 0): an instance that
+// accepts calls and never answers is priced by it before its first call
+// times out, while one holding a single long call (a stream) is not.
 func (s *Stats) unanswered(now int64) float64 {
-	if s.inflight.Load() <= 0 {
+	if s.pending.Load() < 2 || s.inflight.Load() < 2 {
 		return 0
 	}
 	return float64(max(now-s.waiting.Load(), 0))
@@ -140,7 +144,9 @@ func (c started) Done(ok bool) {
 		return
 	}
 	now := monoNow()
-	s.waiting.Store(now)
+	if s.pending.Load() != 0 {
+		s.pending.Store(0)
+	}
 	s.inflight.Add(-1)
 	lat := float64(now - c.start)
 	if !ok {
@@ -153,8 +159,13 @@ func (c started) Done(ok bool) {
 // Discard ends the call without a result, for a call that says nothing of
 // the instance (the caller cancelled it).
 func (c started) Discard() {
-	if c.stats != nil {
-		c.stats.inflight.Add(-1)
+	s := c.stats
+	if s == nil {
+		return
+	}
+	s.inflight.Add(-1)
+	if s.pending.Load() > 0 {
+		s.pending.Add(-1) // no longer waiting; a lost race only makes the count smaller
 	}
 }
 
