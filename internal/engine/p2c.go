@@ -17,11 +17,11 @@ import "math/rand/v2"
 // fast does not attract traffic, and a call its caller's deadline ended
 // before the instance answered counts as a failure that took at least the
 // time waited. An instance not measured yet costs little, so a new
-// instance is tried at once; but while it has calls in flight, the
-// estimate is at least how long they have all waited without a result,
-// so an instance that accepts calls and never answers is priced by the
-// age of its calls, not at almost nothing, long before the first of them
-// times out.
+// instance is tried at once; but while two or more calls begun since its
+// last result are in flight, the estimate is at least how long they have
+// waited, so an instance that accepts calls and never answers is priced by
+// the age of its calls, not at almost nothing, long before the first of
+// them times out. (One call alone, such as a long stream, does not count.)
 //
 // The policy reads the Stats the LoadBalancer keeps for it (P2C turns them
 // on) and fed by the calls' results: through httpctx's Transport and
