@@ -29,9 +29,10 @@ type waits struct {
 	rpcs sync.Map // context.Context of a waiting RPC → struct{}
 }
 
-// add notes that the RPC of ctx waits for insts' connections.
+// add notes that the RPC of ctx waits for insts' connections. A nil
+// waits notes nothing.
 func (w *waits) add(ctx context.Context, insts []graylb.Instance) {
-	if len(insts) == 0 || ctx == nil || ctx.Done() == nil {
+	if w == nil || w.b == nil || len(insts) == 0 || ctx == nil || ctx.Done() == nil {
 		return // a context that never ends never times out
 	}
 	if reflect.TypeOf(ctx).Kind() != reflect.Pointer {
