@@ -147,24 +147,22 @@ func (c Call) Done(ok bool) {
 // call is told to the LoadBalancer's graylb.CallObserver as failed, with
 // its duration: its caller saw it fail, and a build that hangs must show
 // in the call metrics. To the instance's Stats (outlier detection, latency
-// estimates) it is Done(true) when answered is true (the instance answered,
-// as a gRPC DeadlineExceeded status is an answer: its latency feeds the
-// estimate and it does not count toward ejection), else nothing, as Discard
-// (the deadline was the caller's choice). Call it instead of Done or Discard.
+// estimates) it is Done(true) when answered is true (the instance
+// answered, as a gRPC DeadlineExceeded status the server sent is an
+// answer: its latency feeds the estimate and it does not count toward
+// ejection), else Done(false): an instance that did not answer in time
+// failed the call, which counts toward its ejection with a latency of at
+// least the time waited (an instance that hangs, or answers only after the
+// deadline, is ejected and avoided). Call it instead of Done or Discard.
 func (c Call) TimedOut(answered bool) {
 	if c.b == nil {
 		return
 	}
-	stats := c.stats
-	if !answered && stats != nil {
-		engine.Discard(stats)
-		stats = nil
-	}
 	switch {
 	case c.b.e().CallObserved():
-		c.b.e().DoneObserved(c.Service, c.Instance, c.served, stats, c.start, true, false)
-	case stats != nil:
-		engine.Done(stats, c.start, true)
+		c.b.e().DoneObserved(c.Service, c.Instance, c.served, c.stats, c.start, answered, false)
+	case c.stats != nil:
+		engine.Done(c.stats, c.start, answered)
 	}
 }
 

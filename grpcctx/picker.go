@@ -37,7 +37,14 @@ import (
 // then; one that stops answering without closing (a host that vanished,
 // no RST) keeps RPCs waiting until the connect timeout
 // (grpc.WithConnectParams' MinConnectTimeout, 20 s by default) or the
-// RPC's deadline.
+// RPC's deadline. With outlier detection an RPC whose deadline ends that
+// wait counts against the instances it waited for (see waits), so such an
+// instance is ejected and a gray RPC then falls back to prod.
+//
+// An RPC whose deadline passed before the server sent anything (a
+// DeadlineExceeded status grpc-go made, DoneInfo.BytesReceived false)
+// counts against the instance, with the time waited as its latency; a
+// DeadlineExceeded status the server sent is an answer.
 //
 // When the request's kind has no instance left that has not failed,
 // grpc-go's convention applies: while a candidate is connecting the RPC
@@ -64,6 +71,7 @@ type picker struct {
 	all      atomic.Pointer[adapter.Router] // over every instance; router itself when none has failed
 	service  string
 	failures failureSet
+	waits    *waits // RPCs queued for connections being made
 }
 
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
@@ -82,6 +90,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			return res, nil
 		}
 		if rp != nil && rp.connecting {
+			p.waits.add(info.Ctx, rp.waiting)
 			return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 		}
 	}
@@ -102,6 +111,9 @@ func (p *picker) pickFailed(info balancer.PickInfo) (balancer.PickResult, error)
 		return p.result(rt, rp, j), nil
 	}
 	if rp == nil || rp.connecting {
+		if rp != nil {
+			p.waits.add(info.Ctx, rp.waiting)
+		}
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
 	// Not a status error: grpc-go fails a non-wait-for-ready RPC with
@@ -163,10 +175,22 @@ func (p *picker) done(call adapter.Call, di balancer.DoneInfo) {
 	case status.Code(di.Err) == codes.Canceled:
 		call.Discard()
 	case status.Code(di.Err) == codes.DeadlineExceeded && !p.failures.failed(di.Err):
-		call.TimedOut(true) // an answer as far as the instance goes; a failure for its caller
+		// An answer as far as the instance goes when the server sent
+		// something (a status of its own, headers); else the deadline ended
+		// a call it never answered: a failure of the instance. Either way a
+		// failure for its caller.
+		call.TimedOut(di.BytesReceived)
 	default:
 		call.Done(!p.failures.failed(di.Err))
 	}
+}
+
+// unanswered reports whether di is a DeadlineExceeded the server never
+// produced: the RPC's deadline passed before any byte of an answer came
+// (grpc-go sets DoneInfo.BytesReceived once a HEADERS frame of the stream
+// arrives, so a status the server sent, even DeadlineExceeded, sets it).
+func unanswered(di balancer.DoneInfo) bool {
+	return status.Code(di.Err) == codes.DeadlineExceeded && !di.BytesReceived
 }
 
 // errPicker fails every RPC with err.
@@ -213,6 +237,7 @@ func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*policy.Stat
 			}
 		default:
 			rp.connecting = true
+			rp.waiting = append(rp.waiting, in)
 		}
 	}
 	sp, timed := p.inner.(policy.StatsPolicy)
@@ -234,7 +259,7 @@ func (p readyPolicy) NewStatsPicker(list []graylb.Instance, stats []*policy.Stat
 			for j, st := range readyStats {
 				rp.dones[j] = func(di balancer.DoneInfo) {
 					if status.Code(di.Err) != codes.Canceled {
-						st.Report(!failures.failed(di.Err), 0)
+						st.Report(!failures.failed(di.Err) && !unanswered(di), 0)
 					}
 				}
 			}
@@ -252,6 +277,7 @@ type readyPicker struct {
 	scs        []balancer.SubConn
 	inner      policy.Picker             // over the READY instances
 	connecting bool                      // a candidate without a READY connection is still connecting
+	waiting    []graylb.Instance         // those candidates
 	lastErr    error                     // else the last connection error among them
 	timed      bool                      // results carry the call's start (a latency-aware policy, a CallObserver)
 	dones      []func(balancer.DoneInfo) // per READY connection, when results are reported untimed
