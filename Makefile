@@ -50,7 +50,11 @@ test: lint
 	echo "== go test ./docs Nacos snippets (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .; \
 	echo "== go test ./gozero: a go-zero chain over the Nacos supplier (real Nacos at $$addr; without -race)"; \
-	GRAYLB_NACOS_ADDR=$$addr $(IN) gozero $(GO) test -count=1 -timeout 5m -run Integration -v .
+	GRAYLB_NACOS_ADDR=$$addr $(IN) gozero $(GO) test -count=1 -timeout 5m -run Integration -v .; \
+	echo "== go test ./faulttest: network faults on each link through Toxiproxy, the short plan (real Nacos at $$addr; without -race)"; \
+	scripts/toxiproxy.sh start; trap '$(CURDIR)/scripts/nacos.sh stop; $(CURDIR)/scripts/toxiproxy.sh stop' EXIT; \
+	GRAYLB_NACOS_ADDR=$$addr GRAYLB_TOXIPROXY_ADDR=127.0.0.1:$${TOXIPROXY_PORT:-8474} \
+		$(IN) faulttest $(GO) test -count=1 -parallel 3 -timeout 5m -v .
 
 ## test-install: every module installs from a tag as users install it: the committed HEAD, tagged
 ## by scripts/release.sh in a temporary copy, fetched with go get from a user module outside the

@@ -16,6 +16,7 @@ const (
 	DefaultBaseEjectionTime    = engine.DefaultBaseEjectionTime    // 30 s: OutlierConfig
 	DefaultMaxEjectionTime     = engine.DefaultMaxEjectionTime     // 300 s: OutlierConfig
 	DefaultMaxEjectionPercent  = engine.DefaultMaxEjectionPercent  // 50: OutlierConfig
+	DefaultPanicThreshold      = engine.DefaultPanicThreshold      // 50: OutlierConfig
 
 	DefaultEmptyGrace = engine.DefaultEmptyGrace // 30 s: WithEmptyGrace
 	DefaultSettle     = engine.DefaultSettle     // 10 s: WithShrinkProtection, and Cache

@@ -102,8 +102,10 @@ type Call struct {
 //   - DeadlineAnswered: to the Stats as OK (the instance answered); to the
 //     CallObserver as failed (its caller saw it fail, and a build that
 //     hangs must show in the call metrics).
-//   - DeadlineNoAnswer: to the CallObserver as failed; to the Stats
-//     nothing, as Cancelled (the deadline was the caller's choice).
+//   - DeadlineNoAnswer: to the CallObserver as failed; to the Stats as
+//     Failed, with the time waited as its latency: an instance that did
+//     not answer in time failed the call (one that hangs, or answers only
+//     after the deadline, is ejected and avoided).
 //
 // A Result of another value is Failed. Call End exactly once per call.
 func (c Call) End(r Result) {
@@ -118,13 +120,7 @@ func (c Call) End(r Result) {
 		return
 	case DeadlineAnswered:
 		callOK = false
-	case DeadlineNoAnswer:
-		callOK = false
-		if stats != nil {
-			engine.Discard(stats)
-			stats = nil
-		}
-	default:
+	default: // Failed, DeadlineNoAnswer, any other
 		statsOK, callOK = false, false
 	}
 	switch {

@@ -27,7 +27,7 @@ func TestCall_End(t *testing.T) {
 		{adapter.Failed, true, false, true, 1},
 		{adapter.Cancelled, false, false, false, 0},
 		{adapter.DeadlineAnswered, true, false, true, 0},
-		{adapter.DeadlineNoAnswer, true, false, false, 0},
+		{adapter.DeadlineNoAnswer, true, false, true, 1},
 		{adapter.Result(99), true, false, true, 1},
 	} {
 		t.Run(c.r.String(), func(t *testing.T) {

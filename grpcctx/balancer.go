@@ -69,7 +69,9 @@ type builder struct{}
 func (builder) Name() string { return Name }
 
 func (builder) Build(cc balancer.ClientConn, _ balancer.BuildOptions) balancer.Balancer {
-	return &graylbBalancer{cc: cc, conns: map[string]*conn{}, failures: defaultFailureCodes}
+	b := &graylbBalancer{cc: cc, conns: map[string]*conn{}, failures: defaultFailureCodes}
+	b.waits.b = b
+	return b
 }
 
 // conn is one instance's connection and what the balancer knows of it.
@@ -106,6 +108,7 @@ type graylbBalancer struct {
 	failures failureSet
 	picker   *picker // the last picker sent, nil when none
 	unwatch  func()  // stops following ejections
+	waits    waits   // RPCs queued for connections being made
 }
 
 func (b *graylbBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
@@ -299,7 +302,7 @@ func (b *graylbBalancer) regenerate() {
 			Picker: errPicker{status.Error(codes.Internal, err.Error())}})
 		return
 	}
-	p := &picker{service: b.src.service, failures: b.failures}
+	p := &picker{service: b.src.service, failures: b.failures, waits: &b.waits}
 	p.all.Store(all)
 	p.live.Store(live)
 	b.picker = p

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -35,7 +36,14 @@ import (
 // then; one that stops answering without closing (a host that vanished,
 // no RST) keeps RPCs waiting until the connect timeout
 // (grpc.WithConnectParams' MinConnectTimeout, 20 s by default) or the
-// RPC's deadline.
+// RPC's deadline. With outlier detection an RPC whose deadline ends that
+// wait counts against the instances it waited for (see waits), so such an
+// instance is ejected and a gray RPC then falls back to prod.
+//
+// An RPC whose deadline passed before the server sent anything (a
+// DeadlineExceeded status grpc-go made, DoneInfo.BytesReceived false)
+// counts against the instance, with the time waited as its latency; a
+// DeadlineExceeded status the server sent is an answer.
 //
 // When the request's kind has no instance left that has not failed,
 // grpc-go's convention applies: while a candidate is connecting the RPC
@@ -63,6 +71,7 @@ type picker struct {
 	all      atomic.Pointer[adapter.Endpoints[endpoint]] // over every instance; live itself when none has failed
 	service  string
 	failures failureSet
+	waits    *waits // RPCs queued for connections being made
 }
 
 // endpoint is one instance's connection as a picker's routing sees it: a
@@ -84,6 +93,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 			return p.result(e, call), nil
 		}
 		if connecting(rt.Handles()) {
+			p.wait(info, rt)
 			return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 		}
 	}
@@ -103,6 +113,7 @@ func (p *picker) pickFailed(info balancer.PickInfo) (balancer.PickResult, error)
 		return p.result(e, call), nil
 	}
 	if rt.Len() == 0 || connecting(rt.Handles()) {
+		p.wait(info, rt)
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
 	// Not a status error: grpc-go fails a non-wait-for-ready RPC with
@@ -110,15 +121,36 @@ func (p *picker) pickFailed(info balancer.PickInfo) (balancer.PickResult, error)
 	return balancer.PickResult{}, fmt.Errorf("grpcctx: no connection to the %s instances of %q: %w", rt.Kind, p.service, lastErr(rt.Handles()))
 }
 
-// connecting reports whether a candidate without a READY connection is
-// still connecting (not failed).
+// connecting reports whether e's connection is being made: neither READY
+// nor failed.
+func (e endpoint) connecting() bool {
+	return e.state != connectivity.Ready && e.state != connectivity.TransientFailure && !e.failing
+}
+
+// connecting reports whether a candidate of list is still connecting.
 func connecting(list []endpoint) bool {
 	for _, e := range list {
-		if e.state != connectivity.Ready && e.state != connectivity.TransientFailure && !e.failing {
+		if e.connecting() {
 			return true
 		}
 	}
 	return false
+}
+
+// wait notes that the RPC of info queues for rt's candidates whose
+// connection is being made (see waits).
+func (p *picker) wait(info balancer.PickInfo, rt adapter.EndpointRoute[endpoint]) {
+	if p.waits == nil {
+		return
+	}
+	var list []graylb.Instance
+	insts := rt.Instances()
+	for i, e := range rt.Handles() {
+		if e.connecting() {
+			list = append(list, insts[i])
+		}
+	}
+	p.waits.add(info.Ctx, list)
 }
 
 // lastErr is the last connection error among the failed candidates.
@@ -176,16 +208,19 @@ func (t *callDone) done(di balancer.DoneInfo) {
 	p, call := t.p, t.call
 	t.p, t.call = nil, adapter.Call{}
 	callDones.Put(t)
-	call.End(p.resultOf(di.Err))
+	call.End(p.resultOf(di))
 }
 
-// resultOf is the result of an RPC that ended with err: what
-// adapter.ResultOf reads, else by its status code: Canceled is
-// Cancelled; DeadlineExceeded, unless a failure code, is
-// DeadlineAnswered (an answer as far as the instance goes, a failure for
-// its caller); a failure code (the balancer config's) is Failed; any
-// other is OK.
-func (p *picker) resultOf(err error) adapter.Result {
+// resultOf is the result of an RPC that ended as di says: what
+// adapter.ResultOf reads of its error, else by its status code: Canceled
+// is Cancelled; DeadlineExceeded, unless a failure code, is
+// DeadlineAnswered when the server sent something (a status of its own,
+// headers: grpc-go sets DoneInfo.BytesReceived once a HEADERS frame of the
+// stream arrives) and DeadlineNoAnswer when the deadline passed before any
+// answer (a status grpc-go made); a failure code (the balancer config's)
+// is Failed; any other is OK.
+func (p *picker) resultOf(di balancer.DoneInfo) adapter.Result {
+	err := di.Err
 	if r, ok := adapter.ResultOf(err); ok {
 		return r
 	}
@@ -194,7 +229,10 @@ func (p *picker) resultOf(err error) adapter.Result {
 		return adapter.Cancelled
 	case codes.DeadlineExceeded:
 		if !p.failures.failed(err) {
-			return adapter.DeadlineAnswered
+			if di.BytesReceived {
+				return adapter.DeadlineAnswered
+			}
+			return adapter.DeadlineNoAnswer
 		}
 	}
 	return adapter.Answer(p.failures.failed(err))

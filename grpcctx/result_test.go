@@ -7,32 +7,36 @@ import (
 
 	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/assert"
+	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 // resultOf maps an RPC's end to its Result: what adapter.ResultOf reads,
-// then the status code against the balancer config's failure codes.
+// then the status code against the balancer config's failure codes, a
+// DeadlineExceeded by whether the server sent anything.
 func TestPicker_ResultOf(t *testing.T) {
 	p := &picker{failures: defaultFailureCodes}
 	withDeadline := &picker{failures: newFailureSet([]codes.Code{codes.Unavailable, codes.DeadlineExceeded})}
 	for _, c := range []struct {
-		p    *picker
-		err  error
-		want adapter.Result
+		p        *picker
+		err      error
+		answered bool // DoneInfo.BytesReceived: the server sent something
+		want     adapter.Result
 	}{
-		{p, nil, adapter.OK},
-		{p, status.Error(codes.Canceled, "x"), adapter.Cancelled},
-		{p, context.Canceled, adapter.Cancelled},
-		{p, fmt.Errorf("x: %w", context.DeadlineExceeded), adapter.DeadlineNoAnswer},
-		{p, status.Error(codes.DeadlineExceeded, "x"), adapter.DeadlineAnswered},
-		{withDeadline, status.Error(codes.DeadlineExceeded, "x"), adapter.Failed},
-		{p, status.Error(codes.Unavailable, "x"), adapter.Failed},
-		{p, status.Error(codes.Internal, "x"), adapter.Failed},
-		{withDeadline, status.Error(codes.Internal, "x"), adapter.OK},
-		{p, status.Error(codes.NotFound, "x"), adapter.OK},
-		{p, status.Error(codes.ResourceExhausted, "x"), adapter.OK},
+		{p, nil, false, adapter.OK},
+		{p, status.Error(codes.Canceled, "x"), false, adapter.Cancelled},
+		{p, context.Canceled, false, adapter.Cancelled},
+		{p, fmt.Errorf("x: %w", context.DeadlineExceeded), false, adapter.DeadlineNoAnswer},
+		{p, status.Error(codes.DeadlineExceeded, "x"), true, adapter.DeadlineAnswered},
+		{p, status.Error(codes.DeadlineExceeded, "x"), false, adapter.DeadlineNoAnswer}, // grpc-go's own: no answer
+		{withDeadline, status.Error(codes.DeadlineExceeded, "x"), false, adapter.Failed},
+		{p, status.Error(codes.Unavailable, "x"), false, adapter.Failed},
+		{p, status.Error(codes.Internal, "x"), false, adapter.Failed},
+		{withDeadline, status.Error(codes.Internal, "x"), false, adapter.OK},
+		{p, status.Error(codes.NotFound, "x"), false, adapter.OK},
+		{p, status.Error(codes.ResourceExhausted, "x"), false, adapter.OK},
 	} {
-		assert.Equal(t, c.want, c.p.resultOf(c.err), "%v", c.err)
+		assert.Equal(t, c.want, c.p.resultOf(balancer.DoneInfo{Err: c.err, BytesReceived: c.answered}), "%v, answered %v", c.err, c.answered)
 	}
 }

@@ -76,10 +76,13 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 // through *url.Error.
 //
 // Each try's result is reported for the instance that served it (see
-// adapter.Route.Call): a connection failure or a failure status
-// (WithFailureStatus; by default 5xx) counts against it, any other answer
-// for it, and its latency is the time to the response's headers. With
-// graylb.WithOutlierDetection this ejects an instance that keeps failing.
+// adapter.Route.Call): a connection failure, a failure status
+// (WithFailureStatus; by default 5xx) or the request's deadline passing
+// before the response's headers came (the instance hangs, or answers too
+// late) counts against it, any other answer for it, and its latency is
+// the time to the response's headers (the time waited, for a deadline).
+// With graylb.WithOutlierDetection this ejects an instance that keeps
+// failing, one that hangs included.
 //
 // Retries. A try that gets no response because its connection failed is
 // reported against its instance (see above) and, when the policy below

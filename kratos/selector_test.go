@@ -3,6 +3,7 @@ package graylbkratos_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
 	"strconv"
 	"testing"
@@ -295,58 +296,75 @@ func TestSelectorNodeFilter(t *testing.T) {
 	}
 }
 
-// TestSelectorEjection: done reports outcomes; failures eject the node
-// (cancelled calls and the caller's deadline do not count).
+// TestSelectorEjection: done reports outcomes; failures eject the node,
+// and so does a call its caller's deadline ended before the node answered
+// (what hangs is a failure); cancelled calls and answers that are not
+// failures (a 504 the node sent, 4xx, 501) do not count.
 func TestSelectorEjection(t *testing.T) {
-	reg := graylb.NewRegistry()
-	list := nodes("svc", false, false)
-	for _, n := range list {
-		host, port := "127.0.0.1", n.Address()[len("127.0.0.1:"):]
-		p, _ := strconv.Atoi(port)
-		if err := reg.Register(graylb.NewInstance("svc", host, p, map[string]string{"gray": "false"})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lb := newLB(t, reg, graylb.Rules{}, graylb.WithOutlierDetection(graylb.OutlierConfig{
-		ConsecutiveFailures: 3, BaseEjectionTime: time.Hour, MaxEjectionPercent: 50}))
-	s := newSelector(t, lb)
-	s.Apply(list)
 	bad := "127.0.0.1:9000"
-	report := func(err error) {
-		for i := 0; i < 2; i++ { // round robin: each node once
-			n, done, e := s.Select(callCtx(header{}))
-			if e != nil {
-				t.Fatal(e)
+	setup := func() (selector.Selector, func(error)) {
+		reg := graylb.NewRegistry()
+		list := nodes("svc", false, false)
+		for _, n := range list {
+			host, port := "127.0.0.1", n.Address()[len("127.0.0.1:"):]
+			p, _ := strconv.Atoi(port)
+			if err := reg.Register(graylb.NewInstance("svc", host, p, map[string]string{"gray": "false"})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lb := newLB(t, reg, graylb.Rules{}, graylb.WithOutlierDetection(graylb.OutlierConfig{
+			ConsecutiveFailures: 3, BaseEjectionTime: time.Hour, MaxEjectionPercent: 50}))
+		s := newSelector(t, lb)
+		s.Apply(list)
+		report := func(err error) {
+			for i := 0; i < 2; i++ { // round robin: each node once
+				n, done, e := s.Select(callCtx(header{}))
+				if e != nil {
+					t.Fatal(e)
+				}
+				if n.Address() == bad {
+					done(context.Background(), selector.DoneInfo{Err: err})
+				} else {
+					done(context.Background(), selector.DoneInfo{})
+				}
+			}
+		}
+		return s, report
+	}
+	ejected := func(s selector.Selector) bool {
+		for i := 0; i < 20; i++ {
+			n, _, err := s.Select(callCtx(header{}))
+			if err != nil {
+				t.Fatal(err)
 			}
 			if n.Address() == bad {
-				done(context.Background(), selector.DoneInfo{Err: err})
-			} else {
-				done(context.Background(), selector.DoneInfo{})
+				return false
 			}
 		}
+		return true
 	}
-	for _, err := range []error{context.Canceled, kerrors.ClientClosed("", ""), context.DeadlineExceeded, kerrors.GatewayTimeout("", ""),
+	s, report := setup()
+	for _, err := range []error{context.Canceled, kerrors.ClientClosed("", ""), kerrors.GatewayTimeout("", ""),
 		kerrors.NotFound("", ""), kerrors.New(501, "", "")} {
 		for i := 0; i < 5; i++ {
 			report(err)
 		}
 	}
-	seen := map[string]bool{}
-	for i := 0; i < 10; i++ {
-		n, _, _ := s.Select(callCtx(header{}))
-		seen[n.Address()] = true
-	}
-	if !seen[bad] {
+	if ejected(s) {
 		t.Fatal("ejected after outcomes that are not failures")
 	}
 	for i := 0; i < 3; i++ {
 		report(kerrors.ServiceUnavailable("", ""))
 	}
-	for i := 0; i < 20; i++ {
-		n, _, err := s.Select(callCtx(header{}))
-		if err != nil || n.Address() == bad {
-			t.Fatalf("after 3 failures: %v, %v", n, err)
-		}
+	if !ejected(s) {
+		t.Fatal("not ejected after 3 failures")
+	}
+	s, report = setup()
+	for i := 0; i < 3; i++ {
+		report(fmt.Errorf("call: %w", context.DeadlineExceeded))
+	}
+	if !ejected(s) {
+		t.Fatal("not ejected after 3 calls its caller's deadline ended without an answer")
 	}
 }
 

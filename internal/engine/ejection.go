@@ -12,6 +12,7 @@ const (
 	DefaultBaseEjectionTime    = 30 * time.Second
 	DefaultMaxEjectionTime     = 300 * time.Second
 	DefaultMaxEjectionPercent  = 50
+	DefaultPanicThreshold      = 50
 )
 
 // OutlierConfig configures outlier detection (passive health checking):
@@ -19,23 +20,46 @@ const (
 // ejected, that is, not usable, for BaseEjectionTime times the number of
 // times it was ejected in a row, at most MaxEjectionTime, and then
 // readmitted. The multiplier starts again from one when an instance stays
-// admitted for MaxEjectionTime.
+// admitted for MaxEjectionTime. A failure is what the adapter reports as
+// one: a connection failure, a failure status, and a call its caller's
+// deadline ended before the instance answered (an instance that hangs
+// fails its calls, too).
 //
 // At most MaxEjectionPercent of a kind's instances (prod or gray, counted
 // separately) are ejected at once, but one instance of a kind may always
-// be: a kind with a single instance can lose it. An ejected instance is
-// treated as any unusable one: a gray request whose gray instances are all
-// ejected falls back to prod (Outcome FellBack), a prod request never
-// reaches gray, and a kind with every instance ejected fails with a
-// *NoInstanceError whose Ejected field says so.
+// be. An ejected instance is treated as any unusable one: a gray request
+// whose gray instances are all ejected falls back to prod (Outcome
+// FellBack), and a prod request never reaches gray.
 //
-// Zero fields take the defaults (5 failures, 30 s, 300 s, 50 %).
+// Ejection never takes a kind's last usable instances away for good (the
+// panic threshold, as Envoy's): when fewer than PanicThreshold percent of
+// a kind's instances are usable, the kind is routed over all of its
+// instances, ejected ones included, rather than failed. The gray kind
+// first falls back to prod: it panics only when every gray instance is
+// ejected and prod has no usable instance either. The default, 50 %, is
+// Envoy's, and with the default MaxEjectionPercent (50) it never overrides
+// ejection in a kind of two or more instances; it takes effect for a kind
+// whose single instance is ejected (a lone prod instance restarting
+// serves again as soon as it answers, instead of failing every request
+// for its ejection time) and for a MaxEjectionPercent above 50.
+//
+// An ejected instance is back at once when it answers a call begun after
+// its ejection (a call routed to it in a panic) or when it leaves the
+// service's list and is listed again (it re-registered): its state starts
+// afresh.
+//
+// Zero fields take the defaults (5 failures, 30 s, 300 s, 50 %, 50 %).
 type OutlierConfig struct {
 	ConsecutiveFailures int
 	BaseEjectionTime    time.Duration
 	MaxEjectionTime     time.Duration
 	// MaxEjectionPercent is within 1-100; other values take the default.
 	MaxEjectionPercent int
+	// PanicThreshold is the percentage (1-100) of a kind's instances
+	// that must be usable for ejection to apply to the kind; other values
+	// take the default, 50. 1 panics only when none is usable; 100 routes
+	// over ejected instances as soon as one is ejected.
+	PanicThreshold int
 	// Clock gives time and timers to the ejection rule (nil: the system
 	// clock); tests inject one to readmit without waiting.
 	Clock Clock
@@ -90,6 +114,9 @@ func WithOutlierDetection(cfg OutlierConfig) Option {
 	cfg.MaxEjectionTime = max(cfg.MaxEjectionTime, cfg.BaseEjectionTime)
 	if cfg.MaxEjectionPercent < 1 || cfg.MaxEjectionPercent > 100 {
 		cfg.MaxEjectionPercent = DefaultMaxEjectionPercent
+	}
+	if cfg.PanicThreshold < 1 || cfg.PanicThreshold > 100 {
+		cfg.PanicThreshold = DefaultPanicThreshold
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = systemClock{}
@@ -179,7 +206,7 @@ func (h *health) sync(list []Instance, kindOf func(Instance) Kind) {
 				s.o = h
 			}
 		}
-		s.gray = kindOf(in) == Gray
+		s.gray.Store(kindOf(in) == Gray)
 		m[k] = s
 		raw[rawKey{in.Host, in.Port}] = s
 	}
@@ -199,35 +226,59 @@ func (h *health) sync(list []Instance, kindOf func(Instance) Kind) {
 func (h *health) statsOf(in Instance) *Stats { return h.table.Load().stats(in) }
 
 // live returns list without its ejected instances (list itself when none
-// is ejected) and how many were ejected, by kind.
+// is ejected) and how many were left out, by kind. A kind whose usable
+// instances in list fall below the panic threshold keeps its ejected ones
+// (see OutlierConfig), except the gray kind when none of it is usable and
+// prod has a usable instance: gray requests fall back to prod.
 func (h *health) live(list []Instance) ([]Instance, [2]int) {
 	var ejected [2]int
 	if h.cfg == nil {
 		return list, ejected
 	}
 	t := h.table.Load()
-	n := 0
+	var total, out [2]int
 	for _, in := range list {
-		if s := t.stats(in); s != nil && s.ejected.Load() {
-			n++
+		k := Prod
+		s := t.stats(in)
+		if s != nil && s.gray.Load() {
+			k = Gray
+		}
+		total[k]++
+		if s != nil && s.ejected.Load() {
+			out[k]++
+		}
+	}
+	if out[Prod]+out[Gray] == 0 {
+		return list, ejected
+	}
+	var panics [2]bool
+	for k := range panics {
+		panics[k] = out[k] > 0 && (total[k]-out[k])*100 < h.cfg.PanicThreshold*total[k]
+	}
+	if panics[Gray] && total[Gray] == out[Gray] && total[Prod] > out[Prod] {
+		panics[Gray] = false // gray falls back to prod's usable instances
+	}
+	n := 0
+	for k := range out {
+		if !panics[k] {
+			n += out[k]
 		}
 	}
 	if n == 0 {
 		return list, ejected
 	}
-	out := make([]Instance, 0, len(list)-n)
+	keep := make([]Instance, 0, len(list)-n)
 	for _, in := range list {
 		if s := t.stats(in); s != nil && s.ejected.Load() {
-			if s.gray {
-				ejected[Gray]++
-			} else {
-				ejected[Prod]++
+			k := kindOfGray(s.gray.Load())
+			if !panics[k] {
+				ejected[k]++
+				continue
 			}
-			continue
 		}
-		out = append(out, in)
+		keep = append(keep, in)
 	}
-	return out, ejected
+	return keep, ejected
 }
 
 // eject ejects s if it is still failing, still listed, and the share of
@@ -241,7 +292,7 @@ func (h *health) eject(s *Stats) {
 	}
 	total, out := 0, 0
 	for _, o := range h.table.Load().byAddr {
-		if o.gray == s.gray {
+		if o.gray.Load() == s.gray.Load() {
 			total++
 			if o.ejected.Load() {
 				out++
@@ -258,9 +309,10 @@ func (h *health) eject(s *Stats) {
 	}
 	s.ejections++
 	d := min(cfg.BaseEjectionTime*time.Duration(s.ejections), cfg.MaxEjectionTime)
+	s.ejectedAt.Store(monoNow())
 	s.ejected.Store(true)
 	s.stopTimer = cfg.Clock.AfterFunc(d, func() { h.readmit(s) })
-	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray), For: d, At: now}
+	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray.Load()), For: d, At: now}
 	h.mu.Unlock()
 	h.changed()
 	if cfg.OnEjection != nil {
@@ -269,17 +321,26 @@ func (h *health) eject(s *Stats) {
 }
 
 // readmit makes s usable again after its ejection time.
-func (h *health) readmit(s *Stats) {
+func (h *health) readmit(s *Stats) { h.readmitNow(s, false) }
+
+// readmitAnswered makes s usable again at once: it answered a call begun
+// after its ejection. Its ejection timer is stopped.
+func (h *health) readmitAnswered(s *Stats) { h.readmitNow(s, true) }
+
+func (h *health) readmitNow(s *Stats, answered bool) {
 	h.mu.Lock()
 	if s.removed || !s.ejected.Load() {
 		h.mu.Unlock()
 		return
 	}
+	if answered && s.stopTimer != nil {
+		s.stopTimer()
+	}
 	s.ejected.Store(false)
 	s.fails.Store(0)
 	s.readmit = h.cfg.Clock.Now()
 	s.stopTimer = nil
-	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray), At: s.readmit}
+	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray.Load()), At: s.readmit}
 	h.mu.Unlock()
 	h.changed()
 	if h.cfg.OnEjection != nil {

@@ -19,8 +19,14 @@ import (
 // 10 s), and it decays towards zero while the instance gets no results, so
 // an instance that was slow is tried again after a while instead of being
 // starved. A failed call counts as at least 1 s, so an instance that fails
-// fast does not attract traffic. An instance not measured yet costs
-// little, so a new instance is tried at once.
+// fast does not attract traffic, and a call its caller's deadline ended
+// before the instance answered counts as a failure that took at least the
+// time waited. An instance not measured yet costs little, so a new
+// instance is tried at once; but while two or more calls begun since its
+// last result are in flight, the estimate is at least how long they have
+// waited, so an instance that accepts calls and never answers is priced by
+// the age of its calls, not at almost nothing, long before the first of
+// them times out. (One call alone, such as a long stream, does not count.)
 //
 // The policy reads the Stats the LoadBalancer keeps for it (P2C turns them
 // on) and fed by the calls' results: through httpctx's Transport and
@@ -75,5 +81,5 @@ func (p *p2c) Next() int {
 
 func (p *p2c) load(i int, now int64) float64 {
 	s := p.stats[i]
-	return (s.cost(now) + p2cBase) * float64(s.inflight.Load()+1)
+	return (max(s.cost(now), s.unanswered(now)) + p2cBase) * float64(s.inflight.Load()+1)
 }

@@ -68,8 +68,7 @@ func (r routing) Call(i int) started {
 	c := started{Instance: r.leaf.instances[i]}
 	if st := r.leaf.statsOf(); st != nil {
 		c.stats = st[i]
-		c.stats.inflight.Add(1)
-		c.start = monoNow()
+		c.start = c.stats.begin()
 	}
 	return c
 }

@@ -20,15 +20,45 @@ type Stats struct {
 	stamp    atomic.Int64  // when rtt was last updated, nanoseconds on the monotonic clock
 	fails    atomic.Int32  // consecutive failures
 	ejected  atomic.Bool
+	// pending counts the calls begun since the instance's last result,
+	// and waiting is when the first of them began, on the monotonic
+	// clock: while two or more are pending, now - waiting is how long the
+	// instance has left every call begun since its last result
+	// unanswered. (One pending call alone may be a long stream; a call
+	// older than the last result says nothing of a hang either.)
+	pending   atomic.Int64
+	waiting   atomic.Int64
+	ejectedAt atomic.Int64 // when it was last ejected, on the monotonic clock
+	gray      atomic.Bool  // the instance's kind when the tables were last synced
 
 	o *health // nil without outlier detection
 	// Guarded by o.h.mu:
 	addr      string
-	gray      bool      // the instance's kind when the tables were last synced
 	ejections int       // ejections in a row (the back-off multiplier)
 	readmit   time.Time // when it was last readmitted
 	stopTimer func() bool
 	removed   bool // no longer in the service's list
+}
+
+// begin counts a call in flight and returns its start.
+func (s *Stats) begin() int64 {
+	now := monoNow()
+	s.inflight.Add(1)
+	if s.pending.Add(1) == 1 {
+		s.waiting.Store(now)
+	}
+	return now
+}
+
+// unanswered returns how long the calls begun since the instance's last
+// result have waited, when two or more have (else 0): an instance that
+// accepts calls and never answers is priced by it before its first call
+// times out, while one holding a single long call (a stream) is not.
+func (s *Stats) unanswered(now int64) float64 {
+	if s.pending.Load() < 2 || s.inflight.Load() < 2 {
+		return 0
+	}
+	return float64(max(now-s.waiting.Load(), 0))
 }
 
 // InFlight returns the number of calls started and not yet done.
@@ -102,30 +132,40 @@ type started struct {
 
 // Done reports the call's result: ok is false for a failure that counts
 // against the instance (a connection failure, a 5xx answer, gRPC
-// Unavailable; the adapters decide). It ends the call's in-flight count,
-// feeds its latency to the instance's estimate and, with outlier
-// detection, its success or failure to the ejection rule. Call Done or
-// Discard exactly once per call.
+// Unavailable, a call its caller's deadline ended before the instance
+// answered; the adapters decide). It ends the call's in-flight count,
+// feeds its latency (at least the time waited) to the instance's estimate
+// and, with outlier detection, its success or failure to the ejection
+// rule: a success of a call begun after the instance was ejected readmits
+// it at once. Call Done or Discard exactly once per call.
 func (c started) Done(ok bool) {
 	s := c.stats
 	if s == nil {
 		return
 	}
-	s.inflight.Add(-1)
 	now := monoNow()
+	if s.pending.Load() != 0 {
+		s.pending.Store(0)
+	}
+	s.inflight.Add(-1)
 	lat := float64(now - c.start)
 	if !ok {
 		lat = max(lat, failurePenalty)
 	}
 	s.observe(now, lat)
-	s.result(ok)
+	s.result(ok, c.start)
 }
 
 // Discard ends the call without a result, for a call that says nothing of
 // the instance (the caller cancelled it).
 func (c started) Discard() {
-	if c.stats != nil {
-		c.stats.inflight.Add(-1)
+	s := c.stats
+	if s == nil {
+		return
+	}
+	s.inflight.Add(-1)
+	if s.pending.Load() > 0 {
+		s.pending.Add(-1) // no longer waiting; a lost race only makes the count smaller
 	}
 }
 
@@ -136,7 +176,8 @@ func (c started) Stats() *Stats { return c.stats }
 // Report feeds one result that was not started as a call (so it
 // was never counted in flight): ok is false for a failure that counts
 // against the instance, latency is the call's duration (0 when unknown).
-// A nil Stats ignores it.
+// A success readmits an ejected instance only when its latency shows the
+// call began after the ejection (see Done). A nil Stats ignores it.
 func (s *Stats) Report(ok bool, latency time.Duration) {
 	if s == nil {
 		return
@@ -145,20 +186,31 @@ func (s *Stats) Report(ok bool, latency time.Duration) {
 	if !ok {
 		lat = max(lat, failurePenalty)
 	}
+	now := monoNow()
 	if lat > 0 {
-		s.observe(monoNow(), lat)
+		s.observe(now, lat)
 	}
-	s.result(ok)
+	start := int64(math.MinInt64) // unknown: it may have begun before the ejection
+	if latency > 0 {
+		start = now - int64(latency)
+	}
+	s.result(ok, start)
 }
 
-// result feeds a success or failure to outlier detection.
-func (s *Stats) result(ok bool) {
+// result feeds a success or failure of a call begun at start to outlier
+// detection. A success of a call begun after the instance was ejected (it
+// answers again: it was routed to in a panic, see OutlierConfig, or
+// readmitted and ejected again meanwhile) readmits it at once.
+func (s *Stats) result(ok bool, start int64) {
 	if s.o == nil {
 		return
 	}
 	if ok {
 		if s.fails.Load() != 0 {
 			s.fails.Store(0)
+		}
+		if s.ejected.Load() && start >= s.ejectedAt.Load() {
+			s.o.readmitAnswered(s)
 		}
 		return
 	}

@@ -180,6 +180,5 @@ func (c Candidates) Begin(i int) (*Stats, int64) {
 		return nil, 0
 	}
 	s := st[i]
-	s.inflight.Add(1)
-	return s, monoNow()
+	return s, s.begin()
 }

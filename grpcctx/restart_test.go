@@ -1,0 +1,141 @@
+package grpcctx
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+)
+
+// listenOn listens on addr, waiting for a port being released.
+func listenOn(t testing.TB, addr string) net.Listener {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			return l
+		}
+		if time.Now().After(deadline) {
+			require.NoError(t, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBalancer_OnlyProdInstanceRestartedServesAgain: the only prod
+// instance, with outlier detection on (30 s ejection time), stops for 1 s
+// and comes back on its address. Its failures while down eject it;
+// ejection does not keep it away: it serves again within 1 s of its return
+// (with a short reconnect back-off: grpc-go's default waits up to 1.6 s
+// more before its next connection attempt), and no RPC fails from 2 s
+// after its return.
+func TestBalancer_OnlyProdInstanceRestartedServesAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 5 s")
+	}
+	reg := graylb.NewRegistry()
+	l := listenOn(t, "127.0.0.1:0")
+	addr := l.Addr().String()
+	start := func(l net.Listener) *grpc.Server {
+		s := grpc.NewServer(ServerOptions(nil)...)
+		testgrpc.RegisterTestServiceServer(s, &testServer{name: "prod"})
+		go s.Serve(l)
+		return s
+	}
+	s := start(l)
+	a := l.Addr().(*net.TCPAddr)
+	require.NoError(t, reg.Register(graylb.NewInstance("svc", a.IP.String(), a.Port, nil)))
+	serve(t, reg, "svc", &testServer{name: "gray"}, map[string]string{"gray": "true"})
+	var mu sync.Mutex
+	ejected := 0
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithOutlierDetection(graylb.OutlierConfig{OnEjection: func(e graylb.Ejection) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.For > 0 {
+			ejected++
+		}
+	}}))
+	require.NoError(t, err)
+	// grpc-go's reconnect back-off (1 s, then 1.6 s, ...) is its own: a
+	// short one here, so that what is measured is graylb's.
+	conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, MaxDelay: 300 * time.Millisecond}}))...)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(); lb.Close() })
+	c := testgrpc.NewTestServiceClient(conn)
+	require.Eventually(t, func() bool { id, err := call(t, c, "false"); return err == nil && id == "prod" }, 5*time.Second, 10*time.Millisecond)
+
+	type result struct {
+		at  time.Time
+		err error
+	}
+	var results []result
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "gray", "false"), time.Second)
+				r, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+				cancel()
+				if err == nil && r.GetServerId() != "prod" {
+					t.Errorf("a prod RPC reached %s", r.GetServerId())
+				}
+				mu.Lock()
+				results = append(results, result{time.Now(), err})
+				mu.Unlock()
+				if err != nil {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	s.Stop()
+	time.Sleep(time.Second)
+	back := time.Now()
+	s = start(listenOn(t, addr))
+	defer s.Stop()
+	time.Sleep(4 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Positive(t, ejected, "its failures while down never ejected it: the test proves nothing")
+	var firstOK time.Time
+	var late, lateFailed int
+	for _, r := range results {
+		if r.at.After(back) && r.err == nil && (firstOK.IsZero() || r.at.Before(firstOK)) {
+			firstOK = r.at
+		}
+		if r.at.After(back.Add(2 * time.Second)) {
+			late++
+			if r.err != nil {
+				lateFailed++
+			}
+		}
+	}
+	require.False(t, firstOK.IsZero(), "it never served again")
+	t.Logf("first success %v after its return; from 2 s after: %d of %d failed", firstOK.Sub(back), lateFailed, late)
+	require.LessOrEqual(t, firstOK.Sub(back), time.Second, "it served again only after 1 s")
+	require.Zero(t, lateFailed)
+	require.Greater(t, late, 100)
+}
