@@ -33,16 +33,23 @@ func (lb *LoadBalancer) SetRules(r Rules) error {
 
 // Pick returns an instance of service for the request in ctx.
 //
+// A pick of a service already routed never blocks. The first pick of a
+// service waits for its lookup (one per service, whoever asks; a lookup
+// never delays another service) until ctx ends or the LoadBalancer closes.
+//
 // Errors wrap ErrNoInstance (the request's kind has no instance; the
 // *NoInstanceError names the service and the kind), ErrInvalidService,
-// ErrUnknownService (from the supplier) or ErrClosed.
+// ErrUnknownService (from the supplier), ErrClosed, or ctx.Err() when ctx
+// ended before the service's lookup did.
 func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, error) {
 	return (*engine.LoadBalancer)(lb).Pick(ctx, service)
 }
 
 // Close stops following the supplier and the rule source. Picks for
 // services already in use keep serving their last lists; new services
-// give ErrClosed.
+// give ErrClosed. It cancels the lookups in flight, and the picks waiting
+// on them return ErrClosed at once; it does not wait for the Supplier's
+// calls to return.
 func (lb *LoadBalancer) Close() error {
 	return (*engine.LoadBalancer)(lb).Close()
 }
