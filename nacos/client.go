@@ -79,6 +79,7 @@ type Client struct {
 	closed     bool
 	configCl   config_client.IConfigClient
 	registered map[string]bool
+	syncing    map[string]*subscriptionSync // services whose subscription is being sent (subscription.go)
 }
 
 // NewClient builds a Client and waits until it is connected, ctx is done

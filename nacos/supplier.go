@@ -46,6 +46,9 @@ type naming interface {
 	query(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error)
 	// cached returns the last list the client holds for the service.
 	cached(service, group string, clusters []string) ([]model.Instance, bool)
+	// subscribe and unsubscribe change which callbacks get the service's
+	// pushes; the Client's tell the server without waiting for it (the
+	// Supplier calls them under its lock).
 	subscribe(p *vo.SubscribeParam) error
 	unsubscribe(p *vo.SubscribeParam) error
 	healthy() bool
@@ -268,7 +271,9 @@ func (s *Supplier) unwatch(service string, sub *subscription, remove func()) {
 }
 
 // Close unsubscribes every service and closes the Client if the Supplier
-// built it.
+// built it. On a Client it never waits for the server: closing the Client
+// ends the calls in flight (measured with a SIGSTOPped and a killed
+// server: 0.2-0.3 s; TestIntegration_StalledServerBlocksNothing).
 func (s *Supplier) Close() error {
 	s.mu.Lock()
 	if s.closed {

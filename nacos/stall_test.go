@@ -1,0 +1,122 @@
+package nacos
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The faults a server can have that leave its clients waiting: "pause"
+// SIGSTOPs it (its sockets stay open and take connections; nothing
+// answers, as a server stalled in a long GC pause or on a frozen VM), "kill"
+// kill -9s it (connections refused). Each test runs under both.
+var serverFaults = []string{"pause", "kill"}
+
+// takeServerAway applies fault to the test server and gives it back at
+// the end of the test (resumed, or started again).
+func takeServerAway(t *testing.T, ctl func(...string), fault string) {
+	t.Helper()
+	restartServer(t) // runs last: start is a no-op on a server that answers
+	switch fault {
+	case "pause":
+		t.Cleanup(func() { ctl("resume") })
+		ctl("pause")
+	case "kill":
+		ctl("stop", "-9")
+	default:
+		t.Fatalf("unknown fault %q", fault)
+	}
+}
+
+// timed runs fn on a goroutine and returns a channel that receives its
+// error and how long it took.
+func timed(fn func() error) <-chan timedResult {
+	ch := make(chan timedResult, 1)
+	go func() {
+		start := time.Now()
+		err := fn()
+		ch <- timedResult{err, time.Since(start)}
+	}()
+	return ch
+}
+
+type timedResult struct {
+	err  error
+	took time.Duration
+}
+
+func awaitTimed(t *testing.T, ch <-chan timedResult, limit time.Duration, what string) timedResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Logf("%s: %v after %v", what, r.err, r.took.Round(time.Millisecond))
+		return r
+	case <-time.After(limit):
+		t.Fatalf("%s: still blocked after %v", what, limit)
+		return timedResult{}
+	}
+}
+
+// With the server stalled or dead, a LoadBalancer on the Nacos Supplier
+// keeps serving the services it routes; a first pick of another service
+// returns by its deadline; LoadBalancer.Close and Supplier.Close each
+// return within a second and release the picks blocked on a lookup.
+func TestIntegration_StalledServerBlocksNothing(t *testing.T) {
+	for _, fault := range serverFaults {
+		t.Run(fault, func(t *testing.T) {
+			ctl := script(t)
+			svc := fmt.Sprintf("it-stall-%s-%d", fault, time.Now().UnixNano()%1e9)
+			instance(t, svc, 7601, nil)
+			sup, err := NewSupplier(testOpts(t)...)
+			require.NoError(t, err)
+			lb, err := graylb.New(sup)
+			require.NoError(t, err)
+			t.Cleanup(func() { lb.Close(); sup.Close() })
+			require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7601}, ports(t, lb, noneCtx, svc, 2)) },
+				10*time.Second, 50*time.Millisecond)
+
+			takeServerAway(t, ctl, fault)
+			if fault == "kill" {
+				require.Eventually(t, func() bool { return !sup.client.healthy() }, 10*time.Second, 20*time.Millisecond, "the Client saw the server go")
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			in, err := lb.Pick(ctx, svc)
+			require.NoError(t, err, "a routed service keeps serving its last list")
+			assert.Equal(t, 7601, in.Port)
+
+			// The first pick of a service waits on the server at most until
+			// its ctx ends.
+			r := awaitTimed(t, timed(func() error { _, err := lb.Pick(ctx, svc+"-b"); return err }), 3*time.Second,
+				"a first pick with a 200 ms deadline")
+			require.Error(t, r.err)
+			assert.Less(t, r.took, time.Second)
+			if fault == "pause" {
+				assert.ErrorIs(t, r.err, context.DeadlineExceeded)
+			}
+
+			// One without a deadline waits until Close.
+			blocked := timed(func() error { _, err := lb.Pick(context.Background(), svc+"-c"); return err })
+			// Give it a moment to be under way. Nothing depends on it: a pick
+			// that comes after Close gets ErrClosed all the same.
+			time.Sleep(100 * time.Millisecond)
+			r = awaitTimed(t, timed(lb.Close), 3*time.Second, "LoadBalancer.Close")
+			require.NoError(t, r.err)
+			assert.Less(t, r.took, time.Second, "LoadBalancer.Close")
+			r = awaitTimed(t, blocked, time.Second, "the pick without a deadline")
+			require.Error(t, r.err)
+			if fault == "pause" {
+				assert.ErrorIs(t, r.err, graylb.ErrClosed)
+			}
+			r = awaitTimed(t, timed(sup.Close), 3*time.Second, "Supplier.Close")
+			require.NoError(t, r.err)
+			assert.Less(t, r.took, time.Second, "Supplier.Close")
+		})
+	}
+}
