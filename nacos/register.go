@@ -45,6 +45,9 @@ const DefaultDrainWait = 2 * time.Second
 // registry and waits until clients have had the time to see it go;
 // Close deregisters it at once and closes the Client Register built.
 //
+// Every call that talks to the server is bounded: Deregister and
+// CloseContext by their ctx, Close by DefaultCloseTimeout.
+//
 // A graceful stop, in this order, as Spring Cloud and Kratos services stop
 // on Nacos:
 //
@@ -55,7 +58,7 @@ const DefaultDrainWait = 2 * time.Second
 //		log.Print(err)
 //	}
 //	srv.Shutdown(ctx) // or grpcServer.GracefulStop(): in-flight requests finish
-//	reg.Close()
+//	reg.CloseContext(ctx)
 //
 // Stopping the server first would refuse the requests clients keep
 // sending until they see the deregistration.
@@ -273,26 +276,45 @@ func (r *Registration) remove(ctx context.Context) (done <-chan struct{}, starte
 	return ch, true
 }
 
-// Close deregisters the instance unless Deregister did, without the drain
-// wait, and closes the Client if Register built it. Having no ctx, it
-// bounds that removal, the wait for a lost connection included, by the
-// timeout of the options (WithTimeout, default 5 s). Beside a Deregister
-// still removing the instance, it waits for that removal as long, then
-// closes the Client Register built (which ends the removal with an error
-// wrapping graylb.ErrClosed); with a Client given by WithClient it returns
-// an error wrapping context.DeadlineExceeded while that removal goes on
-// within its Deregister's ctx. It returns the removal's error otherwise,
-// is idempotent, and never waits for the drain wait.
+// DefaultCloseTimeout bounds Registration.Close: the time it gives the
+// removal, the wait for a lost connection included, before it closes the
+// Client Register built. Closing that Client ends its connection, and with
+// it every ephemeral instance registered over it, so a server that comes
+// back never lists the instance again; a Client given by WithClient goes on
+// removing it in the background.
+const DefaultCloseTimeout = time.Second
+
+// Close is CloseContext bounded by the smaller of DefaultCloseTimeout and
+// the timeout of the options (WithTimeout).
 func (r *Registration) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), min(r.timeout, DefaultCloseTimeout))
 	defer cancel()
+	return r.CloseContext(ctx)
+}
+
+// CloseContext deregisters the instance unless Deregister did, without
+// the drain wait, and closes the Client if Register built it. ctx bounds
+// that removal, the wait for a lost connection included: when ctx ends
+// first, CloseContext returns after closing the Client, with an error
+// wrapping ctx.Err() (and ErrUnavailable when the Client was not
+// connected). Beside a Deregister still removing the instance, it waits
+// for that removal within ctx, then closes the Client Register built
+// (which ends the removal with an error wrapping graylb.ErrClosed); with a
+// Client given by WithClient it returns an error wrapping ctx.Err() while
+// that removal goes on within its Deregister's ctx. It returns the
+// removal's error otherwise, is idempotent, and never waits for the drain
+// wait.
+func (r *Registration) CloseContext(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	done, started := r.remove(ctx)
 	select {
 	case <-done:
 	case <-ctx.Done():
 	}
 	if started {
-		<-done // Close's own removal ends with ctx
+		<-done // CloseContext's own removal ends with ctx
 	}
 	r.closeOnce.Do(func() {
 		if r.closeFn != nil {
@@ -305,7 +327,7 @@ func (r *Registration) Close() error {
 		<-done
 	}
 	if !isClosed(done) {
-		return fmt.Errorf("nacos: deregister %s: still under way after Close waited %v: %w", r.Instance.Addr(), r.timeout, context.DeadlineExceeded)
+		return fmt.Errorf("nacos: deregister %s: still under way when Close gave up: %w", r.Instance.Addr(), ctx.Err())
 	}
 	return r.removeErr
 }

@@ -1,0 +1,53 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// With the server stalled or dead, Registration.CloseContext returns when
+// its ctx ends, Close within DefaultCloseTimeout, and Deregister when its
+// ctx ends; each says why it could not deregister.
+func TestIntegration_StalledServerRegistrationClose(t *testing.T) {
+	for _, fault := range serverFaults {
+		t.Run(fault, func(t *testing.T) {
+			ctl := script(t)
+			svc := fmt.Sprintf("it-stallreg-%s-%d", fault, time.Now().UnixNano()%1e9)
+			regs := make([]*Registration, 3)
+			for i := range regs {
+				ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
+				reg, err := Register(ctx, Service{Name: svc, Host: "127.0.0.1", Port: 7611 + i}, testOpts(t, WithDrainWait(0))...)
+				cancel()
+				require.NoError(t, err)
+				t.Cleanup(func() { reg.Close() })
+				regs[i] = reg
+			}
+			takeServerAway(t, ctl, fault)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			r := awaitTimed(t, timed(func() error { return regs[0].CloseContext(ctx) }), 5*time.Second, "CloseContext with a 300 ms deadline")
+			assert.Less(t, r.took, time.Second)
+			require.Error(t, r.err)
+			assert.True(t, errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, ErrUnavailable), "%v", r.err)
+
+			r = awaitTimed(t, timed(regs[1].Close), 5*time.Second, "Close")
+			assert.Less(t, r.took, DefaultCloseTimeout+500*time.Millisecond)
+			require.Error(t, r.err)
+
+			ctx2, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel2()
+			r = awaitTimed(t, timed(func() error { return regs[2].Deregister(ctx2) }), 5*time.Second, "Deregister with a 300 ms deadline")
+			assert.Less(t, r.took, time.Second)
+			require.ErrorIs(t, r.err, context.DeadlineExceeded)
+			r = awaitTimed(t, timed(regs[2].Close), 5*time.Second, "Close after Deregister")
+			assert.Less(t, r.took, DefaultCloseTimeout+500*time.Millisecond)
+		})
+	}
+}
