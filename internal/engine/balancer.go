@@ -46,10 +46,12 @@ type LoadBalancer struct {
 	ruleStop func()
 
 	// Lookups of services not routed yet (lookup.go): in flight, guarded
-	// by mu; life is the context they run under, which Close cancels.
-	lookups map[string]*lookup
-	life    context.Context
-	endLife context.CancelFunc
+	// by mu; a slot of lookupSlots each; life is the context they run
+	// under, which Close cancels.
+	lookups     map[string]*lookup
+	lookupSlots chan struct{}
+	life        context.Context
+	endLife     context.CancelFunc
 
 	ruleWatchers fanout.Set[func()]
 	// Stats and outlier detection (ejection.go, stats.go).
@@ -113,6 +115,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		outlier:  cfg.outlier,
 	}
 	lb.life, lb.endLife = context.WithCancel(context.Background())
+	lb.lookupSlots = make(chan struct{}, maxLookups)
 	lb.outlier = lb.ejectionLog.wrap(cfg.outlier) // counts each event for Ejections
 	lb.versionHdr, lb.versionMeta = DefaultVersionHeader, DefaultVersionKey
 	for _, f := range lb.filters { // the last VersionFilter's keys, as routing reads them

@@ -6,6 +6,12 @@ import (
 	"fmt"
 )
 
+// maxLookups bounds the lookups a LoadBalancer has in flight, so that
+// memory stays bounded whatever names callers send while the Supplier
+// hangs: a pick that would start one more waits for one to end, within
+// its ctx.
+const maxLookups = 1024
+
 // lookup is the first lookup of a service in flight: one per service,
 // created under LoadBalancer.mu and done outside it, on a goroutine of its
 // own under the LoadBalancer's lifetime context, so that no lock is held
@@ -21,30 +27,60 @@ type lookup struct {
 // if it is not routed yet. It returns when the lookup ends, ctx ends (an
 // error wrapping ctx.Err()) or the LoadBalancer closes (ErrClosed),
 // whichever comes first; a lookup a caller gave up on goes on for the
-// callers that come later, until the LoadBalancer closes.
+// callers that come later, until the LoadBalancer closes. Starting a
+// lookup takes one of maxLookups slots, waited for within ctx.
 func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {
 	if err := ValidateServiceName(name); err != nil {
 		return nil, err
 	}
-	lb.mu.Lock()
-	if lb.closed.Load() {
-		lb.mu.Unlock()
-		return nil, ErrClosed
-	}
-	if s := lb.services.Load().get(name); s != nil {
-		lb.mu.Unlock()
-		return s, nil
-	}
-	l := lb.lookups[name]
-	if l == nil {
-		l = &lookup{done: make(chan struct{})}
-		if lb.lookups == nil {
-			lb.lookups = map[string]*lookup{}
+	slot := false // holds one of lb.lookupSlots
+	for {
+		lb.mu.Lock()
+		if lb.closed.Load() {
+			lb.mu.Unlock()
+			if slot {
+				<-lb.lookupSlots
+			}
+			return nil, ErrClosed
 		}
-		lb.lookups[name] = l
-		go lb.runLookup(name, l)
+		if s := lb.services.Load().get(name); s != nil {
+			lb.mu.Unlock()
+			if slot {
+				<-lb.lookupSlots
+			}
+			return s, nil
+		}
+		l := lb.lookups[name]
+		if l == nil && slot {
+			l = &lookup{done: make(chan struct{})}
+			if lb.lookups == nil {
+				lb.lookups = map[string]*lookup{}
+			}
+			lb.lookups[name] = l
+			go lb.runLookup(name, l) // gives the slot back
+			slot = false
+		}
+		lb.mu.Unlock()
+		if slot { // another caller started the lookup meanwhile
+			<-lb.lookupSlots
+		}
+		if l != nil {
+			return lb.await(ctx, name, l)
+		}
+		// A slot first, outside mu: waiting for one delays nobody else.
+		select {
+		case lb.lookupSlots <- struct{}{}:
+			slot = true
+		case <-ctx.Done():
+			return nil, fmt.Errorf("graylb: instances of %q: %w", name, ctx.Err())
+		case <-lb.life.Done():
+			return nil, ErrClosed
+		}
 	}
-	lb.mu.Unlock()
+}
+
+// await waits for l, ctx or Close, whichever comes first.
+func (lb *LoadBalancer) await(ctx context.Context, name string, l *lookup) (*service, error) {
 	select {
 	case <-l.done:
 		return l.s, l.err
@@ -91,6 +127,7 @@ func (lb *LoadBalancer) runLookup(name string, l *lookup) {
 	}
 	l.s, l.err = s, err
 	close(l.done)
+	<-lb.lookupSlots
 }
 
 // lookUp builds the routing of service name from the Cache: a service

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -202,3 +203,32 @@ func (f supplierFunc) Instances(ctx context.Context, service string) ([]Instance
 	return f(ctx, service)
 }
 func (f supplierFunc) Watch(string, func([]Instance)) (func(), error) { return func() {}, nil }
+
+// Memory stays bounded whatever names callers send while the supplier
+// hangs: at most maxLookups lookups are in flight; a pick of one more name
+// waits for a free one within its ctx.
+func TestPick_LookupsInFlightAreBounded(t *testing.T) {
+	sup := newStalledSupplier(t, func(string) bool { return true })
+	sup.entered = make(chan string, 4*maxLookups) // not waited on here
+	lb, err := New(sup)
+	require.NoError(t, err)
+	defer func() { sup.unblock(); lb.Close() }()
+	const names = maxLookups + 100
+	results := make(chan pickResult, names)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	for i := 0; i < names; i++ {
+		go func() {
+			_, err := lb.Pick(ctx, fmt.Sprintf("flood-%d", i))
+			results <- pickResult{err: err}
+		}()
+	}
+	for i := 0; i < names; i++ {
+		r := await(t, results, 5*time.Second, "a pick of a flooding name")
+		require.ErrorIs(t, r.err, context.DeadlineExceeded)
+	}
+	lb.mu.Lock()
+	inFlight := len(lb.lookups)
+	lb.mu.Unlock()
+	assert.LessOrEqual(t, inFlight, maxLookups, "lookups in flight")
+}
