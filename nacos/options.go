@@ -240,8 +240,11 @@ func WithLogger(l *slog.Logger) Option {
 //
 // Such a client reads instance lists from its own cache, which its UDP
 // push receiver (no authentication, every interface) also writes: lists
-// can then come from anyone who can send it a datagram. Prefer WithClient,
-// whose lists come only from the server.
+// can then come from anyone who can send it a datagram. Its Subscribe and
+// Unsubscribe also wait for the server's answer: with a server that does
+// not answer, a Supplier on it waits up to the SDK's timeout in Watch, in
+// a watcher's stop and in Close (one on a Client never waits on the
+// server). Prefer WithClient, whose lists come only from the server.
 func WithNamingClient(nc naming_client.INamingClient) Option {
 	return func(c *config) { c.naming = nc }
 }
