@@ -3,10 +3,12 @@ package nacos
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -119,4 +121,37 @@ func TestIntegration_StalledServerBlocksNothing(t *testing.T) {
 			assert.Less(t, r.took, time.Second, "Supplier.Close")
 		})
 	}
+}
+
+// stallingNaming is a naming client whose queries hang until their ctx
+// ends, as queries to a stalled server do; entered is closed at the first.
+type stallingNaming struct {
+	*fakeNaming
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (f *stallingNaming) query(ctx context.Context, _, _ string, _ []string) ([]model.Instance, error) {
+	f.once.Do(func() { close(f.entered) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Supplier.Close returns at once while a reconciliation's query hangs on
+// the server: Close cancels it. (It used to wait for the query's own
+// bound, the reconcile period: 15 s by default.)
+func TestSupplier_CloseCancelsAReconciliation(t *testing.T) {
+	f := &stallingNaming{fakeNaming: &fakeNaming{}, entered: make(chan struct{})}
+	s := newSupplier(f, newConfig([]Option{WithReconcile(2 * time.Second)}))
+	stop, err := s.Watch("svc", func([]graylb.Instance) {})
+	require.NoError(t, err)
+	defer stop()
+	select {
+	case <-f.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reconciliation within 10 s")
+	}
+	r := awaitTimed(t, timed(s.Close), 5*time.Second, "Supplier.Close during a reconciliation")
+	require.NoError(t, r.err)
+	assert.Less(t, r.took, time.Second)
 }

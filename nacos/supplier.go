@@ -85,6 +85,9 @@ type Supplier struct {
 	subs   map[string]*subscription
 	stop   chan struct{}
 	done   sync.WaitGroup
+	// life ends with Close: reconciliations' queries run under it.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 type subscription struct {
@@ -124,6 +127,7 @@ func NewSupplier(opts ...Option) (*Supplier, error) {
 func newSupplier(n naming, c *config) *Supplier {
 	s := &Supplier{client: n, group: c.group, clusters: c.clusters, logger: c.logger, reconcile: c.reconcile,
 		subs: map[string]*subscription{}, stop: make(chan struct{})}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	if s.reconcile > 0 {
 		s.done.Add(1)
 		go s.reconcileLoop()
@@ -238,10 +242,13 @@ func (s *Supplier) reconcileOnce() {
 	subs := maps.Clone(s.subs)
 	s.mu.Unlock()
 	for service, sub := range subs {
+		if s.life.Err() != nil { // closed
+			return
+		}
 		sub.mu.Lock()
 		v := sub.version
 		sub.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), s.reconcile)
+		ctx, cancel := context.WithTimeout(s.life, s.reconcile)
 		hosts, err := s.client.query(ctx, service, s.group, s.clusters)
 		cancel()
 		if err != nil {
@@ -285,6 +292,7 @@ func (s *Supplier) Close() error {
 	s.subs = nil
 	close(s.stop)
 	s.mu.Unlock()
+	s.endLife() // a reconciliation's query in flight ends now
 	s.done.Wait()
 	for service, sub := range subs {
 		if err := s.client.unsubscribe(sub.param); err != nil {
