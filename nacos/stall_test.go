@@ -155,3 +155,30 @@ func TestSupplier_CloseCancelsAReconciliation(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.Less(t, r.took, time.Second)
 }
+
+// With the server stalled or dead, RuleSource.Load returns when its ctx
+// ends (graylb.New bounds the first Load by WithRuleLoadTimeout), and
+// Close at once.
+func TestIntegration_StalledServerRuleLoad(t *testing.T) {
+	for _, fault := range serverFaults {
+		t.Run(fault, func(t *testing.T) {
+			ctl := script(t)
+			rs, err := NewRuleSource(fmt.Sprintf("it-stall-rules-%s-%d", fault, time.Now().UnixNano()%1e9), testOpts(t)...)
+			require.NoError(t, err)
+			t.Cleanup(func() { rs.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = rs.Load(ctx)
+			require.NoError(t, err, "the server answers before the fault")
+			takeServerAway(t, ctl, fault)
+
+			short, cancelShort := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancelShort()
+			r := awaitTimed(t, timed(func() error { _, err := rs.Load(short); return err }), 10*time.Second, "Load with a 200 ms deadline")
+			require.Error(t, r.err)
+			assert.Less(t, r.took, time.Second)
+			r = awaitTimed(t, timed(rs.Close), 5*time.Second, "RuleSource.Close")
+			assert.Less(t, r.took, time.Second)
+		})
+	}
+}
