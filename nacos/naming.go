@@ -78,12 +78,18 @@ func (c *Client) register(ctx context.Context, service, group string, in model.I
 		err = errors.New("refused by the server")
 	}
 	if err != nil {
+		// The SDK must not register it again on reconnect: it forgets an
+		// instance only when it deregisters it, which waits on the server
+		// (up to its timeout when the server does not answer), so it goes
+		// on in the background, ended by Close.
 		c.mu.Lock()
 		delete(c.registered, key)
-		c.mu.Unlock()
-		if n := c.builtNaming(); n != nil { // do not register it again on reconnect
-			n.DeregisterInstance(service, group, in)
+		n := c.builtNaming()
+		if n != nil && !c.closed {
+			c.done.Add(1)
+			go func() { defer c.done.Done(); n.DeregisterInstance(service, group, in) }()
 		}
+		c.mu.Unlock()
 		return err
 	}
 	return nil

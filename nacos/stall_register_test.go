@@ -51,3 +51,35 @@ func TestIntegration_StalledServerRegistrationClose(t *testing.T) {
 		})
 	}
 }
+
+// With the server stalled or dead, Register returns when its ctx ends,
+// through a Client of its own or a shared one.
+func TestIntegration_StalledServerRegister(t *testing.T) {
+	for _, fault := range serverFaults {
+		t.Run(fault, func(t *testing.T) {
+			ctl := script(t)
+			svc := fmt.Sprintf("it-stallregister-%s-%d", fault, time.Now().UnixNano()%1e9)
+			shared, err := NewClient(context.Background(), testOpts(t)...)
+			require.NoError(t, err)
+			t.Cleanup(func() { shared.Close() })
+			require.Eventually(t, shared.Healthy, 10*time.Second, 20*time.Millisecond)
+			takeServerAway(t, ctl, fault)
+			if fault == "kill" {
+				require.Eventually(t, func() bool { return !shared.Healthy() }, 10*time.Second, 20*time.Millisecond)
+			}
+			for i, opts := range [][]Option{{WithClient(shared)}, testOpts(t)} {
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				r := awaitTimed(t, timed(func() error {
+					reg, err := Register(ctx, Service{Name: svc, Host: "127.0.0.1", Port: 7621 + i}, opts...)
+					if err == nil {
+						reg.Close()
+					}
+					return err
+				}), 10*time.Second, fmt.Sprintf("Register with a 300 ms deadline (shared Client: %v)", i == 0))
+				cancel()
+				require.Error(t, r.err)
+				assert.Less(t, r.took, time.Second)
+			}
+		})
+	}
+}
