@@ -125,14 +125,14 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 		inst.Metadata[graylb.DefaultVersionKey] = version
 	}
 	reg := &Registration{Instance: inst, timeout: c.timeout, drain: c.drainWait}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if c.naming != nil {
-		if err := reg.viaSDK(c.naming, c); err != nil {
+		if err := reg.viaSDK(ctx, c.naming, c); err != nil {
 			return nil, err
 		}
 		return reg, nil
-	}
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	cl := c.client
 	if cl == nil {
@@ -157,21 +157,50 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 	return reg, nil
 }
 
-// viaSDK registers through an SDK naming client (WithNamingClient).
-func (r *Registration) viaSDK(nc registrar, c *config) error {
+// viaSDK registers through an SDK naming client (WithNamingClient),
+// within ctx: the SDK's call honours only its own timeout, so it runs on a
+// goroutine of its own, and a registration it completes after ctx ended
+// is taken back (the SDK would register it again after every reconnection).
+func (r *Registration) viaSDK(ctx context.Context, nc registrar, c *config) error {
 	inst := r.Instance
-	ok, err := nc.RegisterInstance(vo.RegisterInstanceParam{
-		Ip: inst.Host, Port: uint64(inst.Port), Weight: inst.Weight, Enable: true, Healthy: true,
-		Metadata: inst.Metadata, ClusterName: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
-	})
+	param := vo.DeregisterInstanceParam{
+		Ip: inst.Host, Port: uint64(inst.Port), Cluster: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
+	}
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ok, err := nc.RegisterInstance(vo.RegisterInstanceParam{
+			Ip: inst.Host, Port: uint64(inst.Port), Weight: inst.Weight, Enable: true, Healthy: true,
+			Metadata: inst.Metadata, ClusterName: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
+		})
+		done <- result{ok, err}
+	}()
+	var ok bool
+	var err error
+	select {
+	case res := <-done:
+		ok, err = res.ok, res.err
+	case <-ctx.Done():
+		select {
+		case res := <-done: // answered as ctx ended: the answer stands
+			ok, err = res.ok, res.err
+		default:
+			go func() {
+				if res := <-done; res.err == nil && res.ok {
+					nc.DeregisterInstance(param)
+				}
+			}()
+			err = ctx.Err()
+		}
+	}
 	if err == nil && !ok {
 		err = errors.New("refused by the server")
 	}
 	if err != nil {
 		return fmt.Errorf("nacos: register %s %s: %w", inst.Service, inst.Addr(), redact(err, c))
-	}
-	param := vo.DeregisterInstanceParam{
-		Ip: inst.Host, Port: uint64(inst.Port), Cluster: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
 	}
 	r.deregister = func(ctx context.Context) error {
 		// The SDK's call honours only its own timeout: ctx and WithTimeout

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -82,4 +84,36 @@ func TestIntegration_StalledServerRegister(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hangingRegistrar is an SDK naming client whose RegisterInstance hangs
+// until released, then succeeds.
+type hangingRegistrar struct {
+	*fakeRegistrar
+	release chan struct{}
+}
+
+func (h *hangingRegistrar) RegisterInstance(vo.RegisterInstanceParam) (bool, error) {
+	<-h.release
+	return true, nil
+}
+
+// Through an SDK naming client (WithNamingClient), Register returns when
+// its ctx ends; a registration the SDK completes afterwards is taken back,
+// so the SDK does not keep registering an instance nobody holds.
+func TestRegister_ViaSDKHonoursCtx(t *testing.T) {
+	h := &hangingRegistrar{fakeRegistrar: newFakeRegistrar(), release: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(h.release) }) }
+	t.Cleanup(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	r := awaitTimed(t, timed(func() error {
+		_, err := Register(ctx, Service{Name: "svc", Host: "127.0.0.1", Port: 8080}, WithNamingClient(h))
+		return err
+	}), 5*time.Second, "Register with a 100 ms deadline")
+	require.ErrorIs(t, r.err, context.DeadlineExceeded)
+	assert.Less(t, r.took, time.Second)
+	release()
+	within(t, h.deregistered, 5*time.Second, "the late registration taken back")
 }
