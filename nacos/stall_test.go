@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
+	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -181,4 +184,69 @@ func TestIntegration_StalledServerRuleLoad(t *testing.T) {
 			assert.Less(t, r.took, time.Second)
 		})
 	}
+}
+
+// hangingSDKNaming is an SDK naming client whose Subscribe and
+// Unsubscribe hang until released, as they do on a stalled server.
+type hangingSDKNaming struct {
+	naming_client.INamingClient // what the test does not use; nil
+	release                     chan struct{}
+	unsubscribed                atomic.Int32
+}
+
+func (h *hangingSDKNaming) ServerHealthy() bool { return true }
+func (h *hangingSDKNaming) Subscribe(*vo.SubscribeParam) error {
+	<-h.release
+	return nil
+}
+func (h *hangingSDKNaming) Unsubscribe(*vo.SubscribeParam) error {
+	<-h.release
+	h.unsubscribed.Add(1)
+	return nil
+}
+
+// A Supplier on an SDK naming client (WithNamingClient) never waits on the
+// SDK's Subscribe or Unsubscribe: Watch, a watcher's stop and Close return
+// at once while they hang, and the unsubscription still happens.
+func TestSupplier_SDKSubscriptionsDoNotBlock(t *testing.T) {
+	h := &hangingSDKNaming{release: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(h.release) }) }
+	t.Cleanup(release)
+	s, err := NewSupplier(WithNamingClient(h))
+	require.NoError(t, err)
+	r := awaitTimed(t, timed(func() error {
+		if _, err := s.Watch("a", func([]graylb.Instance) {}); err != nil {
+			return err
+		}
+		stop, err := s.Watch("b", func([]graylb.Instance) {})
+		if err != nil {
+			return err
+		}
+		stop()
+		return nil
+	}), 5*time.Second, "Watch, Watch and a stop")
+	require.NoError(t, r.err)
+	assert.Less(t, r.took, time.Second)
+	r = awaitTimed(t, timed(s.Close), 5*time.Second, "Supplier.Close")
+	assert.Less(t, r.took, time.Second)
+	release()
+	require.Eventually(t, func() bool { return h.unsubscribed.Load() == 2 }, 5*time.Second, time.Millisecond, "both services unsubscribed once released")
+}
+
+// A Supplier on an SDK naming client still follows the server's pushes
+// with its subscriptions sent in the background.
+func TestIntegration_SDKNamingSupplierFollowsPushes(t *testing.T) {
+	svc := fmt.Sprintf("it-sdknaming-%d", time.Now().UnixNano()%1e9)
+	instance(t, svc, 7631, nil)
+	sup, err := NewSupplier(WithNamingClient(newNaming(t)))
+	require.NoError(t, err)
+	lb, err := graylb.New(sup)
+	require.NoError(t, err)
+	t.Cleanup(func() { lb.Close(); sup.Close() })
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7631}, ports(t, lb, grayCtx, svc, 2)) },
+		10*time.Second, 50*time.Millisecond)
+	instance(t, svc, 7632, map[string]string{"gray": "true"})
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7632}, ports(t, lb, grayCtx, svc, 2)) },
+		10*time.Second, 50*time.Millisecond, "the push that adds a gray instance reaches routing")
 }

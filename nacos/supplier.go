@@ -47,8 +47,8 @@ type naming interface {
 	// cached returns the last list the client holds for the service.
 	cached(service, group string, clusters []string) ([]model.Instance, bool)
 	// subscribe and unsubscribe change which callbacks get the service's
-	// pushes; the Client's tell the server without waiting for it (the
-	// Supplier calls them under its lock).
+	// pushes; they tell the server without waiting for it (the Supplier
+	// calls them under its lock).
 	subscribe(p *vo.SubscribeParam) error
 	unsubscribe(p *vo.SubscribeParam) error
 	healthy() bool
@@ -110,7 +110,7 @@ func NewSupplier(opts ...Option) (*Supplier, error) {
 	case c.client != nil:
 		n = c.client
 	case c.naming != nil:
-		n = newSDKNaming(c.naming, c.refill)
+		n = newSDKNaming(c.naming, c.refill, c.logger)
 		closeFn = n.(*sdkNaming).close
 	default:
 		cl, err := NewClient(context.Background(), opts...)
@@ -278,7 +278,7 @@ func (s *Supplier) unwatch(service string, sub *subscription, remove func()) {
 }
 
 // Close unsubscribes every service and closes the Client if the Supplier
-// built it. On a Client it never waits for the server: closing the Client
+// built it. It never waits for the server: closing the Client
 // ends the calls in flight (measured with a SIGSTOPped and a killed
 // server: 0.2-0.3 s; TestIntegration_StalledServerBlocksNothing).
 func (s *Supplier) Close() error {
