@@ -1,0 +1,4 @@
+package main
+
+// leaseName is the rollout lease's item beside the rules.
+const leaseName = "rollout-lease"

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+)
+
+// A store that ignores casMd5 (r-nacos) lets a writer whose check passed
+// before this command's write landed overwrite it with the rules it read
+// before: the command reads its write back, finds its change gone, applies
+// it to what is stored and writes again; it reports written only what the
+// store holds, and the other writer's change is kept too.
+func TestShortcutVerifiesItsWrite(t *testing.T) {
+	f := newFakeNacos(t)
+	f.ignoreCAS = true
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`)
+	var once atomic.Bool
+	f.afterPublish = func() {
+		if once.CompareAndSwap(false, true) { // a stale write lands after ours
+			f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1, "grayUsers": ["other"]}`)
+		}
+	}
+	code, out, errOut := runCLI(t, nil, "canary", "5", "--nacos", f.addr(), "-o", "json")
+	got := storedRules(t, f)
+	if code != exitOK || got.CanaryPercent != 5 || !slices.Equal(got.GrayUsers, []string{"other"}) {
+		t.Fatalf("exit %d, stored %+v: want canary 5 stored with the other writer's user kept\n%s%s", code, got, out, errOut)
+	}
+	if !strings.Contains(out, `"attempts": 2`) {
+		t.Fatalf("want 2 attempts:\n%s", out)
+	}
+}
+
+// A change that keeps being overwritten fails after its attempts, saying
+// what the store holds; it is never reported written.
+func TestShortcutOverwrittenEveryTimeFails(t *testing.T) {
+	f := newFakeNacos(t)
+	f.ignoreCAS = true
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`)
+	f.afterPublish = func() { f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`) }
+	code, out, errOut := runCLI(t, nil, "users", "add", "u1", "--nacos", f.addr())
+	if code != exitFailed || strings.Contains(out, "written") || !strings.Contains(errOut, `holds: canary 1%, 0 gray user(s)`) {
+		t.Fatalf("exit %d, want 1 saying what is stored:\n%s%s", code, out, errOut)
+	}
+}
+
+// rules apply reads its document back: overwritten after it landed, it
+// fails, saying what the store holds.
+func TestApplyVerifiesItsWrite(t *testing.T) {
+	f := newFakeNacos(t)
+	f.ignoreCAS = true
+	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"canaryPercent": 1}`)
+	f.afterPublish = func() { f.set("DEFAULT_GROUP", "graylb-rules.json", `{"closed": true}`) }
+	code, out, errOut := runCLI(t, nil, "rules", "apply", writeFile(t, `{"canaryPercent": 50}`), "--nacos", f.addr())
+	if code != exitFailed || strings.Contains(out, "written") || !strings.Contains(errOut, "CLOSED") {
+		t.Fatalf("exit %d, want 1 saying what is stored:\n%s%s", code, out, errOut)
+	}
+}
+
+// shortcutRun is one command of a round and what it promised.
+type shortcutRun struct {
+	args      []string
+	code      int
+	out, err  string
+	holds     func(graylb.Rules) bool // the change it reports, in the rules
+	reportsOK bool                    // exit 0 and "written"
+}
+
+// concurrentShortcuts runs rounds of four shortcut commands started
+// together (canary N, users add aN, users add bN, users rm a(N-1)) and
+// counts the commands that reported their change written but whose change
+// the store does not hold at the round's end.
+func concurrentShortcuts(t *testing.T, rounds int, flags []string, stored func() graylb.Rules) {
+	lost, written, failed := 0, 0, 0
+	for n := 1; n <= rounds; n++ {
+		a, b, prevA := "a"+strconv.Itoa(n), "b"+strconv.Itoa(n), "a"+strconv.Itoa(n-1)
+		runs := []*shortcutRun{
+			{args: []string{"canary", strconv.Itoa(n)}, holds: func(r graylb.Rules) bool { return r.CanaryPercent == float64(n) }},
+			{args: []string{"users", "add", a}, holds: func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, a) }},
+			{args: []string{"users", "add", b}, holds: func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, b) }},
+			{args: []string{"users", "rm", prevA}, holds: func(r graylb.Rules) bool { return !slices.Contains(r.GrayUsers, prevA) }},
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for _, r := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				r.code, r.out, r.err = runCLI(t, nil, append(r.args, flags...)...)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		now := stored()
+		for _, r := range runs {
+			switch {
+			case r.code == exitOK && strings.Contains(r.out, ": written"):
+				written++
+				if !r.holds(now) {
+					lost++
+					t.Errorf("round %d: graylb %s exited 0 and printed written, but the store holds %+v", n, strings.Join(r.args, " "), now)
+				}
+			case r.code == exitOK: // unchanged: rm of a user whose add failed
+			default:
+				failed++
+				if !strings.Contains(r.err, "holds") {
+					t.Errorf("round %d: graylb %s failed without saying what is stored: %s", n, strings.Join(r.args, " "), r.err)
+				}
+				t.Logf("round %d: graylb %s: exit %d: %s", n, strings.Join(r.args, " "), r.code, strings.TrimSpace(r.err))
+			}
+		}
+	}
+	t.Logf("%d commands in %d rounds of 4 started together: %d reported written, %d of them lost; %d failed saying what is stored", 4*rounds, rounds, written, lost, failed)
+	if lost > 0 {
+		t.Fatalf("%d of %d changes reported written were lost", lost, written)
+	}
+	if failed > rounds/5 {
+		t.Fatalf("%d of %d commands failed: the retries do not resolve ordinary contention", failed, 4*rounds)
+	}
+}
+
+// 200 shortcut commands, four at a time, against real stores: none reports
+// a change written that the store does not hold. Against r-nacos, which
+// ignores casMd5, 16 of 40 were lost before writes were read back.
+func TestIntegration_ConcurrentShortcutsLoseNothing(t *testing.T) {
+	const rounds = 50
+	t.Run("nacos", func(t *testing.T) {
+		addr := nacosAddr(t)
+		group := fmt.Sprintf("graylb-cas-%d", time.Now().UnixNano())
+		flags := []string{"--nacos", addr, "--group", group}
+		api, err := newNacosAPI(addr, "", "", "", &http.Client{Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &nacosStore{api: api, dataID: "graylb-rules.json", group: group}
+		concurrentShortcuts(t, rounds, flags, func() graylb.Rules { return readRules(t, st) })
+	})
+	t.Run("redis", func(t *testing.T) {
+		addr := startRedis(t)
+		g := globals{redis: addr, timeout: 10 * time.Second}
+		st, err := g.openRedis()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.close()
+		concurrentShortcuts(t, rounds, []string{"--redis", addr}, func() graylb.Rules { return readRules(t, st) })
+	})
+}
+
+func readRules(t *testing.T, st store) graylb.Rules {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := st.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseStored(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
