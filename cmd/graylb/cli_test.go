@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -39,7 +40,8 @@ type fakeNacos struct {
 
 	mu        sync.Mutex
 	configs   map[string]string // group/dataId → content
-	hosts     string            // the instance list's JSON answer
+	hosts     string            // the instance list's JSON answer (of every service)
+	services  []string          // the service list's names
 	publishes int
 	// beforePublish runs (unlocked) before a publish of the rules (not of
 	// the rollout's lease) is applied: a concurrent writer.
@@ -102,6 +104,11 @@ func (f *fakeNacos) serve(w http.ResponseWriter, r *http.Request) {
 		delete(f.configs, key)
 		f.mu.Unlock()
 		w.Write([]byte("true"))
+	case r.URL.Path == "/nacos/v1/ns/service/list":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		names, _ := json.Marshal(f.services)
+		fmt.Fprintf(w, `{"count":%d,"doms":%s}`, len(f.services), names)
 	case r.URL.Path == "/nacos/v1/ns/instance/list":
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -202,7 +209,6 @@ func TestFlagParsing(t *testing.T) {
 		{"bad timeout", nil, []string{"rules", "get", "--timeout", "-1s"}, exitUsage, "positive"},
 		{"users add none", nil, []string{"users", "add"}, exitUsage, "wrong number"},
 		{"rollback takes no args", nil, []string{"rollback", "now"}, exitUsage, "wrong number"},
-		{"status needs a service", nil, []string{"status"}, exitUsage, "wrong number"},
 		{"status bad service", nil, []string{"status", "a b\n"}, exitUsage, "service"},
 		{"rollout needs service", nil, []string{"rollout"}, exitUsage, "--service is required"},
 		{"rollout bad steps", nil, []string{"rollout", "--service", "s", "--steps", "5,1"}, exitUsage, "must increase"},

@@ -322,6 +322,33 @@ func (a *nacosAPI) instances(ctx context.Context, service, group string) ([]gray
 	return out, nil
 }
 
+// maxServices bounds the services status lists without names.
+const maxServices = 1000
+
+// services lists the names of the services registered in group, at most
+// maxServices of them; total is how many there are.
+func (a *nacosAPI) services(ctx context.Context, group string) (names []string, total int, err error) {
+	p := url.Values{"pageNo": {"1"}, "pageSize": {strconv.Itoa(maxServices)}, "groupName": {group}}
+	if a.namespace != "" {
+		p.Set("namespaceId", a.namespace)
+	}
+	body, err := a.do(ctx, http.MethodGet, "/v1/ns/service/list", p)
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing services: %w", err)
+	}
+	var ans struct {
+		Count int      `json:"count"`
+		Doms  []string `json:"doms"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, 0, fmt.Errorf("listing services: the answer is not a service list: %v", err)
+	}
+	if len(ans.Doms) > maxServices {
+		ans.Doms = ans.Doms[:maxServices]
+	}
+	return ans.Doms, max(ans.Count, len(ans.Doms)), nil
+}
+
 // nacosStore keeps the rule document in a Nacos config.
 type nacosStore struct {
 	api           *nacosAPI

@@ -68,11 +68,10 @@ func TestApplyVerifiesItsWrite(t *testing.T) {
 
 // shortcutRun is one command of a round and what it promised.
 type shortcutRun struct {
-	args      []string
-	code      int
-	out, err  string
-	holds     func(graylb.Rules) bool // the change it reports, in the rules
-	reportsOK bool                    // exit 0 and "written"
+	args     []string
+	code     int
+	out, err string
+	holds    func(graylb.Rules) bool // the change it reports, in the rules
 }
 
 // concurrentShortcuts runs rounds of four shortcut commands started
