@@ -111,20 +111,23 @@ func dispatch(ctx context.Context, c *command, path string, args []string, e env
 	if c.flags != nil {
 		c.flags(fs)
 	}
-	fs.Usage = func() {
-		out := fs.Output()
+	usage := func(out io.Writer) {
+		fs.SetOutput(out)
 		fmt.Fprintf(out, "Usage: %s %s\n\n%s\n", path, c.args, c.long)
 		fmt.Fprintln(out, "\nFlags:")
 		fs.PrintDefaults()
 	}
+	// The flag package calls Usage on -h and after a parse error's line:
+	// the usage is printed below, once, on the stream it belongs to.
+	fs.Usage = func() {}
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(e.stdout)
-		fs.Usage()
+		usage(e.stdout)
 		return exitOK
 	}
 	if err != nil {
-		return exitUsage // the flag package printed the error and the usage
+		usage(e.stderr) // after the flag package's line naming the error
+		return exitUsage
 	}
 	if len(pos) < c.minArgs || (c.maxArgs >= 0 && len(pos) > c.maxArgs) {
 		fmt.Fprintf(e.stderr, "%s: wrong number of arguments (%d)\nUsage: %s %s\n", path, len(pos), path, c.args)

@@ -35,3 +35,18 @@ func TestStatusListsServices(t *testing.T) {
 		t.Fatalf("json: exit %d:\n%s", code, out)
 	}
 }
+
+// --help prints the usage once, on standard output, for every command; a
+// flag error prints it once, on standard error.
+func TestHelpPrintedOnce(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"canary", "--help"}, {"rules", "get", "-h"}, {"rollout", "--help"}, {"status", "-h"}} {
+		code, out, errOut := runCLI(t, nil, args...)
+		if code != exitOK || strings.Count(out, "Usage:") != 1 || errOut != "" {
+			t.Errorf("%v: exit %d, %d usages on stdout, stderr %q", args, code, strings.Count(out, "Usage:"), errOut)
+		}
+	}
+	code, out, errOut := runCLI(t, nil, "canary", "5", "--no-such-flag")
+	if code != exitUsage || out != "" || strings.Count(errOut, "Usage:") != 1 || !strings.Contains(errOut, "no-such-flag") {
+		t.Errorf("a flag error: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
