@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,21 +24,21 @@ type rolloutRunning struct {
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.
 type syncBuffer struct {
-	mu  chan struct{}
+	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func newSyncBuffer() *syncBuffer { return &syncBuffer{mu: make(chan struct{}, 1)} }
+func newSyncBuffer() *syncBuffer { return &syncBuffer{} }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
 func (b *syncBuffer) String() string {
-	b.mu <- struct{}{}
-	defer func() { <-b.mu }()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.buf.String()
 }
 

@@ -24,7 +24,13 @@ graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP A
     they are;
   - interrupted (SIGINT, SIGTERM): the rules stay as they are, it says where, exit 130.
 
-Every write is a read-modify-write with compare-and-set (see graylb canary).`
+One rollout at a time: it holds a lease beside the rules (renewed every third of --lease-ttl);
+a second rollout refuses at once and names the holder; a lease not renewed for --lease-ttl (its
+holder died) is taken over, saying whose it was. graylb status shows a running rollout.
+
+Any change to the rules by someone else (canary, users, addresses, matches, closed, enabled)
+stops it: exit 1, the rules left as the other writer left them, and what changed is printed.
+Every write is compare-and-set where the store has it, and is read back (see graylb canary).`
 
 // stepReport is one step of a rollout.
 type stepReport struct {

@@ -170,3 +170,60 @@ func readRules(t *testing.T, st store) graylb.Rules {
 	}
 	return r
 }
+
+// Rollouts started at the same instant on one rule document, against real
+// stores: exactly one takes the lease; the others refuse, naming it.
+func TestIntegration_RolloutsStartedTogether(t *testing.T) {
+	prom := fakeProm(t, func(string) string { return vector("gray", "1000", "prod", "1000") })
+	for _, tc := range []struct {
+		name  string
+		flags func(t *testing.T, round int) []string
+	}{
+		{"nacos", func(t *testing.T, round int) []string {
+			return []string{"--nacos", nacosAddr(t), "--group", fmt.Sprintf("graylb-lease-%d-%d", time.Now().UnixNano(), round)}
+		}},
+		{"redis", func(t *testing.T, round int) []string {
+			return []string{"--redis", startRedis(t)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for round := 0; round < 5; round++ {
+				flags := tc.flags(t, round)
+				args := append([]string{"rollout", "--service", "svc", "--prometheus", prom.URL, "--steps", "1,5",
+					"--interval", "1h", "--poll", "50ms", "--window", "5s", "--min-requests", "50"}, flags...)
+				var rs []*rolloutRunning
+				for i := 0; i < 3; i++ {
+					rs = append(rs, startRollout(t, time.Minute, args...))
+				}
+				refused := 0
+				for _, r := range rs[:] {
+					select {
+					case code := <-r.done:
+						r.done <- code
+					case <-time.After(5 * time.Second):
+					}
+				}
+				for _, r := range rs {
+					select {
+					case code := <-r.done:
+						r.done <- code
+						if code != exitFailed || !strings.Contains(r.out.String(), "another rollout is running") {
+							t.Fatalf("round %d: exit %d:\n%s%s", round, code, r.out.String(), r.errOut.String())
+						}
+						refused++
+					default:
+					}
+				}
+				if refused != 2 {
+					t.Fatalf("round %d: %d of 3 rollouts refused, want 2 (one holds the lease)", round, refused)
+				}
+				for _, r := range rs {
+					r.cancel()
+				}
+				for _, r := range rs {
+					r.wait(t, 20*time.Second)
+				}
+			}
+		})
+	}
+}
