@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"slices"
@@ -223,6 +224,21 @@ func TestIntegration_RolloutsStartedTogether(t *testing.T) {
 				for _, r := range rs {
 					r.wait(t, 20*time.Second)
 				}
+				// The holder removed its lease when it ended.
+				var g globals
+				fs := flag.NewFlagSet("check", flag.ContinueOnError)
+				g.register(fs, env{getenv: func(string) string { return "" }})
+				if err := fs.Parse(flags); err != nil {
+					t.Fatal(err)
+				}
+				st, err := g.openStore(env{http: &http.Client{}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d, err := st.aux(leaseName).get(context.Background()); err != nil || d.exists {
+					t.Fatalf("round %d: the lease outlived the rollouts: %s %v", round, d.data, err)
+				}
+				st.close()
 			}
 		})
 	}
