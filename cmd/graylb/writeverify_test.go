@@ -75,11 +75,11 @@ type shortcutRun struct {
 	holds    func(graylb.Rules) bool // the change it reports, in the rules
 }
 
-// concurrentShortcuts runs rounds of four shortcut commands started
-// together (canary N, users add aN, users add bN, users rm a(N-1)) and
-// counts the commands that reported their change written but whose change
+// concurrentShortcuts runs rounds of shortcut commands started together
+// (canary N, users add aN, users add bN, users rm a(N-1), and extra more
+// users add) and counts the commands that reported their change written but whose change
 // the store does not hold at the round's end.
-func concurrentShortcuts(t *testing.T, rounds int, flags []string, stored func() graylb.Rules) {
+func concurrentShortcuts(t *testing.T, rounds, extra int, flags []string, stored func() graylb.Rules) {
 	lost, written, failed := 0, 0, 0
 	for n := 1; n <= rounds; n++ {
 		a, b, prevA := "a"+strconv.Itoa(n), "b"+strconv.Itoa(n), "a"+strconv.Itoa(n-1)
@@ -88,6 +88,10 @@ func concurrentShortcuts(t *testing.T, rounds int, flags []string, stored func()
 			{args: []string{"users", "add", a}, holds: func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, a) }},
 			{args: []string{"users", "add", b}, holds: func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, b) }},
 			{args: []string{"users", "rm", prevA}, holds: func(r graylb.Rules) bool { return !slices.Contains(r.GrayUsers, prevA) }},
+		}
+		for k := 0; k < extra; k++ {
+			u := "c" + strconv.Itoa(n) + "-" + strconv.Itoa(k)
+			runs = append(runs, &shortcutRun{args: []string{"users", "add", u}, holds: func(r graylb.Rules) bool { return slices.Contains(r.GrayUsers, u) }})
 		}
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -120,20 +124,22 @@ func concurrentShortcuts(t *testing.T, rounds int, flags []string, stored func()
 			}
 		}
 	}
-	t.Logf("%d commands in %d rounds of 4 started together: %d reported written, %d of them lost; %d failed saying what is stored", 4*rounds, rounds, written, lost, failed)
+	t.Logf("%d commands in %d rounds of %d started together: %d reported written, %d of them lost; %d failed saying what is stored", (4+extra)*rounds, rounds, 4+extra, written, lost, failed)
 	if lost > 0 {
 		t.Fatalf("%d of %d changes reported written were lost", lost, written)
 	}
-	if failed > rounds/5 {
-		t.Fatalf("%d of %d commands failed: the retries do not resolve ordinary contention", failed, 4*rounds)
+	if failed > (4+extra)*rounds/20 {
+		t.Fatalf("%d of %d commands failed: the retries do not resolve ordinary contention", failed, (4+extra)*rounds)
 	}
 }
 
-// 200 shortcut commands, four at a time, against real stores: none reports
-// a change written that the store does not hold. Against r-nacos, which
-// ignores casMd5, 16 of 40 were lost before writes were read back.
+// 200 shortcut commands, ten started together in each of 20 rounds,
+// against real stores: none reports a change written that the store does
+// not hold. Before writes were read back, against r-nacos (which ignores
+// casMd5) 148 of the 183 reported written were lost; against Redis none
+// was lost, but 73 of 200 failed after 3 attempts.
 func TestIntegration_ConcurrentShortcutsLoseNothing(t *testing.T) {
-	const rounds = 50
+	const rounds, extra = 20, 6
 	t.Run("nacos", func(t *testing.T) {
 		addr := nacosAddr(t)
 		group := fmt.Sprintf("graylb-cas-%d", time.Now().UnixNano())
@@ -143,7 +149,7 @@ func TestIntegration_ConcurrentShortcutsLoseNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := &nacosStore{api: api, dataID: "graylb-rules.json", group: group}
-		concurrentShortcuts(t, rounds, flags, func() graylb.Rules { return readRules(t, st) })
+		concurrentShortcuts(t, rounds, extra, flags, func() graylb.Rules { return readRules(t, st) })
 	})
 	t.Run("redis", func(t *testing.T) {
 		addr := startRedis(t)
@@ -153,7 +159,7 @@ func TestIntegration_ConcurrentShortcutsLoseNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.close()
-		concurrentShortcuts(t, rounds, []string{"--redis", addr}, func() graylb.Rules { return readRules(t, st) })
+		concurrentShortcuts(t, rounds, extra, []string{"--redis", addr}, func() graylb.Rules { return readRules(t, st) })
 	})
 }
 
