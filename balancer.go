@@ -30,9 +30,14 @@ func (lb *LoadBalancer) e() *engine.LoadBalancer { return (*engine.LoadBalancer)
 // request gets a prod instance or an error; a gray request a gray
 // instance, or any instance when the service has no usable gray one.
 //
+// A pick of a service already routed never blocks. The first pick of a
+// service waits for its lookup (one per service, whoever asks; a lookup
+// never delays another service) until ctx ends or the LoadBalancer closes.
+//
 // Errors wrap ErrNoInstance (the request's kind has no instance; the
 // *NoInstanceError names the service and the kind), ErrInvalidService,
-// ErrUnknownService (from the Supplier) or ErrClosed.
+// ErrUnknownService (from the Supplier), ErrClosed, or ctx.Err() when ctx
+// ended before the service's lookup did.
 func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, error) {
 	return lb.e().Pick(ctx, service)
 }
@@ -83,8 +88,10 @@ func (lb *LoadBalancer) Keys() Keys {
 
 // Close stops following the Supplier and the rule source, and closes the
 // Cache New made. Picks of services already in use keep serving their
-// last lists; other services give ErrClosed. Close returns promptly;
-// calling it again does nothing.
+// last lists; other services give ErrClosed. It cancels the lookups in
+// flight, and the picks waiting on them return ErrClosed at once; it does
+// not wait for the Supplier's calls to return. Calling it again does
+// nothing.
 func (lb *LoadBalancer) Close() error {
 	return lb.e().Close()
 }

@@ -48,7 +48,7 @@ func nacosTour(ctx context.Context, servers []string, user, pass, ip string, por
 	if err != nil {
 		return err
 	}
-	defer reg.Close() // deregisters at once (idempotent)
+	defer reg.Close() // deregisters at once (idempotent, within nacos.DefaultCloseTimeout)
 	// end snippet
 	if err := use(lb); err != nil {
 		return err

@@ -70,6 +70,7 @@ type Client struct {
 
 	built     chan struct{} // closed once naming and buildErr are set
 	naming    *naming_grpc.NamingGrpcProxy
+	closeOnce sync.Once // closes naming
 	buildErr  error
 	connected chan struct{} // closed on the first connection
 	trouble   atomic.Int64  // unix nanos of the last connection change seen
@@ -79,6 +80,7 @@ type Client struct {
 	closed     bool
 	configCl   config_client.IConfigClient
 	registered map[string]bool
+	syncing    map[string]*subscriptionSync // services whose subscription is being sent (subscription.go)
 }
 
 // NewClient builds a Client and waits until it is connected, ctx is done
@@ -115,11 +117,12 @@ func NewClient(ctx context.Context, opts ...Option) (*Client, error) {
 		connected:  make(chan struct{}),
 		registered: map[string]bool{},
 	}
-	// The SDK connects inside its constructor and retries there: build it
-	// in the background so that nothing here waits past ctx.
-	c.done.Add(1)
+	// The SDK connects inside its constructor and retries there, whatever
+	// its ctx says (3 attempts, each up to its timeout): build it in the
+	// background so that nothing here waits past ctx, and so that Close
+	// need not wait for it either (a build that ends after Close closes
+	// what it built).
 	go func() {
-		defer c.done.Done()
 		defer close(c.built)
 		agent := &http_agent.HttpAgent{TlsConfig: cc.TLSCfg}
 		srv, err := nacos_server.NewNacosServer(cctx, p.ServerConfigs, cc, agent, cc.TimeoutMs, cc.Endpoint,
@@ -131,7 +134,16 @@ func NewClient(ctx context.Context, opts ...Option) (*Client, error) {
 			c.buildErr = fmt.Errorf("nacos: naming client: %w", redact(err, cfg))
 			return
 		}
-		c.done.Add(1)
+		c.mu.Lock()
+		closed := c.closed
+		if !closed {
+			c.done.Add(1)
+		}
+		c.mu.Unlock()
+		if closed {
+			c.closeNaming()
+			return
+		}
 		go c.watchConnection()
 	}()
 	wait, stop := context.WithTimeout(ctx, min(cfg.timeout, cfg.connectWait))
@@ -166,7 +178,10 @@ func (c *Client) configClient() (config_client.IConfigClient, error) {
 // RuleSources and Registrations built on the Client stop working; close
 // them first. Close waits for the Client's goroutines, calls to the server
 // their callers gave up on included: closing the connection ends them
-// within the SDK's retries (about 300 ms).
+// within the SDK's retries (about 300 ms). A connection still being set
+// up (the SDK's constructor retries for up to three of its timeouts,
+// whatever the server does) is not waited for: it is closed as soon as
+// the SDK hands it over.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -177,13 +192,21 @@ func (c *Client) Close() error {
 	cc := c.configCl
 	c.mu.Unlock()
 	c.cancel()
-	<-c.built
-	if c.naming != nil {
-		c.naming.CloseClient()
+	if isClosed(c.built) { // else the build closes what it built
+		c.closeNaming()
 	}
 	if cc != nil {
 		cc.CloseClient()
 	}
 	c.done.Wait()
 	return nil
+}
+
+// closeNaming closes the naming client, once; it is built.
+func (c *Client) closeNaming() {
+	c.closeOnce.Do(func() {
+		if c.naming != nil {
+			c.naming.CloseClient()
+		}
+	})
 }

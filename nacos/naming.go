@@ -10,7 +10,6 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_grpc"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/util"
-	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
 
 // query reads a service's instances from the server (never from a cache).
@@ -57,69 +56,6 @@ func (c *Client) cached(service, group string, clusters []string) ([]model.Insta
 	return svc.Hosts, ok
 }
 
-// subscribe registers p's callback and subscribes to the service. When
-// the Client is not connected yet the subscription goes out in the
-// background; the SDK sends it again after every reconnection.
-func (c *Client) subscribe(p *vo.SubscribeParam) error {
-	cl := strings.Join(p.Clusters, ",")
-	c.holder.RegisterCallback(util.GetGroupName(p.ServiceName, p.GroupName), cl, &p.SubscribeCallback)
-	send := func(n *naming_grpc.NamingGrpcProxy) error {
-		svc, err := n.Subscribe(p.ServiceName, p.GroupName, cl)
-		if err != nil {
-			return err
-		}
-		c.holder.ProcessService(&svc)
-		return nil
-	}
-	if n := c.builtNaming(); n != nil && n.ServerHealthy() {
-		return send(n)
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return errClientClosed
-	}
-	c.done.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.done.Done()
-		select {
-		case <-c.built:
-		case <-c.ctx.Done():
-		}
-		if c.ctx.Err() != nil { // closed: both may be ready
-			return
-		}
-		if c.naming != nil {
-			if err := send(c.naming); err != nil {
-				c.cfg.logger.Debug("nacos: subscribe deferred until the client connects", "service", p.ServiceName, "err", firstLine(err))
-			}
-		}
-	}()
-	return nil
-}
-
-// unsubscribe removes p's callback and, when it was the service's last,
-// the subscription.
-func (c *Client) unsubscribe(p *vo.SubscribeParam) error {
-	cl := strings.Join(p.Clusters, ",")
-	key := util.GetGroupName(p.ServiceName, p.GroupName)
-	c.holder.DeregisterCallback(key, cl, &p.SubscribeCallback)
-	if c.holder.IsSubscribed(key, cl) {
-		return nil
-	}
-	select {
-	case <-c.built:
-	default:
-		return nil
-	}
-	if c.naming == nil {
-		return nil
-	}
-	c.holder.StopUpdateIfContain(key, cl)
-	return c.naming.Unsubscribe(p.ServiceName, p.GroupName, cl)
-}
-
 func (c *Client) healthy() bool { return c.Healthy() }
 
 // register registers one ephemeral instance; the SDK registers it again
@@ -142,12 +78,18 @@ func (c *Client) register(ctx context.Context, service, group string, in model.I
 		err = errors.New("refused by the server")
 	}
 	if err != nil {
+		// The SDK must not register it again on reconnect: it forgets an
+		// instance only when it deregisters it, which waits on the server
+		// (up to its timeout when the server does not answer), so it goes
+		// on in the background, ended by Close.
 		c.mu.Lock()
 		delete(c.registered, key)
-		c.mu.Unlock()
-		if n := c.builtNaming(); n != nil { // do not register it again on reconnect
-			n.DeregisterInstance(service, group, in)
+		n := c.builtNaming()
+		if n != nil && !c.closed {
+			c.done.Add(1)
+			go func() { defer c.done.Done(); n.DeregisterInstance(service, group, in) }()
 		}
+		c.mu.Unlock()
 		return err
 	}
 	return nil

@@ -240,8 +240,12 @@ func WithLogger(l *slog.Logger) Option {
 //
 // Such a client reads instance lists from its own cache, which its UDP
 // push receiver (no authentication, every interface) also writes: lists
-// can then come from anyone who can send it a datagram. Prefer WithClient,
-// whose lists come only from the server.
+// can then come from anyone who can send it a datagram. Its Subscribe and
+// Unsubscribe wait for the server's answer: the Supplier calls them in
+// the background, in order for each service, so that Watch, a watcher's
+// stop and Close never wait on the server; a call the server does not
+// answer ends at the SDK's timeout, which may be after Close returned.
+// Prefer WithClient, whose lists come only from the server.
 func WithNamingClient(nc naming_client.INamingClient) Option {
 	return func(c *config) { c.naming = nc }
 }

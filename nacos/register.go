@@ -45,6 +45,9 @@ const DefaultDrainWait = 2 * time.Second
 // registry and waits until clients have had the time to see it go;
 // Close deregisters it at once and closes the Client Register built.
 //
+// Every call that talks to the server is bounded: Deregister and
+// CloseContext by their ctx, Close by DefaultCloseTimeout.
+//
 // A graceful stop, in this order, as Spring Cloud and Kratos services stop
 // on Nacos:
 //
@@ -55,7 +58,7 @@ const DefaultDrainWait = 2 * time.Second
 //		log.Print(err)
 //	}
 //	srv.Shutdown(ctx) // or grpcServer.GracefulStop(): in-flight requests finish
-//	reg.Close()
+//	reg.CloseContext(ctx)
 //
 // Stopping the server first would refuse the requests clients keep
 // sending until they see the deregistration.
@@ -122,14 +125,14 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 		inst.Metadata[graylb.DefaultVersionKey] = version
 	}
 	reg := &Registration{Instance: inst, timeout: c.timeout, drain: c.drainWait}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if c.naming != nil {
-		if err := reg.viaSDK(c.naming, c); err != nil {
+		if err := reg.viaSDK(ctx, c.naming, c); err != nil {
 			return nil, err
 		}
 		return reg, nil
-	}
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	cl := c.client
 	if cl == nil {
@@ -154,21 +157,50 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 	return reg, nil
 }
 
-// viaSDK registers through an SDK naming client (WithNamingClient).
-func (r *Registration) viaSDK(nc registrar, c *config) error {
+// viaSDK registers through an SDK naming client (WithNamingClient),
+// within ctx: the SDK's call honours only its own timeout, so it runs on a
+// goroutine of its own, and a registration it completes after ctx ended
+// is taken back (the SDK would register it again after every reconnection).
+func (r *Registration) viaSDK(ctx context.Context, nc registrar, c *config) error {
 	inst := r.Instance
-	ok, err := nc.RegisterInstance(vo.RegisterInstanceParam{
-		Ip: inst.Host, Port: uint64(inst.Port), Weight: inst.Weight, Enable: true, Healthy: true,
-		Metadata: inst.Metadata, ClusterName: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
-	})
+	param := vo.DeregisterInstanceParam{
+		Ip: inst.Host, Port: uint64(inst.Port), Cluster: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
+	}
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ok, err := nc.RegisterInstance(vo.RegisterInstanceParam{
+			Ip: inst.Host, Port: uint64(inst.Port), Weight: inst.Weight, Enable: true, Healthy: true,
+			Metadata: inst.Metadata, ClusterName: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
+		})
+		done <- result{ok, err}
+	}()
+	var ok bool
+	var err error
+	select {
+	case res := <-done:
+		ok, err = res.ok, res.err
+	case <-ctx.Done():
+		select {
+		case res := <-done: // answered as ctx ended: the answer stands
+			ok, err = res.ok, res.err
+		default:
+			go func() {
+				if res := <-done; res.err == nil && res.ok {
+					nc.DeregisterInstance(param)
+				}
+			}()
+			err = ctx.Err()
+		}
+	}
 	if err == nil && !ok {
 		err = errors.New("refused by the server")
 	}
 	if err != nil {
 		return fmt.Errorf("nacos: register %s %s: %w", inst.Service, inst.Addr(), redact(err, c))
-	}
-	param := vo.DeregisterInstanceParam{
-		Ip: inst.Host, Port: uint64(inst.Port), Cluster: inst.Cluster, ServiceName: inst.Service, GroupName: c.group, Ephemeral: true,
 	}
 	r.deregister = func(ctx context.Context) error {
 		// The SDK's call honours only its own timeout: ctx and WithTimeout
@@ -273,26 +305,48 @@ func (r *Registration) remove(ctx context.Context) (done <-chan struct{}, starte
 	return ch, true
 }
 
-// Close deregisters the instance unless Deregister did, without the drain
-// wait, and closes the Client if Register built it. Having no ctx, it
-// bounds that removal, the wait for a lost connection included, by the
-// timeout of the options (WithTimeout, default 5 s). Beside a Deregister
-// still removing the instance, it waits for that removal as long, then
-// closes the Client Register built (which ends the removal with an error
-// wrapping graylb.ErrClosed); with a Client given by WithClient it returns
-// an error wrapping context.DeadlineExceeded while that removal goes on
-// within its Deregister's ctx. It returns the removal's error otherwise,
-// is idempotent, and never waits for the drain wait.
+// DefaultCloseTimeout bounds Registration.Close: the time it gives the
+// removal, the wait for a lost connection included, before it closes the
+// Client Register built. Closing that Client ends its connection, and with
+// it every ephemeral instance registered over it, so a server that comes
+// back never lists the instance again; a Client given by WithClient goes on
+// removing it in the background.
+const DefaultCloseTimeout = time.Second
+
+// Close is CloseContext bounded by the smaller of DefaultCloseTimeout and
+// the timeout of the options (WithTimeout).
 func (r *Registration) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), min(r.timeout, DefaultCloseTimeout))
 	defer cancel()
+	return r.CloseContext(ctx)
+}
+
+// CloseContext deregisters the instance unless Deregister did, without
+// the drain wait, and closes the Client if Register built it. ctx bounds
+// that removal, the wait for a lost connection included: when ctx ends
+// first, CloseContext returns after closing the Client, with an error
+// wrapping ctx.Err() (and ErrUnavailable when the Client was not
+// connected). Closing the Client ends its calls in flight within the SDK's
+// retries: about 300 ms more on a server that does not answer (measured
+// with a SIGSTOPped and a killed server,
+// TestIntegration_StalledServerRegistrationClose). Beside a Deregister still removing the instance, it waits
+// for that removal within ctx, then closes the Client Register built
+// (which ends the removal with an error wrapping graylb.ErrClosed); with a
+// Client given by WithClient it returns an error wrapping ctx.Err() while
+// that removal goes on within its Deregister's ctx. It returns the
+// removal's error otherwise, is idempotent, and never waits for the drain
+// wait.
+func (r *Registration) CloseContext(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	done, started := r.remove(ctx)
 	select {
 	case <-done:
 	case <-ctx.Done():
 	}
 	if started {
-		<-done // Close's own removal ends with ctx
+		<-done // CloseContext's own removal ends with ctx
 	}
 	r.closeOnce.Do(func() {
 		if r.closeFn != nil {
@@ -305,7 +359,7 @@ func (r *Registration) Close() error {
 		<-done
 	}
 	if !isClosed(done) {
-		return fmt.Errorf("nacos: deregister %s: still under way after Close waited %v: %w", r.Instance.Addr(), r.timeout, context.DeadlineExceeded)
+		return fmt.Errorf("nacos: deregister %s: still under way when Close gave up: %w", r.Instance.Addr(), ctx.Err())
 	}
 	return r.removeErr
 }

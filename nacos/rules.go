@@ -109,13 +109,21 @@ func withoutUserInfo(addr string) string {
 
 // Load reads and parses the document. A missing document gives the zero
 // Rules (routing by header and metadata alone). While the SDK client is
-// still connecting, Load retries until ctx is done.
+// still connecting, Load retries until ctx is done. It returns when ctx
+// ends, with an error wrapping ctx.Err() when a read was under way (the
+// SDK's read honours only its own timeout: it ends on its own).
 func (r *RuleSource) Load(ctx context.Context) (graylb.Rules, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var data string
 	var err error
 	for {
-		if data, err = r.client.GetConfig(vo.ConfigParam{DataId: r.dataID, Group: r.group}); err == nil {
+		if data, err = r.getConfig(ctx); err == nil {
 			break
+		}
+		if ctx.Err() != nil {
+			return graylb.Rules{}, fmt.Errorf("nacos: rules %s/%s: %w", r.group, r.dataID, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -131,6 +139,30 @@ func (r *RuleSource) Load(ctx context.Context) (graylb.Rules, error) {
 		return graylb.Rules{}, fmt.Errorf("nacos: rules %s/%s: %w", r.group, r.dataID, err)
 	}
 	return rules, nil
+}
+
+// getConfig reads the document, returning ctx.Err() when ctx ends first.
+func (r *RuleSource) getConfig(ctx context.Context) (string, error) {
+	type result struct {
+		data string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := r.client.GetConfig(vo.ConfigParam{DataId: r.dataID, Group: r.group})
+		done <- result{data, err}
+	}()
+	select {
+	case res := <-done:
+		return res.data, res.err
+	case <-ctx.Done():
+		select {
+		case res := <-done: // read as ctx ended: the answer stands
+			return res.data, res.err
+		default:
+			return "", ctx.Err()
+		}
+	}
 }
 
 // Watch calls fn with each new valid document until stop is called.

@@ -2,6 +2,8 @@ package nacos
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,10 +23,16 @@ type sdkNaming struct {
 	stop    chan struct{}
 	done    sync.WaitGroup
 	once    sync.Once
+	logger  *slog.Logger
+
+	// Subscribe and Unsubscribe wait on the server: each service's run in
+	// order on a goroutine of the service's own, never on the caller's.
+	qmu    sync.Mutex
+	queues map[string][]func() // by service; present while its goroutine runs
 }
 
-func newSDKNaming(nc naming_client.INamingClient, window time.Duration) *sdkNaming {
-	n := &sdkNaming{nc: nc, window: window, stop: make(chan struct{})}
+func newSDKNaming(nc naming_client.INamingClient, window time.Duration, logger *slog.Logger) *sdkNaming {
+	n := &sdkNaming{nc: nc, window: window, stop: make(chan struct{}), logger: logger, queues: map[string][]func(){}}
 	n.done.Add(1)
 	go func() {
 		defer n.done.Done()
@@ -71,9 +79,54 @@ func (n *sdkNaming) query(ctx context.Context, service, group string, clusters [
 }
 
 func (n *sdkNaming) cached(string, string, []string) ([]model.Instance, bool) { return nil, false }
-func (n *sdkNaming) subscribe(p *vo.SubscribeParam) error                     { return n.nc.Subscribe(p) }
-func (n *sdkNaming) unsubscribe(p *vo.SubscribeParam) error                   { return n.nc.Unsubscribe(p) }
-func (n *sdkNaming) healthy() bool                                            { return n.nc.ServerHealthy() }
+
+// subscribe and unsubscribe queue the SDK's call for p's service and
+// return: the SDK's calls wait on the server (see later).
+func (n *sdkNaming) subscribe(p *vo.SubscribeParam) error {
+	n.later(p, "subscribe", func() error { return n.nc.Subscribe(p) })
+	return nil
+}
+
+func (n *sdkNaming) unsubscribe(p *vo.SubscribeParam) error {
+	n.later(p, "unsubscribe", func() error { return n.nc.Unsubscribe(p) })
+	return nil
+}
+
+// later runs call after the calls queued before it for p's service, on
+// the service's goroutine (started unless it runs). A call the server
+// never answers ends at the SDK's timeout; the goroutine may outlive the
+// Supplier's Close by that much (the SDK client is the caller's).
+func (n *sdkNaming) later(p *vo.SubscribeParam, what string, call func() error) {
+	key := p.GroupName + "@@" + p.ServiceName + "@@" + strings.Join(p.Clusters, ",")
+	n.qmu.Lock()
+	q, running := n.queues[key]
+	n.queues[key] = append(q, func() {
+		if err := call(); err != nil {
+			n.logger.Warn("nacos: "+what+" failed", "service", p.ServiceName, "err", firstLine(err))
+		}
+	})
+	n.qmu.Unlock()
+	if running {
+		return
+	}
+	go func() {
+		for {
+			n.qmu.Lock()
+			q := n.queues[key]
+			if len(q) == 0 {
+				delete(n.queues, key)
+				n.qmu.Unlock()
+				return
+			}
+			next := q[0]
+			n.queues[key] = q[1:]
+			n.qmu.Unlock()
+			next()
+		}
+	}()
+}
+
+func (n *sdkNaming) healthy() bool { return n.nc.ServerHealthy() }
 
 func (n *sdkNaming) RefillUntil() time.Time {
 	t := n.trouble.Load()

@@ -5,6 +5,7 @@
 #   scripts/nacos.sh install   build it once (cargo), reused while the binary is there
 #   scripts/nacos.sh start     start it (idempotent) and wait until it answers
 #   scripts/nacos.sh stop      stop it (idempotent); kill -9 with "stop -9"
+#   scripts/nacos.sh pause     SIGSTOP it (it keeps its sockets and answers nothing); "resume" SIGCONTs it
 #   scripts/nacos.sh status    exit 0 when it answers
 #   scripts/nacos.sh measure-starts N   N fresh starts beside a CPU load: attempts and time each
 #   scripts/nacos.sh cluster-start N   a fresh N-node raft cluster on HTTP ports B, B+10, ...
@@ -224,6 +225,9 @@ case "${1:-}" in
   install) install ;;
   start) start ;;
   stop) stop "${2:-TERM}" ;;
+  # pause: SIGSTOP the server (its sockets stay open and accept, nothing answers); resume: SIGCONT
+  pause) alive || { echo "nacos on $HTTP_PORT is not running" >&2; exit 1; }; kill -STOP "$(cat "$PIDFILE")" ;;
+  resume) if alive; then kill -CONT "$(cat "$PIDFILE")"; fi ;;
   status) answers ;;
   measure-starts) measure_starts "${2:-30}" ;;
   cluster-start)
@@ -261,5 +265,5 @@ case "${1:-}" in
   cluster-stop) for i in $(seq 1 "${2:-3}"); do node "$i" stop "${3:-TERM}"; done ;;
   cluster-node-stop) node "$2" stop -9 ;;
   cluster-node-start) node "$2" start ;;
-  *) echo "usage: $0 install|start|stop [-9]|status|measure-starts N|cluster-start N|cluster-stop N|cluster-node-stop I|cluster-node-start I" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|stop [-9]|pause|resume|status|measure-starts N|cluster-start N|cluster-stop N|cluster-node-stop I|cluster-node-start I" >&2; exit 2 ;;
 esac

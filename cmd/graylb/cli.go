@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/graylb/graylb"
 )
@@ -112,20 +111,23 @@ func dispatch(ctx context.Context, c *command, path string, args []string, e env
 	if c.flags != nil {
 		c.flags(fs)
 	}
-	fs.Usage = func() {
-		out := fs.Output()
+	usage := func(out io.Writer) {
+		fs.SetOutput(out)
 		fmt.Fprintf(out, "Usage: %s %s\n\n%s\n", path, c.args, c.long)
 		fmt.Fprintln(out, "\nFlags:")
 		fs.PrintDefaults()
 	}
+	// The flag package calls Usage on -h and after a parse error's line:
+	// the usage is printed below, once, on the stream it belongs to.
+	fs.Usage = func() {}
 	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(e.stdout)
-		fs.Usage()
+		usage(e.stdout)
 		return exitOK
 	}
 	if err != nil {
-		return exitUsage // the flag package printed the error and the usage
+		usage(e.stderr) // after the flag package's line naming the error
+		return exitUsage
 	}
 	if len(pos) < c.minArgs || (c.maxArgs >= 0 && len(pos) > c.maxArgs) {
 		fmt.Fprintf(e.stderr, "%s: wrong number of arguments (%d)\nUsage: %s %s\n", path, len(pos), path, c.args)
@@ -178,12 +180,15 @@ func commands(e env) *command {
 			"canary while comparing gray with prod (rollout).\n\n" +
 			"The rules live in Nacos config (--nacos, --group, --data-id) or, with --redis, in Redis.",
 		subs: []*command{
-			{name: "status", args: "SERVICE...", short: "instances by kind, version, weight, health; what the rules make of them",
-				long: "Lists every instance of each SERVICE registered in Nacos, with what the rules in force make\n" +
-					"of it (gray by metadata or by address, the subsets it serves), and warnings: gray address\n" +
-					"entries that match no instance, gray instances nothing reaches, closed rules.\n" +
+			{name: "status", args: "[SERVICE...]", short: "services and instances by kind, version, weight, health; a running rollout",
+				long: "Without SERVICE, lists the services registered in the group with their instances counted by\n" +
+					"kind (routable prod, routable gray, not routed), as kubectl get lists.\n" +
+					"With SERVICE..., lists every instance of each with what the rules in force make of it (gray\n" +
+					"by metadata or by address, the subsets it serves), and warnings: gray address entries that\n" +
+					"match no instance, gray instances nothing reaches, closed rules.\n" +
+					"Both show the rules and a running rollout (its lease: who, since when, which step).\n" +
 					"Instances always come from Nacos; the rules from the store the flags choose.",
-				minArgs: 1, maxArgs: -1, run: runStatus},
+				maxArgs: -1, run: runStatus},
 			{name: "rules", short: "validate, get, diff or apply a rule document",
 				long: "Reads and writes the rule document (graylb.Rules as JSON).",
 				subs: []*command{
@@ -259,57 +264,4 @@ func printJSON(w io.Writer, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
-}
-
-func runStatus(ctx context.Context, g *globals, e env, services []string) int {
-	for _, s := range services {
-		if err := graylb.ValidateServiceName(s); err != nil {
-			fmt.Fprintf(e.stderr, "graylb status: %v\n", err)
-			return exitUsage
-		}
-	}
-	api, err := g.nacosAPI(e)
-	if err != nil {
-		return fail(e, err)
-	}
-	st, err := g.openStore(e)
-	if err != nil {
-		return fail(e, err)
-	}
-	defer st.close()
-	rep := statusReport{RulesWhere: st.describe(), Warnings: []string{}}
-	d, err := st.get(ctx)
-	if err != nil {
-		return fail(e, err)
-	}
-	if rep.Rules, err = parseStored(d); err != nil {
-		rep.RulesError = err.Error()
-		rep.Warnings = append(rep.Warnings, "the stored rules are refused by every client: each keeps the rules it had (or none, when it starts now); the kinds below are those of the zero rules")
-	}
-	if rep.Rules.Closed {
-		rep.Warnings = append(rep.Warnings, "the rules are closed (rolled back): no request reaches a gray instance")
-	}
-	for _, svc := range services {
-		list, err := api.instances(ctx, svc, g.group)
-		if err != nil {
-			return fail(e, err)
-		}
-		s, err := classify(ctx, svc, list, rep.Rules, g.grayKey, g.versionKey)
-		if err != nil {
-			return fail(e, err)
-		}
-		if len(list) == 0 {
-			s.Warnings = append(s.Warnings, svc+": no instance registered (in group "+g.group+")")
-		}
-		rep.Services = append(rep.Services, s)
-	}
-	for _, a := range unmatchedAddresses(rep.Rules, rep.Services) {
-		rep.Warnings = append(rep.Warnings, fmt.Sprintf("grayAddresses entry %q matches no instance of %s", a, strings.Join(services, ", ")))
-	}
-	if g.output == "json" {
-		printJSON(e.stdout, rep)
-	} else {
-		printStatus(e.stdout, rep)
-	}
-	return exitOK
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -39,11 +40,18 @@ type fakeNacos struct {
 
 	mu        sync.Mutex
 	configs   map[string]string // group/dataId → content
-	hosts     string            // the instance list's JSON answer
+	hosts     string            // the instance list's JSON answer (of every service)
+	services  []string          // the service list's names
 	publishes int
-	// beforePublish runs (unlocked) before a publish is applied: a
-	// concurrent writer.
+	// beforePublish runs (unlocked) before a publish of the rules (not of
+	// the rollout's lease) is applied: a concurrent writer.
 	beforePublish func()
+	// afterPublish runs (unlocked) after a publish of the rules landed,
+	// before it is answered: a concurrent writer whose check passed
+	// before this write landed.
+	afterPublish func()
+	// ignoreCAS: casMd5 is ignored, as r-nacos ignores it.
+	ignoreCAS bool
 }
 
 func newFakeNacos(t testing.TB) *fakeNacos {
@@ -69,21 +77,38 @@ func (f *fakeNacos) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Write([]byte(c))
 	case r.URL.Path == "/nacos/v1/cs/configs" && r.Method == http.MethodPost:
-		if f.beforePublish != nil {
+		rules := !strings.HasSuffix(r.Form.Get("dataId"), "."+leaseName)
+		if f.beforePublish != nil && rules {
 			f.beforePublish()
 		}
 		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.publishes++
-		if cas := r.Form.Get("casMd5"); cas != "" {
+		if rules {
+			f.publishes++
+		}
+		if cas := r.Form.Get("casMd5"); cas != "" && !f.ignoreCAS {
 			sum := md5.Sum([]byte(f.configs[key]))
 			if hex.EncodeToString(sum[:]) != cas {
+				f.mu.Unlock()
 				http.Error(w, "publish config failed: cas md5 mismatch", http.StatusInternalServerError)
 				return
 			}
 		}
 		f.configs[key] = r.Form.Get("content")
+		f.mu.Unlock()
+		if f.afterPublish != nil && rules {
+			f.afterPublish()
+		}
 		w.Write([]byte("true"))
+	case r.URL.Path == "/nacos/v1/cs/configs" && r.Method == http.MethodDelete:
+		f.mu.Lock()
+		delete(f.configs, key)
+		f.mu.Unlock()
+		w.Write([]byte("true"))
+	case r.URL.Path == "/nacos/v1/ns/service/list":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		names, _ := json.Marshal(f.services)
+		fmt.Fprintf(w, `{"count":%d,"doms":%s}`, len(f.services), names)
 	case r.URL.Path == "/nacos/v1/ns/instance/list":
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -184,7 +209,6 @@ func TestFlagParsing(t *testing.T) {
 		{"bad timeout", nil, []string{"rules", "get", "--timeout", "-1s"}, exitUsage, "positive"},
 		{"users add none", nil, []string{"users", "add"}, exitUsage, "wrong number"},
 		{"rollback takes no args", nil, []string{"rollback", "now"}, exitUsage, "wrong number"},
-		{"status needs a service", nil, []string{"status"}, exitUsage, "wrong number"},
 		{"status bad service", nil, []string{"status", "a b\n"}, exitUsage, "service"},
 		{"rollout needs service", nil, []string{"rollout"}, exitUsage, "--service is required"},
 		{"rollout bad steps", nil, []string{"rollout", "--service", "s", "--steps", "5,1"}, exitUsage, "must increase"},

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/graylb/graylb"
 )
 
 // maxDiffLines bounds the line diff's work (it is quadratic): documents
@@ -77,4 +80,55 @@ func lineDiff(a, b []string) string {
 		}
 	}
 	return out.String()
+}
+
+// describeChange says, field by field, what changed from a to b in
+// words an operator reads: "closed: false → true", "grayUsers: +u7 -u2".
+// Empty when they are the same rules.
+func describeChange(a, b graylb.Rules) string {
+	var parts []string
+	on := func(r graylb.Rules) bool { return r.Enabled == nil || *r.Enabled }
+	if on(a) != on(b) {
+		parts = append(parts, fmt.Sprintf("enabled: %t → %t", on(a), on(b)))
+	}
+	if a.Closed != b.Closed {
+		parts = append(parts, fmt.Sprintf("closed: %t → %t", a.Closed, b.Closed))
+	}
+	if a.CanaryPercent != b.CanaryPercent {
+		parts = append(parts, fmt.Sprintf("canaryPercent: %v → %v", a.CanaryPercent, b.CanaryPercent))
+	}
+	for _, l := range []struct {
+		name string
+		a, b []string
+	}{{"grayUsers", a.GrayUsers, b.GrayUsers}, {"grayAddresses", a.GrayAddresses, b.GrayAddresses}} {
+		var d []string
+		for _, v := range l.b {
+			if !slices.Contains(l.a, v) {
+				d = append(d, "+"+printable(v))
+			}
+		}
+		for _, v := range l.a {
+			if !slices.Contains(l.b, v) {
+				d = append(d, "-"+printable(v))
+			}
+		}
+		if len(d) > 10 {
+			d = append(d[:10], fmt.Sprintf("and %d more", len(d)-10))
+		}
+		if len(d) == 0 && !slices.Equal(l.a, l.b) {
+			d = append(d, "reordered")
+		}
+		if len(d) > 0 {
+			parts = append(parts, l.name+": "+strings.Join(d, " "))
+		}
+	}
+	ma, _ := json.Marshal(a.Matches)
+	mb, _ := json.Marshal(b.Matches)
+	if !bytes.Equal(ma, mb) {
+		parts = append(parts, fmt.Sprintf("matches: %d rule(s) → %d rule(s), changed", len(a.Matches), len(b.Matches)))
+	}
+	if len(parts) == 0 && !sameRules(a, b) {
+		parts = append(parts, "the document changed")
+	}
+	return strings.Join(parts, "; ")
 }

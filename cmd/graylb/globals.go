@@ -74,7 +74,7 @@ func (g *globals) openStore(e env) (store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nacosStore{api: api, dataID: g.dataID, group: g.group}, nil
+	return &nacosStore{api: api, dataID: g.dataID, group: g.group, settleTime: defaultSettle}, nil
 }
 
 func (g *globals) nacosAPI(e env) (*nacosAPI, error) {

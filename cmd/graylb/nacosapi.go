@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,7 +157,7 @@ func (a *nacosAPI) doOnce(ctx context.Context, base, method, path string, params
 	}
 	var req *http.Request
 	var err error
-	if method == http.MethodGet {
+	if method == http.MethodGet || method == http.MethodDelete {
 		req, err = http.NewRequestWithContext(ctx, method, base+path+"?"+params.Encode(), nil)
 	} else {
 		req, err = http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(params.Encode()))
@@ -274,6 +272,18 @@ func (a *nacosAPI) publishConfig(ctx context.Context, dataID, group string, data
 	return nil
 }
 
+// deleteConfig removes a config (none there is no error).
+func (a *nacosAPI) deleteConfig(ctx context.Context, dataID, group string) error {
+	p := url.Values{"dataId": {dataID}, "group": {group}}
+	if a.namespace != "" {
+		p.Set("tenant", a.namespace)
+	}
+	if _, err := a.do(ctx, http.MethodDelete, "/v1/cs/configs", p); err != nil {
+		return fmt.Errorf("deleting config %s/%s: %w", group, dataID, err)
+	}
+	return nil
+}
+
 // nacosInstance is one entry of the open API's instance list.
 type nacosInstance struct {
 	IP          string            `json:"ip"`
@@ -309,53 +319,32 @@ func (a *nacosAPI) instances(ctx context.Context, service, group string) ([]gray
 	return out, nil
 }
 
-// nacosStore keeps the rule document in a Nacos config.
-type nacosStore struct {
-	api           *nacosAPI
-	dataID, group string
-}
+// maxServices bounds the services status lists without names.
+const maxServices = 1000
 
-func md5hex(b []byte) string {
-	s := md5.Sum(b)
-	return hex.EncodeToString(s[:])
-}
-
-func (s *nacosStore) describe() string {
-	d := "nacos config " + s.group + "/" + s.dataID
-	if s.api.namespace != "" {
-		d += " in namespace " + s.api.namespace
+// services lists the names of the services registered in group, at most
+// maxServices of them; total is how many there are.
+func (a *nacosAPI) services(ctx context.Context, group string) (names []string, total int, err error) {
+	p := url.Values{"pageNo": {"1"}, "pageSize": {strconv.Itoa(maxServices)}, "groupName": {group}}
+	if a.namespace != "" {
+		p.Set("namespaceId", a.namespace)
 	}
-	return d + " @ " + s.api.describe()
-}
-
-func (s *nacosStore) get(ctx context.Context) (document, error) {
-	data, ok, err := s.api.getConfig(ctx, s.dataID, s.group)
+	body, err := a.do(ctx, http.MethodGet, "/v1/ns/service/list", p)
 	if err != nil {
-		return document{}, err
+		return nil, 0, fmt.Errorf("listing services: %w", err)
 	}
-	d := document{data: data, exists: ok}
-	if ok {
-		d.rev = md5hex(data)
+	var ans struct {
+		Count int      `json:"count"`
+		Doms  []string `json:"doms"`
 	}
-	return d, nil
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, 0, fmt.Errorf("listing services: the answer is not a service list: %v", err)
+	}
+	if len(ans.Doms) > maxServices {
+		ans.Doms = ans.Doms[:maxServices]
+	}
+	return ans.Doms, max(ans.Count, len(ans.Doms)), nil
 }
-
-// put reads the config again and compares its md5 with prev's before
-// writing with casMd5: a server that enforces casMd5 (official Nacos)
-// closes the window between that read and the write; one that ignores it
-// leaves that window open (see docs/operations.md).
-func (s *nacosStore) put(ctx context.Context, prev document, data []byte) error {
-	now, err := s.get(ctx)
-	if err != nil {
-		return err
-	}
-	if now.exists != prev.exists || now.rev != prev.rev {
-		return errConflict
-	}
-	return s.api.publishConfig(ctx, s.dataID, s.group, data, prev.rev)
-}
-
-func (s *nacosStore) close() error { return nil }
 
 // firstLine returns s's first line, at most n bytes.
 func firstLine(s string, n int) string {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/redis/go-redis/v9"
@@ -40,6 +41,75 @@ func (s *redisStore) keys() []string {
 }
 
 func (s *redisStore) close() error { return s.client.Close() }
+
+// settle is zero: WATCH/MULTI/EXEC is an atomic compare-and-set, and a
+// read after EXEC shows the write.
+func (s *redisStore) settle() time.Duration { return 0 }
+
+// aux is the key name, after the rules' key (the document key, or the
+// switch key of the three-key layout) and a colon: a hash tag in the
+// rules' key puts it in the same cluster slot.
+func (s *redisStore) aux(name string) auxStore {
+	base := s.docKey
+	if base == "" {
+		base = s.switchKey
+	}
+	return &redisAux{client: s.client, addr: s.addr, key: base + ":" + name}
+}
+
+// redisAux is a string key beside the rules.
+type redisAux struct {
+	client redis.UniversalClient
+	addr   string
+	key    string
+}
+
+func (a *redisAux) describe() string { return "redis key " + a.key + " @ " + a.addr }
+
+func (a *redisAux) read(ctx context.Context, c redis.Cmdable) (document, error) {
+	v, err := c.Get(ctx, a.key).Result()
+	if errors.Is(err, redis.Nil) {
+		return document{rev: "missing"}, nil
+	}
+	if err != nil {
+		return document{}, fmt.Errorf("redis %s: %w", a.key, err)
+	}
+	return document{data: []byte(v), exists: true, rev: "doc:" + v}, nil
+}
+
+func (a *redisAux) get(ctx context.Context) (document, error) { return a.read(ctx, a.client) }
+
+// put is SET with PX ttl (no expiry when ttl ≤ 0) inside WATCH/MULTI.
+func (a *redisAux) put(ctx context.Context, prev document, data []byte, ttl time.Duration) error {
+	return a.cas(ctx, prev, func(p redis.Pipeliner) {
+		p.Set(ctx, a.key, data, max(ttl, 0))
+	})
+}
+
+func (a *redisAux) remove(ctx context.Context, prev document) error {
+	return a.cas(ctx, prev, func(p redis.Pipeliner) { p.Del(ctx, a.key) })
+}
+
+func (a *redisAux) cas(ctx context.Context, prev document, write func(redis.Pipeliner)) error {
+	err := a.client.Watch(ctx, func(tx *redis.Tx) error {
+		now, err := a.read(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if now.rev != prev.rev {
+			return errConflict
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			write(p)
+			return nil
+		})
+		return err
+	}, a.key)
+	if errors.Is(err, redis.TxFailedErr) {
+		return errConflict
+	}
+	return err
+}
 
 func (s *redisStore) get(ctx context.Context) (document, error) {
 	var d document

@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/graylb/graylb"
@@ -31,99 +28,13 @@ a check finds gray worse at 1 % significance (docs/operations.md).
     they are;
   - interrupted (SIGINT, SIGTERM): the rules stay as they are, it says where, exit 130.
 
-Every write is a read-modify-write with compare-and-set (see graylb canary).`
+One rollout at a time: it holds a lease beside the rules (renewed every third of --lease-ttl);
+a second rollout refuses at once and names the holder; a lease not renewed for --lease-ttl (its
+holder died) is taken over, saying whose it was. graylb status shows a running rollout.
 
-// rolloutFlags are rollout's own flags.
-type rolloutFlags struct {
-	service          string
-	steps            string
-	interval, window time.Duration
-	poll, maxWait    time.Duration
-	prometheus       string
-	metric           string
-	minRequests      float64
-	maxErrorIncrease float64
-	maxLatencyRatio  float64
-	latencySlack     time.Duration
-	failureLimit     int
-}
-
-func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
-	promDefault := "http://127.0.0.1:9090"
-	if v := getenv(envPrometheus); v != "" {
-		promDefault = v
-	}
-	fs.StringVar(&f.service, "service", "", "the service released (its callers' metrics are compared); required")
-	fs.StringVar(&f.steps, "steps", "1,5,25,50,100", "canary percentages, increasing, comma-separated")
-	fs.DurationVar(&f.interval, "interval", 5*time.Minute, "time at each step before it is judged")
-	fs.DurationVar(&f.window, "window", 0, "how far back a step's metrics reach at most; a step is judged on its own calls, from its write (default: --interval)")
-	fs.DurationVar(&f.poll, "poll", 15*time.Second, "how often Prometheus is read (and progress printed) during a step")
-	fs.DurationVar(&f.maxWait, "max-wait", 10*time.Minute, "how long past a step's interval to wait for enough traffic or for Prometheus before giving up")
-	fs.StringVar(&f.prometheus, "prometheus", promDefault, "Prometheus base URL [$"+envPrometheus+"]")
-	fs.StringVar(&f.metric, "metric", defaultMetric, "the call-duration histogram's Prometheus name")
-	fs.Float64Var(&f.minRequests, "min-requests", 100, "calls gray (and prod, to compare with) must complete in the window before it is judged")
-	fs.Float64Var(&f.maxErrorIncrease, "max-error-increase", 0.01, "how far gray's error ratio may exceed prod's (0.01: one percentage point)")
-	fs.Float64Var(&f.maxLatencyRatio, "max-latency-ratio", 1.5, "gray's calls may take up to this times prod's (plus --latency-slack); 0 disables")
-	fs.DurationVar(&f.latencySlack, "latency-slack", 10*time.Millisecond, "absolute allowance added to the latency bound")
-	fs.IntVar(&f.failureLimit, "failure-limit", 2, "checks in a row that must find gray worse before it is rolled back (a difference beyond doubt rolls back at once)")
-}
-
-// parseSteps parses --steps: increasing valid canary percentages.
-func parseSteps(s string) ([]float64, error) {
-	var out []float64
-	for _, part := range strings.Split(s, ",") {
-		p, err := parsePercent(strings.TrimSpace(part))
-		if err != nil {
-			return nil, fmt.Errorf("--steps: %w", err)
-		}
-		if len(out) > 0 && p <= out[len(out)-1] {
-			return nil, fmt.Errorf("--steps: %v after %v: steps must increase", p, out[len(out)-1])
-		}
-		if p == 0 {
-			return nil, errors.New("--steps: a step of 0 sends nothing gray to judge")
-		}
-		out = append(out, p)
-	}
-	if len(out) > 1000 {
-		return nil, errors.New("--steps: more than 1000 steps")
-	}
-	return out, nil
-}
-
-func (f *rolloutFlags) check() error {
-	if f.service == "" {
-		return errors.New("--service is required")
-	}
-	if err := graylb.ValidateServiceName(f.service); err != nil {
-		return fmt.Errorf("--service: %w", err)
-	}
-	u, err := url.Parse(f.prometheus)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--prometheus %q: an http(s) URL", f.prometheus)
-	}
-	f.prometheus = strings.TrimSuffix(f.prometheus, "/")
-	for name, d := range map[string]time.Duration{"interval": f.interval, "poll": f.poll} {
-		if d <= 0 {
-			return fmt.Errorf("--%s %v: must be positive", name, d)
-		}
-	}
-	if f.window == 0 {
-		f.window = f.interval
-	}
-	if f.window < time.Second || f.maxWait < 0 || f.latencySlack < 0 {
-		return errors.New("--window must be at least 1s; --max-wait and --latency-slack not negative")
-	}
-	if f.failureLimit < 1 {
-		return errors.New("--failure-limit must be at least 1")
-	}
-	if !(f.minRequests >= 1) || !(f.maxErrorIncrease >= 0 && f.maxErrorIncrease <= 1) || !(f.maxLatencyRatio >= 0) {
-		return errors.New("--min-requests must be at least 1, --max-error-increase within 0-1, --max-latency-ratio not negative")
-	}
-	if strings.ContainsAny(f.metric, "{}[]() \"") || f.metric == "" {
-		return fmt.Errorf("--metric %q: a metric name", f.metric)
-	}
-	return nil
-}
+Any change to the rules by someone else (canary, users, addresses, matches, closed, enabled)
+stops it: exit 1, the rules left as the other writer left them, and what changed is printed.
+Every write is compare-and-set where the store has it, and is read back (see graylb canary).`
 
 // stepReport is one step of a rollout.
 type stepReport struct {
@@ -193,6 +104,9 @@ type rollout struct {
 	prom  *prometheus
 	th    thresholds
 	res   rolloutResult
+	// expected are the rules as the rollout last wrote them (read them,
+	// before its first step): any other rules are someone else's change.
+	expected graylb.Rules
 }
 
 func (r *rollout) logf(format string, args ...any) {
@@ -201,8 +115,8 @@ func (r *rollout) logf(format string, args ...any) {
 
 func (r *rollout) run(ctx context.Context) int {
 	cur, err := r.st.get(ctx)
+	var rules graylb.Rules
 	if err == nil {
-		var rules graylb.Rules
 		if rules, err = parseStored(cur); err == nil {
 			r.res.Canary, r.res.Closed = rules.CanaryPercent, rules.Closed
 			if rules.Closed {
@@ -216,29 +130,48 @@ func (r *rollout) run(ctx context.Context) int {
 		r.res.Outcome, r.res.Message = "failed", "rollout not started: "+err.Error()
 		return exitFailed
 	}
-	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus)
-	for i, p := range r.steps {
-		_, err := modify(ctx, r.st, false, raiseCanary(p))
-		if errors.Is(err, errClosedByOthers) {
-			r.res.Outcome, r.res.Closed = "failed", true
-			r.res.Message = fmt.Sprintf("someone closed the rules before step %d (canary %v%%) was written; stopping, they stay closed in %s", i+1, p, r.st.describe())
-			return exitFailed
+	l, note, err := acquireLease(ctx, r.st, newLeaseRecord(r.f.service, r.steps, time.Now()), r.f.leaseTTL)
+	if err != nil {
+		if ctx.Err() != nil {
+			return r.interrupted(ctx)
 		}
-		if errors.Is(err, errRoutingOff) {
-			r.res.Outcome = "failed"
-			r.res.Message = fmt.Sprintf("someone switched gray routing off (enabled: false) before step %d (canary %v%%) was written; stopping: %s; the rules stay at canary %v%% in %s",
-				i+1, p, routingOffNote, r.res.Canary, r.st.describe())
-			return exitFailed
+		r.res.Outcome, r.res.Message = "failed", "rollout not started: "+err.Error()
+		return exitFailed
+	}
+	if note != "" {
+		r.logf("%s", note)
+	}
+	lctx, stopKeeping := context.WithCancel(ctx)
+	lost, nudge, waitKept := l.keep(lctx)
+	defer func() {
+		stopKeeping()
+		waitKept()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.g.timeout)
+		defer cancel()
+		if err := l.release(rctx); err != nil {
+			r.logf("releasing the lease %s failed (it expires by itself within %s): %v", l.item.describe(), r.f.leaseTTL, err)
+		}
+	}()
+	r.expected = rules
+	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s, lease %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus, l.item.describe())
+	for i, p := range r.steps {
+		res, err := modify(ctx, r.st, false, stepTo(p, r.expected))
+		var ch *changedError
+		if errors.As(err, &ch) {
+			return r.changedByOthers(ch, fmt.Sprintf("before step %d (canary %v%%) was written", i+1, p))
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.interrupted(ctx)
 			}
 			r.res.Outcome = "failed"
-			r.res.Message = fmt.Sprintf("could not set canary %v%%: %v; the rules are as %s holds them (canary %v%%)", p, err, r.st.describe(), r.res.Canary)
+			r.res.Message = fmt.Sprintf("could not set canary %v%%: %v; the rules are as %s holds them", p, err, r.st.describe())
 			return exitFailed
 		}
+		r.expected = res.After
 		r.res.Canary = p
+		l.at(i+1, p)
+		nudge()
 		r.logf("step %d/%d: canary %v%% set", i+1, len(r.steps), p)
 		start := time.Now()
 		step := stepReport{Canary: p}
@@ -248,21 +181,15 @@ func (r *rollout) run(ctx context.Context) int {
 			case <-ctx.Done():
 				r.res.Steps = append(r.res.Steps, step)
 				return r.interrupted(ctx)
+			case err := <-lost:
+				r.res.Steps = append(r.res.Steps, step)
+				return r.leaseLost(err)
 			case <-time.After(r.f.poll):
 			}
 			elapsed := time.Since(start)
-			switch err := r.changedByOthers(ctx); {
-			case errors.Is(err, errClosedByOthers):
+			if ch := r.checkUnchanged(ctx); ch != nil {
 				r.res.Steps = append(r.res.Steps, step)
-				r.res.Outcome, r.res.Closed = "failed", true
-				r.res.Message = fmt.Sprintf("someone closed the rules during step %d (canary %v%%); stopping, they stay closed in %s", i+1, p, r.st.describe())
-				return exitFailed
-			case errors.Is(err, errRoutingOff):
-				r.res.Steps = append(r.res.Steps, step)
-				r.res.Outcome = "failed"
-				r.res.Message = fmt.Sprintf("someone switched gray routing off (enabled: false) during step %d (canary %v%%); stopping: %s; the rules stay as they are in %s",
-					i+1, p, routingOffNote, r.st.describe())
-				return exitFailed
+				return r.changedByOthers(ch, fmt.Sprintf("during step %d (canary %v%%)", i+1, p))
 			}
 			gray, prod, err := r.prom.compare(ctx, queriesFor(r.f.metric, r.f.service, stepWindow(elapsed, r.f.window)))
 			var v verdict
@@ -312,62 +239,92 @@ func (r *rollout) run(ctx context.Context) int {
 	return exitOK
 }
 
-// stepWindow is the window a step's check reads: the time since the
-// step's write, at most max, at least a second.
-func stepWindow(elapsed, max time.Duration) time.Duration {
-	w := min(elapsed, max)
-	if w < time.Second {
-		w = time.Second
-	}
-	return w
+// changedError: the rules are not those the rollout last wrote (or read,
+// before its first step): someone else changed them.
+type changedError struct{ from, to graylb.Rules }
+
+func (e *changedError) Error() string {
+	return "someone changed the rules: " + describeChange(e.from, e.to)
 }
-
-// errClosedByOthers: a step's write found the rules closed.
-var errClosedByOthers = errors.New("the rules are closed")
-
-// errRoutingOff: a step's write found gray routing switched off.
-var errRoutingOff = errors.New("gray routing is switched off (enabled: false)")
 
 // routingOffNote says why a rollout stops when gray routing is off.
 const routingOffNote = "every instance serves every request, so the callers' gray and prod calls no longer tell the builds apart"
 
-// raiseCanary is a step's write: the canary, unless the rules are closed
-// or gray routing is switched off (someone changed them between the
-// rollout's reads and this write, which may be the retry after a
-// conflict): such rules are left untouched, so graylb resume reopens them
-// at the canary they were closed at.
-func raiseCanary(p float64) func(*graylb.Rules) error {
+// stepTo is a step's write: the canary p, when the rules are those the
+// rollout expects (what it wrote last, or read before its first step; the
+// canary may already be p, when this is the read-back of its own write).
+// Any other change by someone else (closed, enabled, the canary, users,
+// addresses, matches) is a changedError and nothing is written: the
+// rollout stops, the rules stay as the other writer left them.
+func stepTo(p float64, expected graylb.Rules) func(*graylb.Rules) error {
 	return func(r *graylb.Rules) error {
-		if r.Closed {
-			return errClosedByOthers
+		want := cloneRules(expected)
+		if r.CanaryPercent == p {
+			want.CanaryPercent = p
 		}
-		if r.Enabled != nil && !*r.Enabled {
-			return errRoutingOff
+		if !sameRules(*r, want) {
+			return &changedError{from: expected, to: cloneRules(*r)}
 		}
 		r.CanaryPercent = p
 		return nil
 	}
 }
 
-// changedByOthers reads the rules: closed by someone else (graylb
-// rollback by hand, a console: errClosedByOthers) or gray routing switched
-// off (errRoutingOff) stops the rollout. A failed read or a document that
-// does not parse is neither (the step's judging goes on).
-func (r *rollout) changedByOthers(ctx context.Context) error {
+// checkUnchanged reads the rules: not those the rollout expects, it
+// returns what changed. A failed read or a document that does not parse
+// is no change (the step's judging goes on; the next write would fail).
+func (r *rollout) checkUnchanged(ctx context.Context) *changedError {
 	d, err := r.st.get(ctx)
 	if err != nil {
-		return err
+		return nil
 	}
 	rules, err := parseStored(d)
-	switch {
-	case err != nil:
-		return err
-	case rules.Closed:
-		return errClosedByOthers
-	case rules.Enabled != nil && !*rules.Enabled:
-		return errRoutingOff
+	if err != nil || sameRules(rules, r.expected) {
+		return nil
 	}
-	return nil
+	return &changedError{from: r.expected, to: rules}
+}
+
+// changedByOthers ends the rollout (exit 1) on a change by someone else,
+// saying what changed; the rules stay as they were left.
+func (r *rollout) changedByOthers(ch *changedError, when string) int {
+	r.res.Outcome = "failed"
+	r.res.Canary, r.res.Closed = ch.to.CanaryPercent, ch.to.Closed
+	what := describeChange(ch.from, ch.to)
+	switch {
+	case ch.to.Closed && !ch.from.Closed:
+		r.res.Message = fmt.Sprintf("someone closed the rules %s; stopping, they stay closed in %s (what changed: %s)", when, r.st.describe(), what)
+	case ch.to.Enabled != nil && !*ch.to.Enabled:
+		r.res.Message = fmt.Sprintf("someone switched gray routing off (enabled: false) %s; stopping: %s; the rules stay as they are in %s (what changed: %s)",
+			when, routingOffNote, r.st.describe(), what)
+	default:
+		r.res.Message = fmt.Sprintf("someone changed the rules %s: %s; stopping, the rules stay as they left them (canary %v%%) in %s",
+			when, what, ch.to.CanaryPercent, r.st.describe())
+	}
+	return exitFailed
+}
+
+// closeIfUnchanged is the rollout's rollback: closed, when the rules are
+// those the rollout expects; any change by someone else is theirs to keep
+// (a changedError, nothing written).
+func closeIfUnchanged(expected graylb.Rules) func(*graylb.Rules) error {
+	return func(r *graylb.Rules) error {
+		want := cloneRules(expected)
+		want.Closed = r.Closed
+		if !sameRules(*r, want) {
+			return &changedError{from: expected, to: cloneRules(*r)}
+		}
+		r.Closed = true
+		return nil
+	}
+}
+
+// leaseLost ends the rollout (exit 1) when its lease was lost: another
+// rollout may be running; the rules are left alone.
+func (r *rollout) leaseLost(err error) int {
+	r.res.Outcome = "failed"
+	r.res.Message = fmt.Sprintf("stopping: %v; the rules are left as they are (canary %v%% as this rollout last wrote) in %s", err, r.res.Canary, r.st.describe())
+	return exitFailed
 }
 
 // rollback closes the rules, on a context a signal does not cancel: a
@@ -376,7 +333,14 @@ func (r *rollout) rollback(ctx context.Context, why string) int {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*r.g.timeout)
 	defer cancel()
 	r.logf("gray is worse than prod: %s; rolling back (closed: true)", why)
-	if _, err := closeRules(wctx, r.st, false); err != nil {
+	_, err := modify(wctx, r.st, false, closeIfUnchanged(r.expected))
+	var ch *changedError
+	if errors.As(err, &ch) {
+		code := r.changedByOthers(ch, "as gray was judged worse than prod")
+		r.res.Message += fmt.Sprintf("; gray was worse than prod (%s): close the rules by hand (graylb rollback) unless the change was that", why)
+		return code
+	}
+	if err != nil {
 		r.res.Outcome = "failed"
 		r.res.Message = fmt.Sprintf("gray is worse than prod (%s) but the rollback failed: %v; the rules stay at canary %v%%: close them by hand (graylb rollback)", why, err, r.res.Canary)
 		return exitFailed
@@ -402,4 +366,14 @@ func (r *rollout) interrupted(ctx context.Context) int {
 	}
 	r.res.Message = fmt.Sprintf("interrupted: the rules stay where they were, %s in %s", where, r.st.describe())
 	return exitSignal
+}
+
+// stepWindow is the window a step's check reads: the time since the
+// step's write, at most max, at least a second.
+func stepWindow(elapsed, max time.Duration) time.Duration {
+	w := min(elapsed, max)
+	if w < time.Second {
+		w = time.Second
+	}
+	return w
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/graylb/graylb"
 )
@@ -61,9 +63,19 @@ func encodeRules(r graylb.Rules) ([]byte, error) {
 	return data, nil
 }
 
-// maxCASAttempts bounds a shortcut's read-modify-write retries after
-// conflicts.
-const maxCASAttempts = 3
+// maxCASAttempts bounds a shortcut's read-modify-write attempts: after a
+// conflict, or a read-back that shows the write overwritten, it reads
+// again, applies its change to what it finds (a merge: the change is
+// applied to the other writer's rules) and writes again.
+const maxCASAttempts = 8
+
+// retryBackoff is the bound of the random wait before attempt n (n ≥ 2):
+// writers that keep meeting each other spread out.
+func retryBackoff(n int) time.Duration { return time.Duration(n-1) * 100 * time.Millisecond }
+
+// errOverwritten: the read-back after a write found rules without the
+// change: another writer replaced the document after this write landed.
+var errOverwritten = errors.New("read back after the write, the store no longer holds the change (another writer replaced the document)")
 
 // changeResult is what a write did.
 type changeResult struct {
@@ -99,11 +111,23 @@ func closeRules(ctx context.Context, st store, dryRun bool) (changeResult, error
 
 // modifyOver is modify; with replaceInvalid a stored document that does
 // not parse is taken as the zero Rules and replaced.
+//
+// Every write is verified: after the store's settle time the document is
+// read back, and the write counts only when applying fn to what is stored
+// changes nothing (the change holds, whoever wrote since). Otherwise the
+// change is applied again to what is stored, up to maxCASAttempts times;
+// then it fails, saying what the store holds. It never returns a change
+// as written that the read-back did not show.
 func modifyOver(ctx context.Context, st store, dryRun bool, fn func(*graylb.Rules) error, replaceInvalid bool) (changeResult, error) {
 	res := changeResult{Where: st.describe(), DryRun: dryRun}
 	var conflict error // the last attempt's, which may carry the server's answer
 	for res.Attempts < maxCASAttempts {
 		res.Attempts++
+		if res.Attempts > 1 {
+			if err := sleepCtx(ctx, rand.N(retryBackoff(res.Attempts))); err != nil {
+				return res, err
+			}
+		}
 		cur, err := st.get(ctx)
 		if err != nil {
 			return res, err
@@ -132,9 +156,61 @@ func modifyOver(ctx context.Context, st store, dryRun bool, fn func(*graylb.Rule
 			conflict = err
 			continue
 		}
-		return res, err
+		if err != nil {
+			return res, err
+		}
+		back, err := readBack(ctx, st)
+		if err != nil {
+			return res, err
+		}
+		if holds(back, fn) {
+			return res, nil
+		}
+		conflict = errOverwritten
 	}
-	return res, fmt.Errorf("%d times in a row: %w", maxCASAttempts, conflict)
+	return res, fmt.Errorf("%d attempts in a row: %w; %s", maxCASAttempts, conflict, whatIsStored(ctx, st))
+}
+
+// readBack waits the store's settle time and reads the document back, for
+// a write's verification.
+func readBack(ctx context.Context, st store) (document, error) {
+	if err := sleepCtx(ctx, st.settle()); err != nil {
+		return document{}, fmt.Errorf("written, but interrupted before reading it back: %w", err)
+	}
+	d, err := st.get(ctx)
+	if err != nil {
+		return d, fmt.Errorf("written, but reading it back failed, so whether it holds is unknown: %w", err)
+	}
+	return d, nil
+}
+
+// holds reports whether the change fn makes is in d: applying it changes
+// nothing.
+func holds(d document, fn func(*graylb.Rules) error) bool {
+	r, err := parseStored(d)
+	if err != nil {
+		return false
+	}
+	again := cloneRules(r)
+	return fn(&again) == nil && sameRules(r, again)
+}
+
+// whatIsStored says what the store holds now, for an error.
+func whatIsStored(ctx context.Context, st store) string {
+	d, err := st.get(ctx)
+	if err != nil {
+		return fmt.Sprintf("reading what %s holds failed: %v", st.describe(), err)
+	}
+	r, err := parseStored(d)
+	if err != nil {
+		return fmt.Sprintf("%s holds rules every client refuses: %v", st.describe(), err)
+	}
+	msg := fmt.Sprintf("%s holds: %s", st.describe(), rulesSummary(r))
+	var buf bytes.Buffer
+	if json.Compact(&buf, d.data) == nil && buf.Len() <= 400 {
+		msg += " (" + buf.String() + ")"
+	}
+	return msg
 }
 
 func cloneRules(r graylb.Rules) graylb.Rules {
@@ -147,6 +223,29 @@ func cloneRules(r graylb.Rules) graylb.Rules {
 	out.GrayAddresses = slices.Clone(r.GrayAddresses)
 	out.Matches = slices.Clone(r.Matches)
 	return out
+}
+
+// equivalentRules reports whether a and b route the same: sameRules, with
+// enabled absent taken as true and empty lists as none (the three-key
+// Redis layout always stores the switch).
+func equivalentRules(a, b graylb.Rules) bool {
+	norm := func(r graylb.Rules) graylb.Rules {
+		r = cloneRules(r)
+		if r.Enabled == nil {
+			on := true
+			r.Enabled = &on
+		}
+		for _, l := range []*[]string{&r.GrayUsers, &r.GrayAddresses} {
+			if len(*l) == 0 {
+				*l = nil
+			}
+		}
+		if len(r.Matches) == 0 {
+			r.Matches = nil
+		}
+		return r
+	}
+	return sameRules(norm(a), norm(b))
 }
 
 func sameRules(a, b graylb.Rules) bool {

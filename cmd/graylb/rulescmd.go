@@ -178,6 +178,18 @@ func runApply(ctx context.Context, g *globals, e env, args []string, dryRun bool
 			}
 			return fail(e, err)
 		}
+		// Verified: the document read back is the one written (a store
+		// without compare-and-set may have let a concurrent write in).
+		back, err := readBack(ctx, st)
+		if err != nil {
+			if ctx.Err() != nil {
+				return interruptedWrite(ctx, g, e, st, err)
+			}
+			return fail(e, err)
+		}
+		if got, err := parseStored(back); err != nil || !equivalentRules(got, after) {
+			return fail(e, fmt.Errorf("%w; %s; run the command again to see the diff from it", errOverwritten, whatIsStored(ctx, st)))
+		}
 	}
 	return printChange(g, e, res)
 }

@@ -48,6 +48,8 @@ type statusReport struct {
 	RulesError string          `json:"rulesError,omitempty"`
 	Warnings   []string        `json:"warnings"`
 	Services   []serviceStatus `json:"services"`
+	// Rollout is the rollout lease beside the rules.
+	Rollout *rolloutStatus `json:"rollout,omitempty"`
 }
 
 // maxAttributedAddresses: with more gray address entries, status does not
@@ -239,6 +241,7 @@ func printStatus(w io.Writer, rep statusReport) {
 	} else {
 		fmt.Fprintf(w, "  %s\n", rulesSummary(rep.Rules))
 	}
+	printRollout(w, rep.Rollout)
 	for _, s := range rep.Services {
 		fmt.Fprintf(w, "\nservice %s: %d prod, %d gray routable\n", s.Service, s.Prod, s.Gray)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

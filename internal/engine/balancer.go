@@ -37,9 +37,17 @@ type LoadBalancer struct {
 	// the last VersionFilter's, else the defaults.
 	versionHdr, versionMeta string
 
-	mu       sync.Mutex // guards adding services, Close
+	mu       sync.Mutex // guards adding services, Close; never held across I/O
 	closed   atomic.Bool
 	ruleStop func()
+
+	// Lookups of services not routed yet (lookup.go): in flight, guarded
+	// by mu; a slot of lookupSlots each; life is the context they run
+	// under, which Close cancels.
+	lookups     map[string]*lookup
+	lookupSlots chan struct{}
+	life        context.Context
+	endLife     context.CancelFunc
 
 	ruleWatchers fanout.Set[func()]
 	// Stats and outlier detection (ejection.go, stats.go).
@@ -94,6 +102,8 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		logger:  cfg.logger,
 		outlier: cfg.outlier,
 	}
+	lb.life, lb.endLife = context.WithCancel(context.Background())
+	lb.lookupSlots = make(chan struct{}, maxLookups)
 	lb.outlier = lb.ejectionLog.wrap(cfg.outlier) // counts each event for Ejections
 	lb.versionHdr, lb.versionMeta = DefaultVersionHeader, DefaultVersionKey
 	for _, f := range lb.filters { // the last VersionFilter's keys, as routing reads them
@@ -188,9 +198,14 @@ func (lb *LoadBalancer) rulesChanged() {
 
 // Pick returns an instance of service for the request in ctx.
 //
+// A pick of a service already routed never blocks. The first pick of a
+// service waits for its lookup (one per service, whoever asks; a lookup
+// never delays another service) until ctx ends or the LoadBalancer closes.
+//
 // Errors wrap ErrNoInstance (the request's kind has no instance; the
 // *NoInstanceError names the service and the kind), ErrInvalidService,
-// ErrUnknownService (from the supplier) or ErrClosed.
+// ErrUnknownService (from the supplier), ErrClosed, or ctx.Err() when ctx
+// ended before the service's lookup did.
 func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, error) {
 	// Small enough to be inlined: the picked instance is copied once,
 	// straight into the caller's result.
@@ -242,71 +257,6 @@ func (lb *LoadBalancer) route(ctx context.Context, service string, t *tree, call
 	return routing{Kind: d.kind, Source: d.source, Outcome: d.outcome, Lane: d.lane, leaf: n}, err
 }
 
-func (lb *LoadBalancer) addService(ctx context.Context, name string) (*service, error) {
-	if err := ValidateServiceName(name); err != nil {
-		return nil, err
-	}
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	if lb.closed.Load() {
-		return nil, ErrClosed
-	}
-	if s := lb.services.Load().get(name); s != nil {
-		return s, nil
-	}
-	list, err := lb.cache.Instances(ctx, name)
-	if errors.Is(err, ErrNoInstance) || (err == nil && len(list) == 0) {
-		// Nothing to route to, and maybe a name nothing was ever
-		// registered under: keep nothing for it (memory stays bounded
-		// whatever names callers send); the pick fails with the
-		// request's kind, and a later pick asks again.
-		if err == nil {
-			lb.cache.forgetEmpty(name)
-		}
-		s := &service{serviceHot: serviceHot{name: name, unlisted: true}}
-		s.tree.Store(lb.emptyTree(name))
-		return s, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	s := &service{serviceHot: serviceHot{name: name}}
-	if lb.keepStats {
-		s.health = newHealth(name, lb.outlier, func() { lb.healthChanged(s) })
-	}
-	s.mu.Lock()
-	lb.rebuild(s, list)
-	s.mu.Unlock()
-	stop, err := lb.cache.Watch(name, func(l []Instance) {
-		s.mu.Lock()
-		lb.rebuild(s, l)
-		s.mu.Unlock()
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.stop = stop
-	// The cache may have changed between Instances and Watch.
-	if l, err := lb.cache.Instances(ctx, name); err == nil {
-		s.mu.Lock()
-		lb.rebuild(s, l)
-		s.mu.Unlock()
-	}
-	if lb.testHookServiceBuilt != nil {
-		lb.testHookServiceBuilt()
-	}
-	lb.services.Store(lb.services.Load().with(s))
-	// A SetRules that ran between the build and the publication above did
-	// not see s in the map; it stored its rules first, so they are visible
-	// here (both sides use sequentially consistent atomics).
-	s.mu.Lock()
-	if s.tree.Load().rules != lb.rules.Load() {
-		lb.rebuild(s, s.list)
-	}
-	s.mu.Unlock()
-	return s, nil
-}
-
 // emptyTree is the routing of a service with no instance.
 func (lb *LoadBalancer) emptyTree(name string) *tree {
 	t, _ := buildTree(name, nil, &lb.gray, nil, lb.rules.Load(), lb.policy, nil)
@@ -345,23 +295,24 @@ func (lb *LoadBalancer) rebuild(s *service, list []Instance) {
 
 // Close stops following the supplier and the rule source. Picks for
 // services already in use keep serving their last lists; new services
-// give ErrClosed.
+// give ErrClosed. It cancels the context lookups in flight run under, and
+// the picks waiting on them return ErrClosed at once; it does not wait for
+// the Supplier's calls to return (a Supplier's Close bounds its own).
 func (lb *LoadBalancer) Close() error {
 	lb.mu.Lock()
-	defer lb.mu.Unlock()
 	if lb.closed.Swap(true) {
+		lb.mu.Unlock()
 		return nil
 	}
+	// No service is published after this (runLookup checks closed under mu).
+	services := lb.services.Load().byName
+	lb.mu.Unlock()
+	lb.endLife()
 	if lb.ruleStop != nil {
 		lb.ruleStop()
 	}
-	for _, s := range lb.services.Load().byName {
-		if s.stop != nil {
-			s.stop()
-		}
-		if s.health != nil {
-			s.health.close()
-		}
+	for _, s := range services {
+		s.release()
 	}
 	if lb.ownsCache {
 		return lb.cache.Close()

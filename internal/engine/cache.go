@@ -60,6 +60,10 @@ type Cache struct {
 	mu      sync.Mutex
 	closed  bool
 	entries map[string]*cacheEntry
+	// life ends with Close: seeds in flight run under it, and callers
+	// waiting on one stop waiting.
+	life    context.Context
+	endLife context.CancelFunc
 
 	shrinkKeep float64
 	settle     time.Duration
@@ -83,6 +87,7 @@ func NewCache(src Supplier, opts ...CacheOption) (*Cache, error) {
 	}
 	c := &Cache{src: src, protect: true, grace: DefaultEmptyGrace, logger: slog.Default(), entries: map[string]*cacheEntry{},
 		settle: DefaultSettle, seedRetry: DefaultSeedRetry, failed: map[string]seedFailure{}}
+	c.life, c.endLife = context.WithCancel(context.Background())
 	for _, o := range opts {
 		if o != nil {
 			o(c)
@@ -333,7 +338,10 @@ func (c *Cache) apply(service string, e *cacheEntry, list []Instance, force bool
 	}
 }
 
-// Close stops every subscription. Later calls return ErrClosed.
+// Close stops every subscription and cancels the first queries in flight;
+// callers waiting on one get ErrClosed. It does not wait for the source's
+// calls to return: a seed that ends after Close stops its own
+// subscription. Later calls return ErrClosed.
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -344,8 +352,8 @@ func (c *Cache) Close() error {
 	entries := c.entries
 	c.entries = nil
 	c.mu.Unlock()
+	c.endLife()
 	for _, e := range entries {
-		_ = c.waitSeeded(context.Background(), e)
 		e.mu.Lock()
 		stop := e.releaseLocked()
 		e.watchers.Clear()

@@ -23,8 +23,9 @@ type seedFailure struct {
 // seededOK reports whether e is seeded, without waiting.
 func (e *cacheEntry) seededOK() bool { return e.seeded.Load() }
 
-// waitSeeded waits until e is seeded or ctx is done; a seeded entry
-// answers whatever ctx says (only waiting is cut short).
+// waitSeeded waits until e is seeded, ctx is done or the Cache closes
+// (ErrClosed); a seeded entry answers whatever ctx says (only waiting is
+// cut short).
 func (c *Cache) waitSeeded(ctx context.Context, e *cacheEntry) error {
 	if e.seeded.Load() {
 		return nil
@@ -43,12 +44,16 @@ func (c *Cache) waitSeeded(ctx context.Context, e *cacheEntry) error {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
-		// (A select over both, when both are ready, picks one at random.)
-		if e.seeded.Load() {
-			return nil
-		}
-		return ctx.Err()
+	case <-c.life.Done():
 	}
+	// (A select over several, when several are ready, picks one at random.)
+	if e.seeded.Load() {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
 }
 
 // markSeeded marks e seeded and wakes its waiters.
@@ -62,9 +67,13 @@ func (c *Cache) markSeeded(e *cacheEntry) {
 	}
 }
 
-// seed subscribes to the source and queries it once.
+// seed subscribes to the source and queries it once, within ctx and the
+// Cache's life (Close cancels the query).
 func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 	defer c.markSeeded(e)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.life, cancel)()
 	stop, werr := c.src.Watch(service, func(list []Instance) { c.apply(service, e, list, false) })
 	list, qerr := c.src.Instances(ctx, service)
 	if qerr != nil {
@@ -78,7 +87,7 @@ func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 		}
 		// The caller's own deadline or cancellation says nothing about the
 		// source: only the source's failures are remembered.
-		if c.seedRetry > 0 && ctx.Err() == nil && c.failed != nil {
+		if c.seedRetry > 0 && ctx.Err() == nil && !c.closed && c.failed != nil {
 			c.rememberFailure(service, e.err)
 		}
 		c.mu.Unlock()
@@ -102,8 +111,13 @@ func (c *Cache) seed(ctx context.Context, service string, e *cacheEntry) {
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
-	if closed && stop != nil { // Close ran while we seeded
-		stop()
+	if closed { // Close ran while we seeded: whichever of the two takes e.stop first stops it
+		e.mu.Lock()
+		stop := e.releaseLocked()
+		e.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
 	}
 }
 

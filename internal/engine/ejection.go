@@ -97,7 +97,7 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return tim
 // Adapters report each call's result for the instance that served it
 // (httpctx's Transport and grpcctx's picker do it themselves); a program
 // that picks by hand reports through package adapter (Route.Call and
-// Call.Done, or Balancer.Report). Reporting a
+// Call.End, or Balancer.Report). Reporting a
 // result costs a few atomic operations; only an ejection or a
 // readmission rebuilds the service's routing, once, on the goroutine that
 // reported it.

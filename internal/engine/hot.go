@@ -17,7 +17,7 @@ type balancerHot struct {
 	handler  ContextHandler
 	handlers *handlerSet // for an adapter's reader of the call's keys (callkeys.go)
 	observer Observer
-	calls    CallObserver // told of each call done (package adapter's Call.Done)
+	calls    CallObserver // told of each call ended (package adapter's Call.End)
 	gray     grayFilter
 }
 

@@ -31,7 +31,7 @@ import (
 // The policy reads the Stats the LoadBalancer keeps for it (P2C turns them
 // on) and fed by the calls' results: through httpctx's Transport and
 // grpcctx's picker by themselves, or package adapter's Route.Call and
-// Call.Done by hand. A
+// Call.End by hand. A
 // picker built with NewPicker alone has no results to read and picks
 // uniformly at random.
 //

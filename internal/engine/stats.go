@@ -11,7 +11,7 @@ import (
 // WithOutlierDetection) its consecutive failures and whether it is
 // ejected. Every leaf of the routing tree that holds the instance shares
 // one Stats, so a result reported through any route counts once. Calls
-// feed it (package adapter's Route.Call, then Call.Done); latency-aware
+// feed it (package adapter's Route.Call, then Call.End); latency-aware
 // policies read it.
 // It is safe for concurrent use; its methods do not allocate.
 type Stats struct {

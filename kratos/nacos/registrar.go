@@ -18,7 +18,8 @@
 // every endpoint off Nacos, then waits until clients had the time to see
 // it go (nacos.WithDrainWait, 2 s by default) within the ctx Kratos gives it
 // (kratos.RegistrarTimeout, 10 s by default), before Kratos stops the
-// servers.
+// servers. Every call to the server, Register's and Deregister's, is
+// bounded by the ctx Kratos gives it.
 package kratosnacos
 
 import (
@@ -99,7 +100,7 @@ func (r *Registrar) Register(ctx context.Context, si *registry.ServiceInstance) 
 		reg, err := nacos.Register(ctx, svc, r.opts...)
 		if err != nil {
 			for _, done := range regs {
-				done.Close()
+				done.CloseContext(ctx)
 			}
 			return err
 		}
@@ -109,7 +110,7 @@ func (r *Registrar) Register(ctx context.Context, si *registry.ServiceInstance) 
 	defer r.mu.Unlock()
 	if _, dup := r.regs[key]; dup { // a concurrent Register of the same instance won
 		for _, reg := range regs {
-			reg.Close()
+			reg.CloseContext(ctx)
 		}
 		return errors.New("kratosnacos: " + si.Name + " " + si.ID + " is registered already")
 	}
@@ -135,7 +136,7 @@ func (r *Registrar) Deregister(ctx context.Context, si *registry.ServiceInstance
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = errors.Join(reg.Deregister(ctx), reg.Close())
+			errs[i] = errors.Join(reg.Deregister(ctx), reg.CloseContext(ctx))
 		}()
 	}
 	wg.Wait()
