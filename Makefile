@@ -19,13 +19,17 @@ FUZZTIME ?= 30s
 OLDEST_GO ?= go1.23.12
 NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-install test-reliability demo bench fuzz lint tidy work release nacos-up nacos-down
+.PHONY: test test-unit test-install test-reliability demo bench fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
+# The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
+KAFKA_PORT ?= 19092
+export KAFKA_PORT
 
 ## test: the full suite with -race over every module, with a local Nacos-compatible
 ## server (scripts/nacos.sh) for the integration tests. NACOS_HTTP_PORT moves that server (and
-## the cluster test's nodes, at NACOS_HTTP_PORT + 10000) to other ports.
+## the cluster test's nodes, at NACOS_HTTP_PORT + 10000) to other ports. Then an Apache Kafka
+## broker (scripts/kafka.sh, KAFKA_PORT) for kafkagray's deployment flows.
 test: lint
 	@echo "== go test . with the oldest Go the root module declares ($(OLDEST_GO))"
 	@GOTOOLCHAIN=$(OLDEST_GO) $(GO) test -count=1 ./...
@@ -51,6 +55,11 @@ test: lint
 	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .; \
 	echo "== go test ./gozero: a go-zero chain over the Nacos supplier (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) gozero $(GO) test -count=1 -timeout 5m -run Integration -v .
+	@scripts/kafka.sh start
+	@set -e; trap '$(CURDIR)/scripts/kafka.sh stop' EXIT; \
+	echo "== go test ./kafkagray: records by kind through deployment flows (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
+	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) GRAYLB_KAFKA_SCRIPT=$(CURDIR)/scripts/kafka.sh \
+		$(IN) kafkagray $(GO) test -race -count=1 -timeout 10m -run TestKafkaFlows -v .
 
 ## test-install: every module installs from a tag as users install it: the committed HEAD, tagged
 ## by scripts/release.sh in a temporary copy, fetched with go get from a user module outside the
@@ -119,3 +128,9 @@ nacos-up:
 	scripts/nacos.sh start
 nacos-down:
 	scripts/nacos.sh stop
+
+## kafka-up / kafka-down: start or stop the local Kafka broker (KRaft, loopback, KAFKA_PORT).
+kafka-up:
+	scripts/kafka.sh start
+kafka-down:
+	scripts/kafka.sh stop
