@@ -96,7 +96,7 @@ func TestKafkaFlows(t *testing.T) {
 			g.kill()
 			took := led.waitFor(t, "prod processes gray records", t0, 60*time.Second, grayOnProd)
 			return took, "SIGKILL until prod processed a gray record (the session timeout is 6 s)", p1.close
-		}), "a record the killed consumer processed after its last commit is delivered again to prod: the window is one poll")
+		}), "a record the killed consumer processed after its last commit is delivered again to prod; the child commits right after each poll, so the window is short")
 	})
 
 	t.Run("rollback (closed: true)", func(t *testing.T) {
@@ -164,7 +164,7 @@ func TestKafkaFlows(t *testing.T) {
 				t0 := time.Now()
 				took := led.waitFor(t, "gray records processed by the gray consumer after the restart", t0, 90*time.Second, func(e event) bool { return e.grayC })
 				return took, "the broker answering again until the gray consumer processed a gray record", func() { g.close(); p1.close() }
-			}), "commits that failed while the broker was down: their records are delivered again")
+			}), "the producer is idempotent (a retried write is not stored twice); a commit that failed while the broker was down delivers its records again")
 		})
 	}
 
