@@ -46,11 +46,12 @@ func (*balancer) IsCooperative() bool  { return false }
 
 // JoinGroupMetadata announces the member's kind and whether its rules are
 // closed, read at each join.
-func (b *balancer) JoinGroupMetadata(interests []string, _ map[string][]int32, generation int32) []byte {
+// The metadata is version 0 (topics and user data): an eager balancer
+// needs nothing of the later versions (owned partitions, generation, rack).
+func (b *balancer) JoinGroupMetadata(interests []string, _ map[string][]int32, _ int32) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
-	meta.Version = 3
+	meta.Version = 0
 	meta.Topics = interests
-	meta.Generation = generation
 	meta.UserData = userData(b.l.gray, b.l.closed())
 	return meta.AppendTo(nil)
 }

@@ -177,7 +177,11 @@ func flowLB(t *testing.T) *graylb.LoadBalancer {
 }
 
 func groupOpts(addr, topic, group string, link *kafkagray.Link) []kgo.Opt {
-	return append(link.ClientOpts(),
+	var debug []kgo.Opt
+	if os.Getenv("GRAYLB_KAFKA_DEBUG") != "" {
+		debug = append(debug, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	}
+	return append(append(link.ClientOpts(), debug...),
 		kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(500*time.Millisecond),

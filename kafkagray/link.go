@@ -2,7 +2,6 @@ package kafkagray
 
 import (
 	"errors"
-	"sync/atomic"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -23,7 +22,6 @@ type Link struct {
 	gray      bool // this service's consumers are gray
 	untrusted bool
 	grayParts int32
-	rr        atomic.Uint32 // round robin over the partitions of a kind, for records without a key
 }
 
 // Option configures a Link.

@@ -73,3 +73,21 @@ func TestStampAndPartition_Allocations(t *testing.T) {
 		t.Fatalf("Stamp+Partition of a prod record: %.1f allocations, want at most 1", allocs)
 	}
 }
+
+// Records without a key spread over every partition of their kind, however
+// the kinds interleave: with every third record gray, a turn shared by both
+// kinds sent prod records to two of the three prod partitions only.
+func TestPartitioner_RoundRobinPerKind(t *testing.T) {
+	l := newLink(t, newLB(t))
+	tp := l.Partitioner().ForTopic("t")
+	seen := map[int]int{}
+	for i := 0; i < 300; i++ {
+		r := record("gray", fmt.Sprint(i%3 == 0))
+		seen[tp.Partition(r, 4)]++
+	}
+	for p := 0; p < 4; p++ {
+		if seen[p] == 0 {
+			t.Fatalf("partition %d got no record (spread %v)", p, seen)
+		}
+	}
+}
