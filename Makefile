@@ -59,7 +59,9 @@ test: lint
 	@set -e; trap '$(CURDIR)/scripts/kafka.sh stop' EXIT; \
 	echo "== go test ./kafkagray: records by kind through deployment flows (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
 	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) GRAYLB_KAFKA_SCRIPT=$(CURDIR)/scripts/kafka.sh \
-		$(IN) kafkagray $(GO) test -race -count=1 -timeout 10m -run TestKafkaFlows -v .
+		$(IN) kafkagray $(GO) test -race -count=1 -timeout 10m -run TestKafkaFlows -v .; \
+	echo "== go test ./docs Kafka snippets (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
+	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) $(IN) docs $(GO) test -count=1 -timeout 5m -run Kafka -v .
 
 ## test-install: every module installs from a tag as users install it: the committed HEAD, tagged
 ## by scripts/release.sh in a temporary copy, fetched with go get from a user module outside the

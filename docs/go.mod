@@ -13,8 +13,8 @@ require (
 	github.com/graylb/graylb/redisrules v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.0.0
-	github.com/twmb/franz-go v1.22.0
-	github.com/twmb/franz-go/pkg/kmsg v1.14.0
+	github.com/twmb/franz-go v1.5.0
+	github.com/twmb/franz-go/pkg/kmsg v1.0.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.67.0
 	go.opentelemetry.io/otel/sdk/metric v1.45.0
 	google.golang.org/grpc v1.85.0
@@ -23,6 +23,7 @@ require (
 require (
 	github.com/klauspost/compress v1.20.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.30 // indirect
+	github.com/twmb/go-rbtree v1.0.0 // indirect
 )
 
 require (

@@ -69,7 +69,8 @@ kafka_how() {
   echo "pick with each record's handler context, commit what they polled, then let a rebalance happen"
   echo "(\`BlockRebalanceOnPoll\`). The SIGKILL flow's gray consumer is a child process killed with SIGKILL (the"
   echo "group's session timeout, 6 s, applies). A record is lost when it was acknowledged to the producer and"
-  echo "never processed once the producer stopped and the group drained (60 s)."
+  echo "never processed once the producer stopped and the group drained (60 s). Measured with the franz-go"
+  echo "version kafkagray requires ($(awk '$1 == "github.com/twmb/franz-go" { print $2 }' kafkagray/go.mod))."
 }
 
 {
