@@ -25,6 +25,8 @@ NACOS_ADDR ?= 127.0.0.1:8848
 # The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
 KAFKA_PORT ?= 19092
 export KAFKA_PORT
+# scripts/kafka.sh cluster-start 3: brokers at KAFKA_PORT + 1000, + 1010, + 1020.
+KAFKA_CLUSTER = $(shell p=$(KAFKA_PORT); echo 127.0.0.1:$$((p + 1000)),127.0.0.1:$$((p + 1010)),127.0.0.1:$$((p + 1020)))
 
 ## test: the full suite with -race over every module, with a local Nacos-compatible
 ## server (scripts/nacos.sh) for the integration tests. NACOS_HTTP_PORT moves that server (and
@@ -56,9 +58,10 @@ test: lint
 	echo "== go test ./gozero: a go-zero chain over the Nacos supplier (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) gozero $(GO) test -count=1 -timeout 5m -run Integration -v .
 	@scripts/kafka.sh start
-	@set -e; trap '$(CURDIR)/scripts/kafka.sh stop' EXIT; \
-	echo "== go test ./kafkagray: records by kind through deployment flows (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
-	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) GRAYLB_KAFKA_SCRIPT=$(CURDIR)/scripts/kafka.sh \
+	@scripts/kafka.sh cluster-start 3
+	@set -e; trap '$(CURDIR)/scripts/kafka.sh stop; $(CURDIR)/scripts/kafka.sh cluster-stop 3' EXIT; \
+	echo "== go test ./kafkagray: records by kind through deployment flows (real Kafka at 127.0.0.1:$(KAFKA_PORT), a 3-broker cluster at $(KAFKA_CLUSTER))"; \
+	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) GRAYLB_KAFKA_CLUSTER=$(KAFKA_CLUSTER) GRAYLB_KAFKA_SCRIPT=$(CURDIR)/scripts/kafka.sh \
 		$(IN) kafkagray $(GO) test -race -count=1 -timeout 10m -run TestKafkaFlows -v .; \
 	echo "== go test ./docs Kafka snippets (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
 	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) $(IN) docs $(GO) test -count=1 -timeout 5m -run Kafka -v .

@@ -168,6 +168,29 @@ func TestKafkaFlows(t *testing.T) {
 		})
 	}
 
+	if cluster, script := os.Getenv("GRAYLB_KAFKA_CLUSTER"), os.Getenv("GRAYLB_KAFKA_SCRIPT"); cluster != "" && script != "" {
+		t.Run("a broker of a 3-broker cluster killed", func(t *testing.T) {
+			add(flow(t, cluster, "cluster-kill", func(t *testing.T, topic, group string, led *ledger) (time.Duration, string, func()) {
+				p1 := startConsumer(t, cluster, topic, group, "p1", false, led)
+				g := startConsumer(t, cluster, topic, group, "g", true, led)
+				steady(t, led, true)
+				if out, err := exec.Command(script, "cluster-node-stop", "1", "3").CombinedOutput(); err != nil {
+					t.Fatalf("%s cluster-node-stop 1 3: %v\n%s", script, err, out)
+				}
+				t0 := time.Now()
+				tookGray := led.waitFor(t, "the gray consumer processes gray records after the kill", t0, 90*time.Second, func(e event) bool { return e.grayC })
+				tookProd := led.waitFor(t, "prod processes prod records after the kill", t0, 90*time.Second, func(e event) bool { return !e.grayC && !e.grayR })
+				return max(tookGray, tookProd), "SIGKILL of broker 1 until both kinds were processed again", func() {
+					g.close()
+					p1.close()
+					if out, err := exec.Command(script, "cluster-node-start", "1", "3").CombinedOutput(); err != nil {
+						t.Errorf("%s cluster-node-start 1 3: %v\n%s", script, err, out)
+					}
+				}
+			}), "commits fail while the group coordinator moves off the killed broker: the records processed meanwhile are delivered again")
+		})
+	}
+
 	writeRows(t, rows)
 }
 

@@ -39,10 +39,15 @@ func kafkaAddr(t *testing.T) string {
 	return addr
 }
 
-// createTopic creates topic with flowPartitions partitions.
+// seeds are the brokers of addr, a comma-separated list.
+func seeds(addr string) []string { return strings.Split(addr, ",") }
+
+// createTopic creates topic with flowPartitions partitions, each on every
+// broker of addr (at most 3).
 func createTopic(t *testing.T, addr, topic string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	rf := int16(min(len(seeds(addr)), 3))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(addr)...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +56,7 @@ func createTopic(t *testing.T, addr, topic string) {
 	defer cancel()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, flowPartitions, 1
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, flowPartitions, rf
 	req.Topics = append(req.Topics, rt)
 	req.TimeoutMillis = 15000
 	resp, err := req.RequestWith(ctx, cl)
@@ -182,7 +187,7 @@ func groupOpts(addr, topic, group string, link *kafkagray.Link) []kgo.Opt {
 		debug = append(debug, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
 	}
 	return append(append(link.ClientOpts(), debug...),
-		kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.SeedBrokers(seeds(addr)...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(sessionTimeout), kgo.HeartbeatInterval(500*time.Millisecond),
 		kgo.FetchMaxWait(200*time.Millisecond), kgo.RetryTimeout(60*time.Second))
@@ -259,7 +264,7 @@ type producer struct {
 func startProducer(t *testing.T, addr, topic, flow string, led *ledger) *producer {
 	t.Helper()
 	link := newLink(t, flowLB(t))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(link.Partitioner()),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(addr)...), kgo.RecordPartitioner(link.Partitioner()),
 		kgo.RecordDeliveryTimeout(90*time.Second), kgo.RetryTimeout(90*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +314,7 @@ type child struct {
 func startChild(t *testing.T, addr, topic, group, name string, led *ledger) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaChildConsumer$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "GRAYLB_KAFKA_CHILD="+strings.Join([]string{addr, topic, group}, ","))
+	cmd.Env = append(os.Environ(), "GRAYLB_KAFKA_CHILD="+strings.Join([]string{addr, topic, group}, ";"))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +354,7 @@ func TestKafkaChildConsumer(t *testing.T) {
 	if spec == "" {
 		t.Skip("run by the SIGKILL flow only")
 	}
-	f := strings.Split(spec, ",")
+	f := strings.Split(spec, ";")
 	link := newLink(t, flowLB(t), kafkagray.WithGray(true))
 	lb := flowLB(t)
 	cl, err := kgo.NewClient(groupOpts(f[0], f[1], f[2], link)...)

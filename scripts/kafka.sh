@@ -99,7 +99,7 @@ format() {
     local ic="" v id hp
     for v in $(echo "$VOTERS" | tr ',' ' '); do
       id=${v%%@*}; hp=${v#*@}
-      ic="$ic${ic:+,}$id@$hp:$(printf 'graylbctrl%012d' "$id" | base64 | tr -d '=' | tr '+/' '-_' | cut -c1-22)"
+      ic="$ic${ic:+,}$id@$hp:$(printf 'graylbnode%06d' "$id" | base64 | tr -d '=' | tr '+/' '-_' | cut -c1-22)"
     done
     args=(--initial-controllers "$ic")
   fi

@@ -29,10 +29,14 @@ echo "== deployment flows under load against Nacos: graceful, abrupt, rolling, r
 (scripts/inmodule.sh deploytest go test -count=1 -timeout 10m -run '^TestDeploy_' .)
 
 echo "== records by kind through deployment flows against a real Kafka broker (scripts/kafka.sh)"
+kp=${KAFKA_PORT:-19092}
 scripts/kafka.sh start
-(GRAYLB_KAFKA_ADDR=127.0.0.1:${KAFKA_PORT:-19092} GRAYLB_KAFKA_SCRIPT=$ROOT/scripts/kafka.sh \
-  scripts/inmodule.sh kafkagray go test -count=1 -timeout 10m -run '^TestKafkaFlows$' .) || { scripts/kafka.sh stop; exit 1; }
+scripts/kafka.sh cluster-start 3
+(GRAYLB_KAFKA_ADDR=127.0.0.1:$kp GRAYLB_KAFKA_SCRIPT=$ROOT/scripts/kafka.sh \
+  GRAYLB_KAFKA_CLUSTER=127.0.0.1:$((kp + 1000)),127.0.0.1:$((kp + 1010)),127.0.0.1:$((kp + 1020)) \
+  scripts/inmodule.sh kafkagray go test -count=1 -timeout 10m -run '^TestKafkaFlows$' .) || { scripts/kafka.sh stop; scripts/kafka.sh cluster-stop 3; exit 1; }
 scripts/kafka.sh stop
+scripts/kafka.sh cluster-stop 3
 
 echo "== the rollout judge: 20 rollouts per gray build against a real Prometheus"
 (GRAYLB_JUDGE_ROLLOUTS=20 scripts/inmodule.sh cmd/graylb go test -count=1 -timeout 30m -run 'TestIntegration_JudgeRealMetrics$' .)
@@ -68,7 +72,9 @@ kafka_how() {
   echo "gray) while a producer sends a record every 2 ms, every third from a gray request; consumers poll,"
   echo "pick with each record's handler context, commit what they polled, then let a rebalance happen"
   echo "(\`BlockRebalanceOnPoll\`). The SIGKILL flow's gray consumer is a child process killed with SIGKILL (the"
-  echo "group's session timeout, 6 s, applies). A record is lost when it was acknowledged to the producer and"
+  echo "group's session timeout, 6 s, applies). The cluster flow runs on a topic replicated on 3 brokers"
+  echo "(\`scripts/kafka.sh cluster-start 3\`, each broker also a controller) and kills broker 1 with SIGKILL. A"
+  echo "record is lost when it was acknowledged to the producer and"
   echo "never processed once the producer stopped and the group drained (60 s). Measured with the franz-go"
   echo "version kafkagray requires ($(awk '$1 == "github.com/twmb/franz-go" { print $2 }' kafkagray/go.mod))."
 }
