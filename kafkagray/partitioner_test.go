@@ -91,3 +91,15 @@ func TestPartitioner_RoundRobinPerKind(t *testing.T) {
 		}
 	}
 }
+
+// Admitting a prod record that carries no routing key allocates nothing:
+// a consumer of prod records pays no allocation per record.
+func TestContext_ProdRecordAllocatesNothing(t *testing.T) {
+	l := newLink(t, newLB(t))
+	r := record("trace", "abc")
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(100, func() { _ = l.Context(ctx, r) })
+	if allocs != 0 {
+		t.Fatalf("Context of a prod record: %.1f allocations, want 0", allocs)
+	}
+}

@@ -49,7 +49,7 @@ install() {
 </project>
 EOF
   rm -rf "$KAFKA_HOME/libs"
-  (cd "$tmp" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$KAFKA_HOME/libs") >&2
+  (cd "$tmp" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$KAFKA_HOME/libs") >&2
   rm -rf "$tmp"
   touch "$KAFKA_HOME/libs/.kafka-$KAFKA_VERSION-slf4j-$SLF4J_VERSION"
   echo "kafka $KAFKA_VERSION installed in $KAFKA_HOME/libs" >&2
