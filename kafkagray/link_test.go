@@ -12,7 +12,7 @@ import (
 
 // newLB returns a LoadBalancer over one prod and one gray instance of
 // "svc" (10.0.0.1 prod, 10.0.0.2 gray).
-func newLB(t *testing.T, opts ...graylb.Option) *graylb.LoadBalancer {
+func newLB(t testing.TB, opts ...graylb.Option) *graylb.LoadBalancer {
 	t.Helper()
 	reg := graylb.NewRegistry()
 	if err := reg.Register(graylb.NewInstance("svc", "10.0.0.1", 80, nil)); err != nil {
@@ -29,7 +29,7 @@ func newLB(t *testing.T, opts ...graylb.Option) *graylb.LoadBalancer {
 	return lb
 }
 
-func newLink(t *testing.T, lb *graylb.LoadBalancer, opts ...kafkagray.Option) *kafkagray.Link {
+func newLink(t testing.TB, lb *graylb.LoadBalancer, opts ...kafkagray.Option) *kafkagray.Link {
 	t.Helper()
 	l, err := kafkagray.New(lb, opts...)
 	if err != nil {
