@@ -33,7 +33,7 @@ func flow(t *testing.T, addr, name string, run func(t *testing.T, topic, group s
 	led := newLedger()
 	p := startProducer(t, addr, topic, name, led)
 	took, what, cleanup := run(t, topic, topic, led)
-	time.Sleep(time.Second) // records produced after the switch, for it to be seen on them
+	led.producedAfter(t, 300, 60*time.Second) // records produced after the switch, for it to be seen on them
 	p.close()
 	led.drained(t, 60*time.Second)
 	cleanup()
@@ -112,7 +112,14 @@ func TestKafkaFlows(t *testing.T) {
 			}
 			took := led.waitFor(t, "prod processes gray records", t0, 60*time.Second, grayOnProd)
 			switched := t0.Add(took)
-			time.Sleep(2 * time.Second) // gray records produced after the switch
+			// 200 gray records processed by prod after the switch, then none by the gray consumer
+			deadline := time.Now().Add(60 * time.Second)
+			for led.countAfter(switched, grayOnProd) < 200 {
+				if time.Now().After(deadline) {
+					t.Fatal("prod did not process 200 gray records within 60 s of the switch")
+				}
+				time.Sleep(20 * time.Millisecond) // polling the ledger
+			}
 			if at, ok := led.first(switched, func(e event) bool { return e.grayC }); ok {
 				t.Errorf("the gray consumer processed a record %v after prod took over under closed rules", at.Sub(switched))
 			}

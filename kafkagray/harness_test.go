@@ -104,6 +104,40 @@ func (l *ledger) process(id, consumer string, grayC, grayR, routedGray, closed, 
 	l.mu.Unlock()
 }
 
+// producedAfter waits until n more records were produced, within d.
+func (l *ledger) producedAfter(t *testing.T, n int, d time.Duration) {
+	t.Helper()
+	l.mu.Lock()
+	want := len(l.produced) + n
+	l.mu.Unlock()
+	deadline := time.Now().Add(d)
+	for {
+		l.mu.Lock()
+		got := len(l.produced)
+		l.mu.Unlock()
+		if got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d more records produced within %v, want %d", got-want+n, d, n)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the ledger
+	}
+}
+
+// countAfter returns how many events after since satisfy match.
+func (l *ledger) countAfter(since time.Time, match func(event) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.at.After(since) && match(e) {
+			n++
+		}
+	}
+	return n
+}
+
 // counts returns records produced, lost (produced, never processed),
 // duplicated (processings beyond the first), and wrong kind (a prod record
 // processed by a gray consumer, or a handler whose context did not route
