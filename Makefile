@@ -19,13 +19,19 @@ FUZZTIME ?= 30s
 OLDEST_GO ?= go1.23.12
 NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-install test-reliability demo bench fuzz lint tidy work release nacos-up nacos-down
+.PHONY: test test-unit test-install test-reliability demo bench fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
+# The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
+KAFKA_PORT ?= 19092
+export KAFKA_PORT
+# scripts/kafka.sh cluster-start 3: brokers at KAFKA_PORT + 1000, + 1010, + 1020.
+KAFKA_CLUSTER = $(shell p=$(KAFKA_PORT); echo 127.0.0.1:$$((p + 1000)),127.0.0.1:$$((p + 1010)),127.0.0.1:$$((p + 1020)))
 
 ## test: the full suite with -race over every module, with a local Nacos-compatible
 ## server (scripts/nacos.sh) for the integration tests. NACOS_HTTP_PORT moves that server (and
-## the cluster test's nodes, at NACOS_HTTP_PORT + 10000) to other ports.
+## the cluster test's nodes, at NACOS_HTTP_PORT + 10000) to other ports. Then an Apache Kafka
+## broker (scripts/kafka.sh, KAFKA_PORT) for kafkagray's deployment flows.
 test: lint
 	@echo "== go test . with the oldest Go the root module declares ($(OLDEST_GO))"
 	@GOTOOLCHAIN=$(OLDEST_GO) $(GO) test -count=1 ./...
@@ -55,6 +61,14 @@ test: lint
 	scripts/toxiproxy.sh start; trap '$(CURDIR)/scripts/nacos.sh stop; $(CURDIR)/scripts/toxiproxy.sh stop' EXIT; \
 	GRAYLB_NACOS_ADDR=$$addr GRAYLB_TOXIPROXY_ADDR=127.0.0.1:$${TOXIPROXY_PORT:-8474} \
 		$(IN) faulttest $(GO) test -count=1 -parallel 3 -timeout 5m -v .
+	@scripts/kafka.sh start
+	@scripts/kafka.sh cluster-start 3
+	@set -e; trap '$(CURDIR)/scripts/kafka.sh stop; $(CURDIR)/scripts/kafka.sh cluster-stop 3' EXIT; \
+	echo "== go test ./kafkagray: records by kind through deployment flows (real Kafka at 127.0.0.1:$(KAFKA_PORT), a 3-broker cluster at $(KAFKA_CLUSTER))"; \
+	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) GRAYLB_KAFKA_CLUSTER=$(KAFKA_CLUSTER) GRAYLB_KAFKA_SCRIPT=$(CURDIR)/scripts/kafka.sh \
+		$(IN) kafkagray $(GO) test -race -count=1 -timeout 10m -run TestKafkaFlows -v .; \
+	echo "== go test ./docs Kafka snippets (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
+	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) $(IN) docs $(GO) test -count=1 -timeout 5m -run Kafka -v .
 
 ## test-install: every module installs from a tag as users install it: the committed HEAD, tagged
 ## by scripts/release.sh in a temporary copy, fetched with go get from a user module outside the
@@ -123,3 +137,9 @@ nacos-up:
 	scripts/nacos.sh start
 nacos-down:
 	scripts/nacos.sh stop
+
+## kafka-up / kafka-down: start or stop the local Kafka broker (KRaft, loopback, KAFKA_PORT).
+kafka-up:
+	scripts/kafka.sh start
+kafka-down:
+	scripts/kafka.sh stop

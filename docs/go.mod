@@ -13,9 +13,17 @@ require (
 	github.com/graylb/graylb/redisrules v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.0.0
+	github.com/twmb/franz-go v1.5.0
+	github.com/twmb/franz-go/pkg/kmsg v1.0.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.67.0
 	go.opentelemetry.io/otel/sdk/metric v1.45.0
 	google.golang.org/grpc v1.85.0
+)
+
+require (
+	github.com/klauspost/compress v1.20.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.30 // indirect
+	github.com/twmb/go-rbtree v1.0.0 // indirect
 )
 
 require (
@@ -54,6 +62,7 @@ require (
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
+	github.com/graylb/graylb/kafkagray v0.1.0
 	github.com/jmespath/go-jmespath v0.0.0-20180206201540-c2b33e8439af // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
@@ -102,3 +111,5 @@ replace github.com/graylb/graylb/otelgraylb => ../otelgraylb
 replace github.com/graylb/graylb/otelgraylb/grpcbaggage => ../otelgraylb/grpcbaggage
 
 replace github.com/graylb/graylb/redisrules => ../redisrules
+
+replace github.com/graylb/graylb/kafkagray => ../kafkagray

@@ -58,7 +58,7 @@ func TestUniversalClientCluster(t *testing.T) {
 	start := time.Now()
 	addrs := startCluster(t, "--notify-keyspace-events", "KEA")
 	t.Logf("cluster up in %v", time.Since(start))
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(addrs)})
 	defer cc.Close()
 	ctx := ctxT(t)
 
@@ -183,9 +183,9 @@ func migrateSlot(t *testing.T, masters []string, slot int, from, to string, duri
 func TestClusterNotificationsFollowSlotMigration(t *testing.T) {
 	const target = 100 * time.Millisecond
 	masters := startCluster(t, "--notify-keyspace-events", "KEA")
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(masters)})
 	defer cc.Close()
-	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(masters)})
 	defer writer.Close()
 	ctx := ctxT(t)
 	log, logs := newLogger()
@@ -262,9 +262,9 @@ func TestClusterNotificationsFollowSlotMigration(t *testing.T) {
 func TestClusterSlotMovesToNodeWithoutNotifications(t *testing.T) {
 	const interval = 50 * time.Millisecond
 	masters := startCluster(t, "--notify-keyspace-events", "KEA")
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(masters)})
 	defer cc.Close()
-	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(masters)})
 	defer writer.Close()
 	ctx := ctxT(t)
 	slot := int(writer.ClusterKeySlot(ctx, redisrules.DefaultSwitchKey).Val())
@@ -385,15 +385,15 @@ func testClusterFailover(t *testing.T, kill bool) {
 	const target = 100 * time.Millisecond
 	masters, servers := startClusterServers(t, "--notify-keyspace-events", "KEA")
 	ctx := ctxT(t)
-	probe := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	probe := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(masters)})
 	defer probe.Close()
 	slot := int(probe.ClusterKeySlot(ctx, redisrules.DefaultSwitchKey).Val())
 	old := slotOwner(t, masters[0], slot)
 	replica := addReplica(t, masters, old, "--notify-keyspace-events", "KEA")
 
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(masters)})
 	defer cc.Close()
-	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(masters)})
 	defer writer.Close()
 	log, logs := newLogger()
 	src, err := redisrules.New(cc, redisrules.WithLogger(log)) // the default poll interval
@@ -426,7 +426,7 @@ func testClusterFailover(t *testing.T, kill bool) {
 
 	// The changes come from a client that knows the new topology (another
 	// process's: the watcher's client learns it by itself).
-	writer = redis.NewClusterClient(&redis.ClusterOptions{Addrs: alive})
+	writer = redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(alive)})
 	defer writer.Close()
 	ctx = ctxT(t) // the failover took some of the first one
 	var took []time.Duration
@@ -475,9 +475,9 @@ func addMaster(t *testing.T, masters []string, args ...string) string {
 func TestClusterNotificationsFollowSlotToNewMaster(t *testing.T) {
 	const target = 100 * time.Millisecond
 	masters := startCluster(t, "--notify-keyspace-events", "KEA")
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(masters)})
 	defer cc.Close()
-	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: masters})
+	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: slices.Clone(masters)})
 	defer writer.Close()
 	ctx := ctxT(t)
 	log, logs := newLogger()

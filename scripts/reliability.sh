@@ -28,6 +28,16 @@ echo "== chaos, cluster, refill versus deregistration, forged pushes (live and o
 echo "== deployment flows under load against Nacos: graceful, abrupt, rolling, restart, promotion, rollback"
 (scripts/inmodule.sh deploytest go test -count=1 -timeout 10m -run '^TestDeploy_' .)
 
+echo "== records by kind through deployment flows against a real Kafka broker (scripts/kafka.sh)"
+kp=${KAFKA_PORT:-19092}
+scripts/kafka.sh start
+scripts/kafka.sh cluster-start 3
+(GRAYLB_KAFKA_ADDR=127.0.0.1:$kp GRAYLB_KAFKA_SCRIPT=$ROOT/scripts/kafka.sh \
+  GRAYLB_KAFKA_CLUSTER=127.0.0.1:$((kp + 1000)),127.0.0.1:$((kp + 1010)),127.0.0.1:$((kp + 1020)) \
+  scripts/inmodule.sh kafkagray go test -count=1 -timeout 10m -run '^TestKafkaFlows$' .) || { scripts/kafka.sh stop; scripts/kafka.sh cluster-stop 3; exit 1; }
+scripts/kafka.sh stop
+scripts/kafka.sh cluster-stop 3
+
 echo "== the rollout judge: 20 rollouts per gray build against a real Prometheus"
 (GRAYLB_JUDGE_ROLLOUTS=20 scripts/inmodule.sh cmd/graylb go test -count=1 -timeout 30m -run 'TestIntegration_JudgeRealMetrics$' .)
 
@@ -62,6 +72,21 @@ for t in $(go test -list '^Fuzz' . | grep '^Fuzz'); do
   corpus=$( (ls testdata/fuzz/"$t" 2>/dev/null || true) | wc -l)
   fuzzrows+="| $t | $FUZZTIME | ${execs:-?} | $corpus committed seed files (plus the f.Add seeds) | 0 |"$'\n'
 done
+
+# kafka_how: how the messages table is measured (kafkagray's TestKafkaFlows).
+kafka_how() {
+  echo "Targets: 0 lost, 0 wrong kind (a prod record processed by a gray consumer, or a handler whose context"
+  echo "did not route as its record says). How: \`TestKafkaFlows\` (kafkagray) runs each flow against Apache Kafka"
+  echo "4.4.0 (KRaft, one broker on loopback, scripts/kafka.sh) on a fresh topic of 4 partitions (the last one"
+  echo "gray) while a producer sends a record every 2 ms, every third from a gray request; consumers poll,"
+  echo "pick with each record's handler context, commit what they polled, then let a rebalance happen"
+  echo "(\`BlockRebalanceOnPoll\`). The SIGKILL flow's gray consumer is a child process killed with SIGKILL (the"
+  echo "group's session timeout, 6 s, applies). The cluster flow runs on a topic replicated on 3 brokers"
+  echo "(\`scripts/kafka.sh cluster-start 3\`, each broker also a controller) and kills broker 1 with SIGKILL. A"
+  echo "record is lost when it was acknowledged to the producer and"
+  echo "never processed once the producer stopped and the group drained (60 s). Measured with the franz-go"
+  echo "version kafkagray requires ($(awk '$1 == "github.com/twmb/franz-go" { print $2 }' kafkagray/go.mod))."
+}
 
 {
   echo "# Reliability"
@@ -138,6 +163,14 @@ done
   echo "made during it is in force and the faulted instances answer again (0 when that happened during the"
   echo "fault). The rows above are the long plan (GRAYLB_FAULT_PLAN=long: each fault 20 s, the link down 60 s);"
   echo "\`make test\` runs the short plan (4 s, the link down 5 s)."
+  echo
+  echo "## Messages: records by kind through Kafka"
+  echo
+  echo "| flow | records | lost | duplicated (why) | wrong kind | time until the switch applied |"
+  echo "|---|---:|---:|---|---:|---|"
+  cat "$OUT"/kafka.md 2>/dev/null
+  echo
+  kafka_how
   echo
   echo "## A process's life against a real Nacos"
   echo

@@ -1,0 +1,52 @@
+package kafkagray
+
+import (
+	"context"
+	"strings"
+
+	"github.com/graylb/graylb/adapter"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// headers is a record's headers as an adapter.Carrier and a
+// graylb.ContextHandler (the record's own keys, whatever the context).
+// Names match in any letter case. A *headers is the *kgo.Record,
+// converted: using one allocates nothing.
+type headers kgo.Record
+
+var _ adapter.Carrier = (*headers)(nil)
+
+func (h *headers) Get(name string) string {
+	for _, kv := range h.Headers {
+		if strings.EqualFold(kv.Key, name) {
+			return string(kv.Value)
+		}
+	}
+	return ""
+}
+
+func (h *headers) Set(name, value string) {
+	h.Delete(name)
+	h.Headers = append(h.Headers, kgo.RecordHeader{Key: name, Value: []byte(value)})
+}
+
+func (h *headers) Delete(name string) {
+	kept := h.Headers[:0]
+	for _, kv := range h.Headers {
+		if !strings.EqualFold(kv.Key, name) {
+			kept = append(kept, kv)
+		}
+	}
+	clear(h.Headers[len(kept):])
+	h.Headers = kept
+}
+
+// has reports whether the record carries name with a value.
+func (h *headers) has(name string) bool { return h.Get(name) != "" }
+
+// reader is a record's headers as a graylb.ContextHandler: the record is
+// the call. It holds one pointer, so it is stored in an interface without
+// allocating.
+type reader struct{ h *headers }
+
+func (r reader) Value(_ context.Context, name string) string { return r.h.Get(name) }
