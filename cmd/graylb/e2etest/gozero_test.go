@@ -37,6 +37,7 @@ func (s *testService) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*test
 // gozero.NewClient pick through graylb's gRPC balancer, and otelgraylb's
 // CallObserver metrics of those calls are what the rollout judges.
 func TestRolloutGoZeroCallers(t *testing.T) {
+	needCommand(t)
 	for _, tc := range rolloutCases {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := startRedis(t)

@@ -27,6 +27,7 @@ const kratosService = releasedService + ".http"
 // through graylb's Kratos selector, and otelgraylb's CallObserver metrics
 // of those calls are what the rollout judges.
 func TestRolloutKratosCallers(t *testing.T) {
+	needCommand(t)
 	for _, tc := range rolloutCases {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := startRedis(t)
