@@ -39,7 +39,13 @@ func (lb *LoadBalancer) e() *engine.LoadBalancer { return (*engine.LoadBalancer)
 // ErrUnknownService (from the Supplier), ErrClosed, or ctx.Err() when ctx
 // ended before the service's lookup did.
 func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, error) {
-	return lb.e().Pick(ctx, service)
+	// Small enough to be inlined: the picked instance is copied once,
+	// straight into the caller's result.
+	in, err := lb.e().PickRef(ctx, service)
+	if err != nil {
+		return Instance{}, err
+	}
+	return *in, nil
 }
 
 // ServicePicker picks instances of one service, as LoadBalancer.Pick does

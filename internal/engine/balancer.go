@@ -209,17 +209,19 @@ func (lb *LoadBalancer) rulesChanged() {
 func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, error) {
 	// Small enough to be inlined: the picked instance is copied once,
 	// straight into the caller's result.
-	in, err := lb.pick(ctx, service)
+	in, err := lb.PickRef(ctx, service)
 	if err != nil {
 		return Instance{}, err
 	}
 	return *in, nil
 }
 
-// pick is Pick returning the picked instance in its leaf's list: the hot
-// path walks the tree and the leaf's policy picks, without building a
-// routing; everything else is in pickSlow, which keeps this frame small.
-func (lb *LoadBalancer) pick(ctx context.Context, service string) (*Instance, error) {
+// PickRef is Pick returning the picked instance in its leaf's list, which
+// the caller must not modify (package graylb's Pick copies it once into
+// its caller's result): the hot path walks the tree and the leaf's policy
+// picks, without building a routing; everything else is in pickSlow,
+// which keeps this frame small.
+func (lb *LoadBalancer) PickRef(ctx context.Context, service string) (*Instance, error) {
 	if ctx != nil {
 		if s := lb.services.Load().get(service); s != nil {
 			return s.tree.Load().pick(ctx, lb.handler, lb.observer)

@@ -53,7 +53,7 @@ func (p *ServicePicker) pick(ctx context.Context) (*Instance, error) {
 	if s := p.s.Load(); s != nil && ctx != nil {
 		return s.tree.Load().pick(ctx, p.lb.handler, p.lb.observer)
 	}
-	in, err := p.lb.pick(ctx, p.name)
+	in, err := p.lb.PickRef(ctx, p.name)
 	if s := p.lb.services.Load().get(p.name); s != nil {
 		p.s.Store(s) // routed from now on: services stay once added
 	}
