@@ -43,7 +43,9 @@ type ConnectionError struct {
 func (e *ConnectionError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "httpctx: %s %s (%s request): ", e.Method, e.Service, e.Kind)
-	if e.Sent {
+	if errors.Is(e.Err, ErrTryTimeout) {
+		fmt.Fprintf(&b, "instance %s sent no response within the try timeout (the request may have been acted on)", e.Addr)
+	} else if e.Sent {
 		fmt.Fprintf(&b, "connection to instance %s lost before a response (the request may have been acted on)", e.Addr)
 	} else {
 		fmt.Fprintf(&b, "instance %s could not be connected to (nothing was sent)", e.Addr)
@@ -74,10 +76,14 @@ const (
 	otherFailure failure = iota // not a connection failure: a timeout, a protocol error, the base's own
 	unsent                      // no connection was made: nothing was sent
 	lost                        // the connection broke before a response: the request may have been sent
+	noAnswer                    // no response within the try timeout: the request was sent
 )
 
 // classify says what err, a try's error, tells of the request's fate.
 func classify(err error) failure {
+	if errors.Is(err, ErrTryTimeout) {
+		return noAnswer
+	}
 	if connectFailure(err) {
 		return unsent
 	}
@@ -119,15 +125,19 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 			call.End(r)
 			return nil, err
 		}
-		call.End(adapter.Failed)
 		f := classify(err)
+		if f == noAnswer {
+			call.End(adapter.DeadlineNoAnswer) // a failure of the instance, with the time waited
+		} else {
+			call.End(adapter.Failed)
+		}
 		if f == otherFailure {
 			return nil, err
 		}
 		addr := t.addrs.of(call.Instance)
 		tried = append(tried, call.Instance)
 		addrs = append(addrs, addr)
-		cerr := &ConnectionError{Method: methodOf(req), Service: host, Kind: route.Kind, Addr: addr, Tried: addrs, Sent: f == lost, Err: err}
+		cerr := &ConnectionError{Method: methodOf(req), Service: host, Kind: route.Kind, Addr: addr, Tried: addrs, Sent: f == lost || f == noAnswer, Err: err}
 		if cerr.Reason = t.notRetried(req, f, len(tried)); cerr.Reason != "" {
 			return nil, cerr
 		}
@@ -148,7 +158,7 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 			out.Body = body
 		}
 		var resp *http.Response
-		if resp, err = rt.RoundTrip(out); err == nil {
+		if resp, err = t.send(rt, out); err == nil {
 			call.End(adapter.Answer(t.failure(resp.StatusCode)))
 			if clone != nil {
 				clone.release(resp)
@@ -162,7 +172,7 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 // instances, is not sent again; "" when it is.
 func (t *Transport) notRetried(req *http.Request, f failure, tries int) string {
 	switch {
-	case !idempotent(req) && (f == lost || !t.retryUnsent):
+	case !idempotent(req) && (f == lost || f == noAnswer || !t.retryUnsent):
 		return methodOf(req) + " is not idempotent"
 	case !replayable(req):
 		return "its body cannot be sent again (no GetBody)"

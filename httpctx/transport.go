@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -131,6 +132,7 @@ type Transport struct {
 	lb           *adapter.Balancer
 	base         http.RoundTripper
 	maxRetries   int
+	tryTimeout   time.Duration // 0: none (WithTryTimeout)
 	retryUnsent  bool
 	passthrough  bool
 	instanceHost bool
@@ -268,7 +270,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	call := route.Start()
-	resp, err := rt.RoundTrip(t.outgoing(req, host, t.addrs.of(call.Instance), route, untrusted, folded))
+	resp, err := t.send(rt, t.outgoing(req, host, t.addrs.of(call.Instance), route, untrusted, folded))
 	if err != nil {
 		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, untrusted, call, err)
 	}

@@ -144,9 +144,9 @@ kafka_how() {
   echo
   echo "${faultmissed}Targets: 0 requests of the wrong kind, 0 failed requests (every request is an idempotent GET and a"
   echo "working instance of each kind is always there), routing current again within 2 s after the fault ends."
-  echo "The black hole on the instance link misses the second target today: a request sent into it waits for"
-  echo "its own deadline (3 s) and fails, since the Transport tries no other instance; its subtest is skipped,"
-  echo "naming that defect, until the engine's fix lands. The Nacos link misses the third target after a long"
+  echo "The instance link's client has a try timeout of 1 s (httpctx.WithTryTimeout): a request sent into a"
+  echo "black hole is sent again to the other instance of its kind a second later and answered. The Nacos link"
+  echo "misses the third target after a long"
   echo "outage: nacos-sdk-go's reconnect loop (common/remote/rpc, RpcClient.reconnect) sleeps 100 ms longer after"
   echo "each failed attempt, up to 5 s, so a client whose server was unreachable for 60 s tries again only every"
   echo "3 to 4 s, and learns what changed meanwhile that long after the link is back (no API of the SDK wakes it)."
