@@ -15,6 +15,7 @@ import (
 // (--lease-ttl after the killed one's last renewal), naming the dead
 // holder. The first runs as the built command, in a process of its own.
 func TestIntegration_LeaseOfAKilledRollout(t *testing.T) {
+	integration(t)
 	prom := fakeProm(t, func(string) string { return vector("gray", "1000", "prod", "1000") })
 	bin := filepath.Join(t.TempDir(), "graylb")
 	build := exec.Command("go", "build", "-o", bin, ".")

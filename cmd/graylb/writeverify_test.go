@@ -139,6 +139,7 @@ func concurrentShortcuts(t *testing.T, rounds, extra int, flags []string, stored
 // casMd5) 148 of the 183 reported written were lost; against Redis none
 // was lost, but 73 of 200 failed after 3 attempts.
 func TestIntegration_ConcurrentShortcutsLoseNothing(t *testing.T) {
+	integration(t)
 	const rounds, extra = 20, 6
 	t.Run("nacos", func(t *testing.T) {
 		addr := nacosAddr(t)
@@ -181,6 +182,7 @@ func readRules(t *testing.T, st store) graylb.Rules {
 // Rollouts started at the same instant on one rule document, against real
 // stores: exactly one takes the lease; the others refuse, naming it.
 func TestIntegration_RolloutsStartedTogether(t *testing.T) {
+	integration(t)
 	prom := fakeProm(t, func(string) string { return vector("gray", "1000", "prod", "1000") })
 	for _, tc := range []struct {
 		name  string
