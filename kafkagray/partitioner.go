@@ -32,9 +32,14 @@ type topicPartitioner struct {
 
 var _ kgo.TopicPartitioner = (*topicPartitioner)(nil)
 
-// RequiresConsistency: a keyed record keeps its partition (its order
-// within its kind) even while that partition cannot be written to.
-func (p *topicPartitioner) RequiresConsistency(r *kgo.Record) bool { return r.Key != nil }
+// RequiresConsistency is true for every record: Partition is then handed
+// the topic's whole partition count and its answer is a partition's ID. A
+// record without a key too: were it false, the client would hand over the
+// number of partitions it can write to now, and an index into those (a
+// gray partition among them, or missing) would not be the kind's
+// partition. A keyed record keeps its partition (its order within its
+// kind) even while that partition cannot be written to.
+func (p *topicPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
 
 // Partition returns r's partition among n.
 func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
