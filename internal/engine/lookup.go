@@ -167,12 +167,14 @@ func (lb *LoadBalancer) lookUp(ctx context.Context, name string) (*service, erro
 		return nil, err
 	}
 	s.stop = stop
-	// The cache may have changed between Instances and Watch.
+	// The cache may have changed between Instances and Watch. Read under
+	// s.mu: the Cache stores a list before it tells the watchers, so a
+	// list read here is never older than one a watcher built meanwhile.
+	s.mu.Lock()
 	if l, err := lb.cache.Instances(ctx, name); err == nil {
-		s.mu.Lock()
 		lb.rebuild(s, l)
-		s.mu.Unlock()
 	}
+	s.mu.Unlock()
 	if lb.testHookServiceBuilt != nil {
 		lb.testHookServiceBuilt()
 	}
