@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"time"
 )
@@ -14,9 +15,9 @@ import (
 // so fails with a *ConnectionError that wraps it.
 var ErrTryTimeout = errors.New("httpctx: no response within the try timeout")
 
-// WithTryTimeout bounds each try of a request, from sending it to the
-// response's headers, as Envoy's per_try_timeout does: a try that gets no
-// headers within d is abandoned and counts against its instance as a call
+// WithTryTimeout bounds each try of a request, from the moment it was
+// written to the response's headers, as Envoy's per_try_timeout does: a
+// try that gets no headers within d of being sent is abandoned and counts against its instance as a call
 // that got no answer (outlier detection, P2C), and an idempotent request
 // with a replayable body is sent again to another instance of its kind,
 // within WithMaxRetries, as after a lost connection. A request that is
@@ -37,38 +38,80 @@ func WithTryTimeout(d time.Duration) TransportOption {
 }
 
 // send sends one try of out with rt, bounded by the try timeout when one
-// is set; its error wraps ErrTryTimeout when the timeout ended the try
-// (and not the request's own context).
+// is set: the timeout runs from the moment the request was written (a
+// slow upload or a slow connect is bounded by the request's own context
+// and the dialer, as Envoy's per-try timer starts once the request is
+// sent). Its error wraps ErrTryTimeout when the timeout ended the try (and
+// not the request's own context); a response whose headers came as the
+// timeout fired is dropped then too, since its body is cut off.
 func (t *Transport) send(rt http.RoundTripper, out *http.Request) (*http.Response, error) {
 	if t.tryTimeout <= 0 {
 		return rt.RoundTrip(out)
 	}
 	parent := out.Context()
 	ctx, cancel := context.WithCancel(parent)
-	var mu sync.Mutex
-	expired := false
-	timer := time.AfterFunc(t.tryTimeout, func() {
-		mu.Lock()
-		expired = true
-		mu.Unlock()
-		cancel()
+	tt := &tryTimer{cancel: cancel}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { tt.arm(t.tryTimeout) },
 	})
 	resp, err := rt.RoundTrip(out.WithContext(ctx))
-	timer.Stop()
-	if err != nil {
+	expired := tt.finish()
+	switch {
+	case err != nil:
 		cancel()
-		mu.Lock()
-		ended := expired
-		mu.Unlock()
-		if ended && parent.Err() == nil {
+		if expired && parent.Err() == nil {
 			return nil, &tryTimeoutError{err: err}
 		}
 		return nil, err
+	case expired && parent.Err() == nil:
+		resp.Body.Close()
+		cancel()
+		return nil, &tryTimeoutError{err: context.Canceled}
 	}
-	// Headers that came as the timer fired stand; their body may be cut
-	// off by the cancelled context, which its reader then sees.
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	if rw, ok := resp.Body.(io.ReadWriteCloser); ok { // a protocol switch (101): the body is the connection
+		resp.Body = &cancelOnCloseRW{ReadWriteCloser: rw, cancel: cancel}
+	} else {
+		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	}
 	return resp, nil
+}
+
+// tryTimer is the timer of one try: armed once the request is written,
+// it cancels the try unless the try finished first.
+type tryTimer struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	done    bool // the round trip returned
+	expired bool // the timer fired before it did
+	cancel  context.CancelFunc
+}
+
+func (tt *tryTimer) arm(d time.Duration) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if tt.done || tt.timer != nil {
+		return
+	}
+	tt.timer = time.AfterFunc(d, func() {
+		tt.mu.Lock()
+		defer tt.mu.Unlock()
+		if !tt.done {
+			tt.expired = true
+			tt.cancel()
+		}
+	})
+}
+
+// finish marks the round trip returned and reports whether the timer had
+// ended the try.
+func (tt *tryTimer) finish() bool {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	tt.done = true
+	if tt.timer != nil {
+		tt.timer.Stop()
+	}
+	return tt.expired
 }
 
 // tryTimeoutError is a try the try timeout ended: it wraps ErrTryTimeout
@@ -86,6 +129,19 @@ type cancelOnClose struct {
 
 func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// cancelOnCloseRW is cancelOnClose for the body of a protocol switch,
+// which stays writable.
+type cancelOnCloseRW struct {
+	io.ReadWriteCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnCloseRW) Close() error {
+	err := c.ReadWriteCloser.Close()
 	c.cancel()
 	return err
 }

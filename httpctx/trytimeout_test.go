@@ -128,3 +128,75 @@ func slowBody(d time.Duration) *httptest.Server {
 		io.WriteString(w, "tail")
 	}))
 }
+
+// The try timeout runs from the moment the request was written: an upload
+// that takes longer than it to a healthy instance is answered, and the
+// instance is not charged.
+func TestTransport_TryTimeoutStartsOnceTheRequestIsWritten(t *testing.T) {
+	reg := graylb.NewRegistry()
+	srv := answering("ok")
+	defer srv.Close()
+	register(t, reg, "svc", srv, nil)
+	lb, err := graylb.New(reg)
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb, WithTryTimeout(100*time.Millisecond))}
+	req, _ := http.NewRequest(http.MethodPost, "http://svc/upload", &slowReader{data: []byte("hello"), pause: 60 * time.Millisecond})
+	resp, err := client.Do(req)
+	require.NoError(t, err, "a slow upload to a healthy instance failed its try timeout")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// slowReader yields its data a byte at a time, pausing before each.
+type slowReader struct {
+	data  []byte
+	pause time.Duration
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(r.pause)
+	p[0], r.data = r.data[0], r.data[1:]
+	return 1, nil
+}
+
+// A protocol switch's body stays the writable connection it is with a try
+// timeout set.
+func TestTransport_TryTimeoutKeepsAnUpgradedBodyWritable(t *testing.T) {
+	reg := graylb.NewRegistry()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		buf.Flush()
+		io.Copy(conn, conn)
+	}))
+	defer srv.Close()
+	register(t, reg, "svc", srv, nil)
+	lb, err := graylb.New(reg)
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb, WithTryTimeout(time.Second))}
+	req, _ := http.NewRequest(http.MethodGet, "http://svc/", nil)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	rw, ok := resp.Body.(io.ReadWriteCloser)
+	require.True(t, ok, "the upgraded body is not writable")
+	_, err = rw.Write([]byte("ping"))
+	require.NoError(t, err)
+	got := make([]byte, 4)
+	_, err = io.ReadFull(rw, got)
+	require.NoError(t, err)
+	require.Equal(t, "ping", string(got))
+}
