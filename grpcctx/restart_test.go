@@ -58,7 +58,10 @@ func TestBalancer_OnlyProdInstanceRestartedServesAgain(t *testing.T) {
 	serve(t, reg, "svc", &testServer{name: "gray"}, map[string]string{"gray": "true"})
 	var mu sync.Mutex
 	ejected := 0
-	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithOutlierDetection(graylb.OutlierConfig{OnEjection: func(e graylb.Ejection) {
+	// Two failures in a row eject it: the RPCs in flight when it stops fail
+	// on it (the picker fails later ones before picking, with no instance
+	// to charge), and with eight callers at least two are in flight.
+	lb, err := graylb.New(reg, graylb.WithContextHandler(Handler()), graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: 2, OnEjection: func(e graylb.Ejection) {
 		mu.Lock()
 		defer mu.Unlock()
 		if e.For > 0 {
@@ -82,7 +85,7 @@ func TestBalancer_OnlyProdInstanceRestartedServesAgain(t *testing.T) {
 	var results []result
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 4 {
+	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
