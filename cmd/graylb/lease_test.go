@@ -97,6 +97,11 @@ func TestRolloutOneAtATime(t *testing.T) {
 	prom := fakeProm(t, func(string) string { return vector("gray", "1000", "prod", "1000") })
 	first := startRollout(t, time.Minute, rolloutArgs(f, prom.URL, "--interval", "1h")...)
 	first.untilStep(t, "1/3: canary 1%")
+	// The lease names the step once the holder renews it after the step's
+	// write (it logs the step first).
+	eventually(t, 10*time.Second, "the lease names step 1", func() bool {
+		return strings.Contains(f.get("DEFAULT_GROUP", "graylb-rules.json.rollout-lease"), `"step":1`)
+	})
 
 	start := time.Now()
 	second := startRollout(t, 15*time.Second, rolloutArgs(f, prom.URL, "--interval", "1h")...)
