@@ -53,11 +53,19 @@ func init() { balancer.Register(builder{}) }
 // build error, which a blocking dial returns.) The resolver does not
 // provide graylb's service config instead, so that no part of the
 // program's is silently dropped.
+//
+// DialOptions also set the ClientConn's reconnect back-off
+// (ReconnectBackoff): an instance that stopped and came back on its address
+// is dialled again within half a second, where grpc-go's default waits
+// 1 s, then 1.6 s, 2.56 s, ... (up to 2 min) between attempts, so that the
+// only instance of a kind, restarted, served again only seconds after its
+// return. A grpc.WithConnectParams after DialOptions replaces it.
 func DialOptions(lb *graylb.LoadBalancer) []grpc.DialOption {
 	// The service config first: gozero.NewClient puts it before the
 	// program's options and the rest after them.
 	return []grpc.DialOption{
 		grpc.WithDefaultServiceConfig(ServiceConfig),
+		grpc.WithConnectParams(ReconnectBackoff()),
 		grpc.WithResolvers(&resolverBuilder{lb: lb, ab: adapter.For(lb), guard: true}),
 		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(lb)),
 		grpc.WithChainStreamInterceptor(StreamClientInterceptor(lb)),

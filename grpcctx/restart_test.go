@@ -10,7 +10,6 @@ import (
 	"github.com/graylb/graylb"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -36,7 +35,7 @@ func listenOn(t testing.TB, addr string) net.Listener {
 // instance, with outlier detection on (30 s ejection time), stops for 1 s
 // and comes back on its address. Its failures while down eject it;
 // ejection does not keep it away: it serves again within 1 s of its return
-// (with a short reconnect back-off: grpc-go's default waits up to 1.6 s
+// (DialOptions' reconnect back-off; grpc-go's default waited up to 1.6 s
 // more before its next connection attempt), and no RPC fails from 2 s
 // after its return.
 func TestBalancer_OnlyProdInstanceRestartedServesAgain(t *testing.T) {
@@ -69,10 +68,8 @@ func TestBalancer_OnlyProdInstanceRestartedServesAgain(t *testing.T) {
 		}
 	}}))
 	require.NoError(t, err)
-	// grpc-go's reconnect back-off (1 s, then 1.6 s, ...) is its own: a
-	// short one here, so that what is measured is graylb's.
-	conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, MaxDelay: 300 * time.Millisecond}}))...)
+	// DialOptions' reconnect back-off, not a short one of the test's.
+	conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(); lb.Close() })
 	c := testgrpc.NewTestServiceClient(conn)
