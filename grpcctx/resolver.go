@@ -163,22 +163,52 @@ func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, 
 			return r, nil
 		}
 	}
-	// Follow changes first, then read the current list: a change between
-	// the two is pushed by the watch, and the read is pushed only if no
-	// watched list came first (it could be the older one).
-	stop, err := b.ab.Cache().Watch(service, r.watched)
+	// The lookup runs apart: grpc-go builds the resolver on its way out of
+	// idleness, inside the first RPC and before that RPC's deadline is
+	// looked at, and ClientConn.Close waits for the build. A registry that
+	// hangs would hold both for as long as it hangs.
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.start(ctx)
+	return r, nil
+}
+
+// start follows the service's list, then reads it: a change between the
+// two is pushed by the watch, and the read is pushed only if no watched
+// list came first (it could be the older one). A failure is the
+// resolver's error (RPCs fail with it while no list came). Close cancels
+// the read; a watch that was made after Close is stopped at once.
+func (r *graylbResolver) start(ctx context.Context) {
+	stop, err := r.ab.Cache().Watch(r.service, r.watched)
 	if err != nil {
-		return nil, fmt.Errorf("grpcctx: resolving %q: %w", service, err)
+		r.fail(err)
+		return
 	}
-	stopRules := b.ab.OnRulesChange(r.repush)
-	r.stop = func() { stop(); stopRules() }
-	list, err := b.ab.Cache().Instances(context.Background(), service)
+	stopRules := r.ab.OnRulesChange(r.repush)
+	stopAll := func() { stop(); stopRules() }
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		stopAll()
+		return
+	}
+	r.stop = stopAll
+	r.mu.Unlock()
+	list, err := r.ab.Cache().Instances(ctx, r.service)
 	if err != nil {
-		r.stop()
-		return nil, fmt.Errorf("grpcctx: resolving %q: %w", service, err)
+		r.fail(err)
+		return
 	}
 	r.push(list, false)
-	return r, nil
+}
+
+// fail reports err as the resolver's error unless it was closed.
+func (r *graylbResolver) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.cc.ReportError(fmt.Errorf("grpcctx: resolving %q: %w", r.service, err))
+	}
 }
 
 type graylbResolver struct {
@@ -192,7 +222,8 @@ type graylbResolver struct {
 	// fromWatch: a list from the watch was sent (the first read's list is
 	// then older and is dropped).
 	fromWatch bool
-	stop      func()
+	stop      func()             // set under mu once the watch is made
+	cancel    context.CancelFunc // ends the first read; nil for a refused resolver
 }
 
 // watched pushes a list the Cache hands over.
@@ -242,11 +273,19 @@ func (r *graylbResolver) update() {
 
 func (r *graylbResolver) ResolveNow(resolver.ResolveNowOptions) {}
 
+// Close stops following the service and cancels the first read; it does
+// not wait for a watch the registry still holds up (that one is stopped
+// when it returns).
 func (r *graylbResolver) Close() {
 	r.mu.Lock()
 	r.closed = true
+	stop := r.stop
+	r.stop = nil
 	r.mu.Unlock()
-	if r.stop != nil {
-		r.stop()
+	if r.cancel != nil {
+		r.cancel()
+	}
+	if stop != nil {
+		stop()
 	}
 }
