@@ -57,7 +57,10 @@ type assignment struct {
 }
 
 // State returns the Link's state now. It is safe to call at any time,
-// from any goroutine.
+// from any goroutine. The assignment is the last one a client of this
+// Link's balancer was given: a Link shared by several consuming clients
+// shows whichever synced last (one consuming client per Link shows its
+// own).
 func (l *Link) State() State {
 	st := State{Kind: l.kind(), RulesClosed: l.closed(), Group: l.group, Topics: slices.Clone(l.topics),
 		GrayPartitions: int(l.grayParts), Assigned: map[string][]int32{}, TopicPartitions: map[string]TopicPartitions{},
