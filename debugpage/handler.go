@@ -28,7 +28,8 @@ func WithPickCounters(c *PickCounters) Option {
 // ejection state, the subsets each lands in), the rules in force with
 // their source and the times of the last change and of the last refusal
 // with its error, the Cache's counters, the failed picks of names lb does
-// not route, and the pick counts when WithPickCounters is given.
+// not route, the pick counts when WithPickCounters is given, and the
+// sections of WithSection.
 //
 // It serves an HTML page that needs nothing outside it (no script, no
 // external style sheet) and, with ?format=json, the same data as JSON
@@ -48,8 +49,9 @@ func Handler(lb *graylb.LoadBalancer, opts ...Option) http.Handler {
 }
 
 type handler struct {
-	lb    *graylb.LoadBalancer
-	picks *PickCounters
+	lb       *graylb.LoadBalancer
+	picks    *PickCounters
+	sections []section
 }
 
 // State is what Handler shows, and its JSON: the LoadBalancer's own
@@ -67,13 +69,17 @@ type State struct {
 	Rules     graylb.RulesState                       `json:"rules"`           // lb.RulesState
 	Cache     graylb.CacheStats                       `json:"cache"`           // the Cache's Stats
 	Ejections graylb.EjectionsState                   `json:"ejections"`       // lb.Ejections
+	// Sections are the values of the WithSection options, in their order;
+	// omitted without any.
+	Sections []Section `json:"sections,omitempty"`
 }
 
 // state returns what the page shows now.
 func (h *handler) state() State {
 	lb := h.lb
 	st := State{Generated: time.Now(), Keys: lb.Keys(), Services: []graylb.ServiceState{},
-		Unrouted: lb.Unrouted(), Rules: lb.RulesState(), Cache: adapter.For(lb).Cache().Stats(), Ejections: lb.Ejections()}
+		Unrouted: lb.Unrouted(), Rules: lb.RulesState(), Cache: adapter.For(lb).Cache().Stats(), Ejections: lb.Ejections(),
+		Sections: h.sectionStates()}
 	if h.picks != nil {
 		st.Picks = map[string]map[string]map[string]uint64{}
 		if c := h.picks.Counts(graylb.UnroutedService); c != nil {

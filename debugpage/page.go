@@ -119,6 +119,12 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 </section>
 {{end}}
 <p class="muted">Subsets: <span class="tag">prod</span> serves prod requests, <span class="tag">gray</span> gray requests, <span class="tag">all</span> every request while gray routing is off or gray requests fall back.</p>
+{{range .Sections}}
+<section class="extra" data-section="{{.Name}}">
+<h2>{{.Name}}</h2>
+{{if .Error}}<p class="bad section-error">{{.Error}}</p>{{else}}<pre class="mono section-value">{{printf "%s" .Value}}</pre>{{end}}
+</section>
+{{end}}
 </body>
 </html>
 `

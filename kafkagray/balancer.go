@@ -3,7 +3,6 @@ package kafkagray
 import (
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -67,8 +66,15 @@ func userData(gray, closed bool) []byte {
 	return d
 }
 
-func (*balancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(assignment)
+// ParseSyncAssignment returns this member's partitions, and records them
+// with the topics' partitions the leader sent (Link.State).
+func (b *balancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
+	assigned, topics, err := parseAssignment(assignment)
+	if err != nil {
+		return nil, err
+	}
+	b.l.synced(assigned, topics)
+	return assigned, nil
 }
 
 func (b *balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
@@ -109,11 +115,8 @@ func (b *balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 		return nil
 	}
 	plan := cb.NewPlan()
-	names := make([]string, 0, len(topics))
-	for t := range topics {
-		names = append(names, t)
-	}
-	sort.Strings(names)
+	names := sortedTopics(topics)
+	sp := make(spans, len(names))
 	assign := func(to []m, topic string, from, to_ int32) {
 		var subs []m
 		for _, x := range to {
@@ -131,6 +134,7 @@ func (b *balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 	for _, t := range names {
 		n := topics[t]
 		g := b.l.grayPartitions(n)
+		sp[t] = [2]int32{n, g}
 		assign(prod, t, 0, n-g)
 		grayTo := gray
 		if closed || !subscribed(gray, t, func(x m) map[string]bool { return x.topics }) {
@@ -138,7 +142,7 @@ func (b *balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 		}
 		assign(grayTo, t, n-g, n)
 	}
-	return plan
+	return syncPlan{plan: plan, spans: sp}
 }
 
 // subscribed reports whether a member of ms consumes topic.

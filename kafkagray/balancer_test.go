@@ -24,14 +24,26 @@ type member struct {
 // partitions.
 func balance(t *testing.T, n int32, ms ...member) map[string][]int32 {
 	t.Helper()
+	out, _ := balanceLinks(t, n, ms...)
+	return out
+}
+
+// balanceLinks is balance that also returns each member's Link: every
+// member parsed its own assignment from the leader's sync assignments.
+func balanceLinks(t *testing.T, n int32, ms ...member) (map[string][]int32, map[string]*kafkagray.Link) {
+	t.Helper()
 	var join []kmsg.JoinGroupResponseMember
 	var leader kgo.GroupBalancer
+	links := map[string]*kafkagray.Link{}
+	balancers := map[string]kgo.GroupBalancer{}
 	for _, m := range ms {
 		var opts []graylb.Option
 		if m.closed {
 			opts = append(opts, graylb.WithRules(graylb.Rules{Closed: true}))
 		}
-		b := newLink(t, newLB(t, opts...), kafkagray.WithGray(m.gray)).Balancer()
+		l := newLink(t, newLB(t, opts...), kafkagray.WithGray(m.gray))
+		b := l.Balancer()
+		links[m.id], balancers[m.id] = l, b
 		if leader == nil {
 			leader = b
 		}
@@ -50,8 +62,12 @@ func balance(t *testing.T, n int32, ms ...member) map[string][]int32 {
 		t.Fatal(err)
 	}
 	out := map[string][]int32{}
-	for id, ts := range plan.(*kgo.BalancePlan).AsMemberIDMap() {
-		out[id] = ts["t"]
+	for _, sa := range plan.IntoSyncAssignment() {
+		ts, err := balancers[sa.MemberID].ParseSyncAssignment(sa.MemberAssignment)
+		if err != nil {
+			t.Fatalf("member %s: %v", sa.MemberID, err)
+		}
+		out[sa.MemberID] = ts["t"]
 	}
 	// every partition assigned at most once
 	seen := map[int32]string{}
@@ -63,7 +79,7 @@ func balance(t *testing.T, n int32, ms ...member) map[string][]int32 {
 			seen[p] = id
 		}
 	}
-	return out
+	return out, links
 }
 
 func TestBalancer_ProdPartitionsNeverToGray(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/graylb/graylb/kafkagray"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -62,6 +63,33 @@ func BenchmarkConsume(b *testing.B) {
 				}
 				_ = hctx
 			}
+		})
+	}
+}
+
+// What HandleErr adds per prod record handled: counting it, and with an
+// observer two clock reads and the observer's call.
+func BenchmarkHandleErr(b *testing.B) {
+	rs := make([]*kgo.Record, 64)
+	for i := range rs {
+		rs[i] = record()
+	}
+	fs := fetches(rs...)
+	fn := func(context.Context, *kgo.Record) error { return nil }
+	for _, c := range []struct {
+		name string
+		obs  bool
+	}{{"no-observer", false}, {"observer", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			var l = newLink(b, newLB(b))
+			if c.obs {
+				l = newLink(b, newLB(b), kafkagray.WithRecordObserver(nopObserver{}))
+			}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				_ = l.HandleErr(context.Background(), fs, fn)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rs)), "ns/record")
 		})
 	}
 }

@@ -2,8 +2,11 @@ package kafkagray
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"time"
 
+	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -23,9 +26,77 @@ func (l *Link) Context(ctx context.Context, r *kgo.Record) context.Context {
 }
 
 // Handle calls fn with each record of fs and the context Context gives
-// it, in the order fs holds them.
+// it, in the order fs holds them. Each record counts as handled ok (see
+// HandleErr for handlers that fail).
 func (l *Link) Handle(ctx context.Context, fs kgo.Fetches, fn func(context.Context, *kgo.Record)) {
-	fs.EachRecord(func(r *kgo.Record) { fn(l.Context(ctx, r), r) })
+	fs.EachRecord(func(r *kgo.Record) {
+		gray := l.recordGray(r) // before Context: Untrusted deletes the keys
+		if l.obs == nil {
+			fn(l.Context(ctx, r), r)
+			l.count(gray, true)
+			return
+		}
+		start := time.Now()
+		fn(l.Context(ctx, r), r)
+		l.observe(r.Topic, gray, true, time.Since(start))
+	})
+}
+
+// HandleErr calls fn with each record of fs and the context Context gives
+// it, in the order fs holds them, and counts each record by its kind and
+// whether fn returned nil (ok) or an error (failed): in State, and with
+// the RecordObserver of WithRecordObserver. A failed record does not stop
+// the others: every record of fs is handled. It returns the first error
+// fn returned, wrapped with its record's topic, partition and offset, or
+// nil; what to do then (commit or not, retry) is the caller's choice.
+func (l *Link) HandleErr(ctx context.Context, fs kgo.Fetches, fn func(context.Context, *kgo.Record) error) error {
+	var first error
+	fs.EachRecord(func(r *kgo.Record) {
+		gray := l.recordGray(r)
+		var err error
+		if l.obs == nil {
+			err = fn(l.Context(ctx, r), r)
+			l.count(gray, err == nil)
+		} else {
+			start := time.Now()
+			err = fn(l.Context(ctx, r), r)
+			l.observe(r.Topic, gray, err == nil, time.Since(start))
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("kafkagray: record %s/%d at offset %d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+	})
+	return first
+}
+
+// observe counts a handled record and reports it to the observer.
+func (l *Link) observe(topic string, gray, ok bool, d time.Duration) {
+	l.count(gray, ok)
+	kind := graylb.Prod
+	if gray {
+		kind = graylb.Gray
+	}
+	l.obs.ObserveRecord(topic, l.group, kind, l.kind(), ok, d)
+}
+
+// count adds a handled record to the Link's counters.
+func (l *Link) count(gray, ok bool) {
+	k, o := 0, 0
+	if gray {
+		k = 1
+	}
+	if !ok {
+		o = 1
+	}
+	l.consumed[k][o].Add(1)
+}
+
+// kind is this process's consumers' kind.
+func (l *Link) kind() graylb.Kind {
+	if l.gray {
+		return graylb.Gray
+	}
+	return graylb.Prod
 }
 
 func equalFold(a, b string) bool { return strings.EqualFold(a, b) }

@@ -24,6 +24,15 @@
 // the handler makes keep the record's kind. [Untrusted] makes every
 // routing key of every record dropped (a topic external producers write).
 //
+// Seeing consumers: [Link.HandleErr] (and [Link.Handle]) count each
+// record handled by its kind and outcome, shown by [Link.State] with this
+// member's partitions and each topic's gray partitions at the last
+// rebalance, and reported to a [RecordObserver] (WithRecordObserver; the
+// otelgraylb module's RecordObserver exports them as a metric).
+// [WithGroup] names the group and topics, and [Link.Metadata] gives the
+// registration metadata (MetaGroup, MetaTopics, MetaKind,
+// MetaGrayPartitions) by which graylb status lists a service's consumers.
+//
 // Consuming by kind: a topic's last N partitions (WithGrayPartitions,
 // default 1) are its gray partitions. [Link.Partitioner] sends a gray
 // record to a gray partition and a prod record to a prod partition, by

@@ -2,6 +2,8 @@ package kafkagray
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -22,6 +24,15 @@ type Link struct {
 	gray      bool // this service's consumers are gray
 	untrusted bool
 	grayParts int32
+	obs       RecordObserver
+	group     string   // WithGroup
+	topics    []string // WithGroup, sorted
+	badGroup  error    // WithGroup's refusal, returned by New
+
+	consumed [2][2]atomic.Uint64 // handled records: [prod, gray][ok, failed]
+
+	mu         sync.Mutex // guards what the balancer saw at the last sync
+	assignment *assignment
 }
 
 // Option configures a Link.
@@ -49,7 +60,8 @@ func WithGrayPartitions(n int) Option {
 // the rules decide for a request that carries none.
 func Untrusted() Option { return func(l *Link) { l.untrusted = true } }
 
-// New returns the Link of lb. Errors wrap ErrNoLoadBalancer.
+// New returns the Link of lb. Errors wrap ErrNoLoadBalancer or
+// ErrInvalidGroup.
 func New(lb *graylb.LoadBalancer, opts ...Option) (*Link, error) {
 	if lb == nil {
 		return nil, ErrNoLoadBalancer
@@ -60,6 +72,9 @@ func New(lb *graylb.LoadBalancer, opts ...Option) (*Link, error) {
 		if o != nil {
 			o(l)
 		}
+	}
+	if l.badGroup != nil {
+		return nil, l.badGroup
 	}
 	return l, nil
 }

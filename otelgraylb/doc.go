@@ -11,6 +11,12 @@
 //	reg, _ := otelgraylb.Register(meter, lb)         // instances, cache, rules
 //	defer reg.Unregister()
 //
+// Consumed Kafka records (the kafkagray module's Link takes the value as
+// its record observer; neither module imports the other):
+//
+//	records, _ := otelgraylb.RecordObserver(meter)    // graylb.consumer.record.duration
+//	link, _ := kafkagray.New(lb, kafkagray.WithGroup("billing", "orders"), kafkagray.WithRecordObserver(records))
+//
 // Baggage (opt-in on each side):
 //
 //	lb, _ := graylb.New(reg, graylb.WithContextHandler(httpctx.Handler(), otelgraylb.Handler()))

@@ -37,6 +37,9 @@ type serviceStatus struct {
 	Prod      int              `json:"prod"` // routable prod instances
 	Gray      int              `json:"gray"` // routable gray instances
 	Warnings  []string         `json:"warnings"`
+	// Consumers are the Kafka consumer groups its instances say they
+	// consume in (their kafka.* metadata), with their instances by kind.
+	Consumers []consumerGroupStatus `json:"consumers"`
 	// matched are the gray address entries that match an instance.
 	matched map[string]bool
 }
@@ -141,6 +144,8 @@ func classify(ctx context.Context, service string, list []graylb.Instance, rules
 		}
 	}
 	st.Warnings = append(st.Warnings, reachWarnings(service, st, rules, usableGray)...)
+	cg, warn := consumerGroups(service, list, rules, grayKey)
+	st.Consumers, st.Warnings = cg, append(st.Warnings, warn...)
 	return st, nil
 }
 
@@ -257,6 +262,7 @@ func printStatus(w io.Writer, rep statusReport) {
 				strconv.FormatFloat(in.Weight, 'f', -1, 64), in.Healthy, in.Enabled, serves)
 		}
 		tw.Flush()
+		printConsumers(w, s.Consumers)
 		for _, wn := range s.Warnings {
 			fmt.Fprintf(w, "  WARNING: %s\n", wn)
 		}
