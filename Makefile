@@ -19,7 +19,7 @@ FUZZTIME ?= 30s
 OLDEST_GO ?= go1.23.12
 NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-install test-reliability demo demo-kafka bench fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
+.PHONY: test test-unit test-install test-reliability demo demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
 # The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
@@ -100,11 +100,19 @@ demo-kafka:
 	@trap '$(CURDIR)/scripts/kafka.sh stop' EXIT; $(IN) examples $(GO) run ./kafka -brokers 127.0.0.1:$(KAFKA_PORT)
 
 ## bench: the root package's benchmarks (-benchmem, 1 and 2 CPUs), then every peer side by side
-## (bench/ module) against a local Nacos: writes BENCHMARKS.md and docs/bench-pick.png.
+## (bench/ module) against a local Nacos, and a record through a local Kafka broker with and
+## without kafkagray: writes BENCHMARKS.md and docs/bench-pick.png.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 .
 	@scripts/nacos.sh start
-	@trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; $(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR)
+	@trap '$(CURDIR)/scripts/nacos.sh stop; $(CURDIR)/scripts/kafka.sh stop' EXIT; scripts/kafka.sh start; \
+	$(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR) -kafka 127.0.0.1:$(KAFKA_PORT)
+
+## bench-kafka: BENCHMARKS.md's Kafka section alone (a record through a local broker, plain
+## franz-go against kafkagray), the rest of the file kept.
+bench-kafka:
+	@scripts/kafka.sh start
+	@trap '$(CURDIR)/scripts/kafka.sh stop' EXIT; $(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -only-kafka -kafka 127.0.0.1:$(KAFKA_PORT)
 
 ## fuzz: each fuzz target of every module for FUZZTIME.
 fuzz:
