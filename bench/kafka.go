@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/graylb/graylb"
@@ -33,33 +34,48 @@ const (
 // record) or kafkagray (its partitioner and balancer, Stamp on produce,
 // Link.Handle on consume); prod records or gray ones. A plain gray record
 // carries the gray header its producer wrote by hand: the same bytes on
-// the wire as a gray record kafkagray stamps.
+// the wire as a gray record kafkagray stamps. OnePartition produces every
+// record to the topic's last partition, as kafkagray lays out gray
+// records (its gray partition).
 type KafkaCase struct {
-	Name   string
-	Graylb bool
-	Gray   bool
+	Name         string
+	Graylb       bool
+	Gray         bool
+	OnePartition bool
+	Base         int // the case its ratio is to, an index into KafkaCases
 }
 
-// KafkaCases are the four cases, each plain one before its kafkagray one.
+// KafkaCases are the cases: plain and kafkagray for prod records, then
+// for gray records, then plain gray records on one partition.
 var KafkaCases = []KafkaCase{
-	{"plain franz-go, prod records", false, false},
-	{"kafkagray, prod records", true, false},
-	{"plain franz-go, gray records", false, true},
-	{"kafkagray, gray records", true, true},
+	{Name: "plain franz-go, prod records", Base: 0},
+	{Name: "kafkagray, prod records", Graylb: true, Base: 0},
+	{Name: "plain franz-go, gray records", Gray: true, Base: 2},
+	{Name: "kafkagray, gray records", Graylb: true, Gray: true, Base: 2},
+	{Name: "plain franz-go, gray records on one partition", Gray: true, OnePartition: true, Base: 2},
 }
 
-// KafkaRound is one case's cost per record in one round: wall time and
-// heap allocations (the whole process's, franz-go's included) while
-// producing the round's records until the broker acknowledged them all,
-// then while consuming them back until the last one was handled and its
-// offset committed.
+// kafkaTurnOrder is the order of the cases in a turn, the other one
+// every other turn: plain and kafkagray of a kind take turns.
+var kafkaTurnOrder = [2][]int{{0, 1, 2, 3, 4}, {1, 0, 4, 3, 2}}
+
+// KafkaRound is one case's cost per record in one round: wall time, the
+// process's CPU time (user and system: franz-go's, the module's and the
+// harness's, not the broker's) and heap allocations (the whole
+// process's), while producing the round's records until the broker
+// acknowledged them all, then while consuming them back until the last
+// one was handled and its offset committed.
 type KafkaRound struct {
 	ProduceNs, ConsumeNs         float64
+	ProduceCPUNs, ConsumeCPUNs   float64
 	ProduceAllocs, ConsumeAllocs float64
 }
 
 // TotalNs is the round's produce and consume time per record.
 func (r KafkaRound) TotalNs() float64 { return r.ProduceNs + r.ConsumeNs }
+
+// TotalCPUNs is the round's produce and consume CPU time per record.
+func (r KafkaRound) TotalCPUNs() float64 { return r.ProduceCPUNs + r.ConsumeCPUNs }
 
 // KafkaBench holds, per case, a topic, a producing client and a consumer
 // group's member that stays in its group from round to round.
@@ -117,6 +133,9 @@ func NewKafkaBench(ctx context.Context, brokers []string, records, batch int) (_
 				r.ctx = r.link.Context(context.Background(), &kgo.Record{Headers: []kgo.RecordHeader{{Key: "gray", Value: []byte("true")}}})
 			}
 		}
+		if c.OnePartition { // Record.Partition, set on every record, is the partition
+			popts = append(popts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		}
 		if r.producer, err = kgo.NewClient(append(popts, kgo.SeedBrokers(brokers...))...); err != nil {
 			return nil, err
 		}
@@ -159,11 +178,7 @@ func (k *KafkaBench) Round(ctx context.Context) ([]KafkaRound, error) {
 	sum := make([]kafkaTurn, len(k.runners))
 	for done, t := 0, 0; done < k.records; t++ {
 		n := min(k.batch, k.records-done)
-		order := []int{0, 1, 2, 3}
-		if t%2 == 1 {
-			order = []int{1, 0, 3, 2}
-		}
-		for _, i := range order {
+		for _, i := range kafkaTurnOrder[t%2] {
 			r, err := k.runners[i].turn(ctx, n)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k.runners[i].c.Name, err)
@@ -183,6 +198,7 @@ func (k *KafkaBench) Round(ctx context.Context) ([]KafkaRound, error) {
 type kafkaTurn struct {
 	records                        int
 	produce, consume               time.Duration
+	produceCPU, consumeCPU         time.Duration
 	produceMallocs, consumeMallocs uint64
 }
 
@@ -190,6 +206,8 @@ func (t *kafkaTurn) add(o kafkaTurn) {
 	t.records += o.records
 	t.produce += o.produce
 	t.consume += o.consume
+	t.produceCPU += o.produceCPU
+	t.consumeCPU += o.consumeCPU
 	t.produceMallocs += o.produceMallocs
 	t.consumeMallocs += o.consumeMallocs
 }
@@ -198,6 +216,7 @@ func (t kafkaTurn) perRecord() KafkaRound {
 	n := float64(t.records)
 	return KafkaRound{
 		ProduceNs: float64(t.produce.Nanoseconds()) / n, ConsumeNs: float64(t.consume.Nanoseconds()) / n,
+		ProduceCPUNs: float64(t.produceCPU.Nanoseconds()) / n, ConsumeCPUNs: float64(t.consumeCPU.Nanoseconds()) / n,
 		ProduceAllocs: float64(t.produceMallocs) / n, ConsumeAllocs: float64(t.consumeMallocs) / n,
 	}
 }
@@ -223,9 +242,12 @@ func (r *kafkaRunner) turn(ctx context.Context, n int) (kafkaTurn, error) {
 			failed.CompareAndSwap(nil, &err)
 		}
 	}
-	m0, start := mallocs(), time.Now()
+	m0, c0, start := mallocs(), cpuTime(), time.Now()
 	for i := 0; i < n; i++ {
 		rec := &kgo.Record{Topic: r.topic, Key: kafkaKeyList[i%kafkaKeys], Value: kafkaValue}
+		if r.c.OnePartition {
+			rec.Partition = KafkaPartitions - 1
+		}
 		switch {
 		case r.link != nil:
 			r.link.Produce(r.ctx, r.producer, rec, promise)
@@ -239,12 +261,12 @@ func (r *kafkaRunner) turn(ctx context.Context, n int) (kafkaTurn, error) {
 	if err := r.producer.Flush(ctx); err != nil {
 		return res, err
 	}
-	res.produce, res.produceMallocs = time.Since(start), mallocs()-m0
+	res.produce, res.produceCPU, res.produceMallocs = time.Since(start), cpuTime()-c0, mallocs()-m0
 	if p := failed.Load(); p != nil {
 		return res, *p
 	}
 
-	m0, start = mallocs(), time.Now()
+	m0, c0, start = mallocs(), cpuTime(), time.Now()
 	r.handled = 0
 	for r.handled < n {
 		fs := r.consumer.PollRecords(ctx, n-r.handled)
@@ -263,7 +285,7 @@ func (r *kafkaRunner) turn(ctx context.Context, n int) (kafkaTurn, error) {
 			return res, fmt.Errorf("commit: %w", err)
 		}
 	}
-	res.consume, res.consumeMallocs = time.Since(start), mallocs()-m0
+	res.consume, res.consumeCPU, res.consumeMallocs = time.Since(start), cpuTime()-c0, mallocs()-m0
 	if r.handled != n {
 		return res, fmt.Errorf("%d records consumed, %d produced", r.handled, n)
 	}
@@ -274,6 +296,15 @@ func (r *kafkaRunner) turn(ctx context.Context, n int) (kafkaTurn, error) {
 func (r *kafkaRunner) handle(*kgo.Record)                     { r.handled++ }
 func (r *kafkaRunner) handleCtx(context.Context, *kgo.Record) { r.handled++ }
 
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		return 0
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
 func mallocs() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
@@ -281,38 +312,42 @@ func mallocs() uint64 {
 }
 
 // KafkaSummary is the median over rounds of each case's cost, and of the
-// ratio kafkagray / plain franz-go of the same kind in the same round.
+// ratio of its time to its base case's (KafkaCase.Base) in the same round.
 type KafkaSummary struct {
-	Cases  []KafkaRound // medians, in KafkaCases' order
-	Ratio  [2]float64   // total time, kafkagray / plain: prod, gray
-	Rounds int
+	Cases    []KafkaRound // medians, in KafkaCases' order
+	Ratio    []float64    // wall time over the base case's, per case
+	CPURatio []float64    // CPU time over the base case's, per case
+	// GrayLayout is kafkagray's gray records against plain franz-go's on
+	// one partition: wall and CPU time.
+	GrayLayout, GrayLayoutCPU float64
+	Rounds                    int
 }
 
 // SummarizeKafka takes the medians of rounds (each in KafkaCases' order).
 func SummarizeKafka(rounds [][]KafkaRound) KafkaSummary {
-	s := KafkaSummary{Cases: make([]KafkaRound, len(KafkaCases)), Rounds: len(rounds)}
-	col := func(f func(KafkaRound) float64, i int) float64 {
+	n := len(KafkaCases)
+	s := KafkaSummary{Cases: make([]KafkaRound, n), Ratio: make([]float64, n), CPURatio: make([]float64, n), Rounds: len(rounds)}
+	over := func(f func([]KafkaRound) float64) float64 {
 		xs := make([]float64, 0, len(rounds))
 		for _, r := range rounds {
-			xs = append(xs, f(r[i]))
+			xs = append(xs, f(r))
 		}
 		return medianOf(xs)
 	}
-	for i := range KafkaCases {
+	for i, c := range KafkaCases {
 		s.Cases[i] = KafkaRound{
-			ProduceNs:     col(func(r KafkaRound) float64 { return r.ProduceNs }, i),
-			ConsumeNs:     col(func(r KafkaRound) float64 { return r.ConsumeNs }, i),
-			ProduceAllocs: col(func(r KafkaRound) float64 { return r.ProduceAllocs }, i),
-			ConsumeAllocs: col(func(r KafkaRound) float64 { return r.ConsumeAllocs }, i),
+			ProduceNs:     over(func(r []KafkaRound) float64 { return r[i].ProduceNs }),
+			ConsumeNs:     over(func(r []KafkaRound) float64 { return r[i].ConsumeNs }),
+			ProduceCPUNs:  over(func(r []KafkaRound) float64 { return r[i].ProduceCPUNs }),
+			ConsumeCPUNs:  over(func(r []KafkaRound) float64 { return r[i].ConsumeCPUNs }),
+			ProduceAllocs: over(func(r []KafkaRound) float64 { return r[i].ProduceAllocs }),
+			ConsumeAllocs: over(func(r []KafkaRound) float64 { return r[i].ConsumeAllocs }),
 		}
+		s.Ratio[i] = over(func(r []KafkaRound) float64 { return r[i].TotalNs() / r[c.Base].TotalNs() })
+		s.CPURatio[i] = over(func(r []KafkaRound) float64 { return r[i].TotalCPUNs() / r[c.Base].TotalCPUNs() })
 	}
-	for k := 0; k < 2; k++ {
-		xs := make([]float64, 0, len(rounds))
-		for _, r := range rounds {
-			xs = append(xs, r[2*k+1].TotalNs()/r[2*k].TotalNs())
-		}
-		s.Ratio[k] = medianOf(xs)
-	}
+	s.GrayLayout = over(func(r []KafkaRound) float64 { return r[3].TotalNs() / r[4].TotalNs() })
+	s.GrayLayoutCPU = over(func(r []KafkaRound) float64 { return r[3].TotalCPUNs() / r[4].TotalCPUNs() })
 	return s
 }
 

@@ -49,7 +49,7 @@ func TestWriteMarkdownKeepsKafka(t *testing.T) {
 	}
 	for _, c := range []struct{ kafka, want string }{
 		{"", "\n## Kafka: records produced and consumed through a broker\n\nold table\n" + latency},
-		{kafkaSection(bench.KafkaSummary{Cases: make([]bench.KafkaRound, 4), Ratio: [2]float64{1.03, 1.2}, Rounds: 5}, 20000, 5000), "| kafkagray, gray records | 0 | 0 | 0 | 1.20 |"},
+		{kafkaSection(bench.KafkaSummary{Cases: make([]bench.KafkaRound, 5), Ratio: []float64{1, 1.03, 1, 1.2, 1.1}, CPURatio: []float64{1, 1.01, 1, 1.05, 1.02}, Rounds: 5}, 20000, 5000), "| kafkagray, gray records | 0 | 0 | 0 | 1.20 | 0 | 1.05 |"},
 	} {
 		if err := writeMarkdown(path, nil, nil, nil, c.kafka, "1ms", false, 0); err != nil {
 			t.Fatal(err)

@@ -38,9 +38,9 @@ func main() {
 	benchtime := flag.String("benchtime", "300ms", "time per measurement")
 	memory := flag.Bool("memory", true, "measure the memory table (heap per service)")
 	kafkaAddr := flag.String("kafka", os.Getenv("GRAYLB_KAFKA_ADDR"), "Kafka brokers (host:port, comma-separated) for the Kafka section (empty: keep the section as it is)")
-	kafkaRecords := flag.Int("kafka-records", 20000, "records per case and round in the Kafka section")
+	kafkaRecords := flag.Int("kafka-records", 50000, "records per case and round in the Kafka section")
 	kafkaBatch := flag.Int("kafka-batch", 10000, "records per case in each turn of a Kafka round (plain and kafkagray take turns)")
-	kafkaRounds := flag.Int("kafka-rounds", 5, "rounds of the Kafka section (the median is kept)")
+	kafkaRounds := flag.Int("kafka-rounds", 9, "rounds of the Kafka section (the median is kept)")
 	onlyKafka := flag.Bool("only-kafka", false, "measure the Kafka section alone and rewrite only it in BENCHMARKS.md (needs -kafka)")
 	flag.Parse()
 	if *onlyKafka {
