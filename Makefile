@@ -19,7 +19,7 @@ FUZZTIME ?= 30s
 OLDEST_GO ?= go1.23.12
 NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-install test-reliability demo bench fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
+.PHONY: test test-unit test-install test-reliability demo demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
 # The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
@@ -68,7 +68,9 @@ test: lint
 	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) GRAYLB_KAFKA_CLUSTER=$(KAFKA_CLUSTER) GRAYLB_KAFKA_SCRIPT=$(CURDIR)/scripts/kafka.sh \
 		$(IN) kafkagray $(GO) test -race -count=1 -timeout 10m -run TestKafkaFlows -v .; \
 	echo "== go test ./docs Kafka snippets (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
-	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) $(IN) docs $(GO) test -count=1 -timeout 5m -run Kafka -v .
+	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) $(IN) docs $(GO) test -count=1 -timeout 5m -run Kafka -v .; \
+	echo "== examples/kafka: an HTTP edge → a record → a prod and a gray consumer → HTTP, gray end to end (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
+	$(IN) examples $(GO) run ./kafka -brokers 127.0.0.1:$(KAFKA_PORT)
 
 ## test-install: every module installs from a tag as users install it: the committed HEAD, tagged
 ## by scripts/release.sh in a temporary copy, fetched with go get from a user module outside the
@@ -90,12 +92,27 @@ test-unit:
 demo:
 	$(IN) examples $(GO) run ./quickstart
 
+## demo-kafka: gray through Kafka (examples/kafka): starts the local broker (scripts/kafka.sh,
+## KAFKA_PORT), runs the example (an HTTP edge produces, a prod and a gray consumer handle, each
+## calls an HTTP service), stops the broker.
+demo-kafka:
+	@scripts/kafka.sh start
+	@trap '$(CURDIR)/scripts/kafka.sh stop' EXIT; $(IN) examples $(GO) run ./kafka -brokers 127.0.0.1:$(KAFKA_PORT)
+
 ## bench: the root package's benchmarks (-benchmem, 1 and 2 CPUs), then every peer side by side
-## (bench/ module) against a local Nacos: writes BENCHMARKS.md and docs/bench-pick.png.
+## (bench/ module) against a local Nacos, and a record through a local Kafka broker with and
+## without kafkagray: writes BENCHMARKS.md and docs/bench-pick.png.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 .
 	@scripts/nacos.sh start
-	@trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; $(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR)
+	@trap '$(CURDIR)/scripts/nacos.sh stop; $(CURDIR)/scripts/kafka.sh stop' EXIT; scripts/kafka.sh start; \
+	$(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -nacos $(NACOS_ADDR) -kafka 127.0.0.1:$(KAFKA_PORT)
+
+## bench-kafka: BENCHMARKS.md's Kafka section alone (a record through a local broker, plain
+## franz-go against kafkagray), the rest of the file kept.
+bench-kafka:
+	@scripts/kafka.sh start
+	@trap '$(CURDIR)/scripts/kafka.sh stop' EXIT; $(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -only-kafka -kafka 127.0.0.1:$(KAFKA_PORT)
 
 ## fuzz: each fuzz target of every module for FUZZTIME.
 fuzz:

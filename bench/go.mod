@@ -12,6 +12,12 @@ require (
 )
 
 require (
+	github.com/klauspost/compress v1.15.2 // indirect
+	github.com/pierrec/lz4/v4 v4.1.14 // indirect
+	github.com/twmb/go-rbtree v1.0.0 // indirect
+)
+
+require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
@@ -46,6 +52,7 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/golang/mock v1.6.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
+	github.com/graylb/graylb/kafkagray v0.1.0
 	github.com/jmespath/go-jmespath v0.0.0-20180206201540-c2b33e8439af // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/matttproud/golang_protobuf_extensions v1.0.1 // indirect
@@ -58,6 +65,8 @@ require (
 	github.com/prometheus/common v0.32.1 // indirect
 	github.com/prometheus/procfs v0.7.3 // indirect
 	github.com/tjfoc/gmsm v1.4.1 // indirect
+	github.com/twmb/franz-go v1.5.0
+	github.com/twmb/franz-go/pkg/kmsg v1.0.0
 	go.uber.org/atomic v1.7.0 // indirect
 	go.uber.org/multierr v1.6.0 // indirect
 	go.uber.org/zap v1.21.0 // indirect
@@ -77,3 +86,5 @@ require (
 replace github.com/graylb/graylb => ..
 
 replace github.com/graylb/graylb/nacos => ../nacos
+
+replace github.com/graylb/graylb/kafkagray => ../kafkagray

@@ -19,7 +19,7 @@ var _ adapter.Carrier = (*headers)(nil)
 func (h *headers) Get(name string) string {
 	for _, kv := range h.Headers {
 		if strings.EqualFold(kv.Key, name) {
-			return string(kv.Value)
+			return valueString(kv.Value)
 		}
 	}
 	return ""
@@ -39,6 +39,19 @@ func (h *headers) Delete(name string) {
 	}
 	clear(h.Headers[len(kept):])
 	h.Headers = kept
+}
+
+// valueString returns b as a string, without allocating for "true" and
+// "false", the values a gray key holds on nearly every record (a string
+// cannot be modified: sharing one is safe, unlike a record's bytes).
+func valueString(b []byte) string {
+	switch {
+	case string(b) == "true":
+		return "true"
+	case string(b) == "false":
+		return "false"
+	}
+	return string(b)
 }
 
 // has reports whether the record carries name with a value.

@@ -1,8 +1,12 @@
 // Command report runs graylb and its peers side by side, in one process,
 // at every size of bench.Sizes, and writes BENCHMARKS.md and a chart of
-// ns/op against the number of instances.
+// ns/op against the number of instances. With -kafka it also measures a
+// record produced and consumed through a Kafka broker with plain franz-go
+// and with kafkagray (bench.KafkaBench); without it, the Kafka section of
+// BENCHMARKS.md is kept as it was. -only-kafka rewrites that section alone.
 //
-//	go run ./cmd/report -out .. -nacos 127.0.0.1:8848
+//	go run ./cmd/report -out .. -nacos 127.0.0.1:8848 -kafka 127.0.0.1:19092
+//	go run ./cmd/report -out .. -only-kafka -kafka 127.0.0.1:19092   # the Kafka section alone
 package main
 
 import (
@@ -33,7 +37,26 @@ func main() {
 	nacosAddr := flag.String("nacos", os.Getenv("GRAYLB_NACOS_ADDR"), "Nacos server for the Nacos rows (empty: skip them)")
 	benchtime := flag.String("benchtime", "300ms", "time per measurement")
 	memory := flag.Bool("memory", true, "measure the memory table (heap per service)")
+	kafkaAddr := flag.String("kafka", os.Getenv("GRAYLB_KAFKA_ADDR"), "Kafka brokers (host:port, comma-separated) for the Kafka section (empty: keep the section as it is)")
+	kafkaRecords := flag.Int("kafka-records", 50000, "records per case and round in the Kafka section")
+	kafkaBatch := flag.Int("kafka-batch", 10000, "records per case in each turn of a Kafka round (plain and kafkagray take turns)")
+	kafkaRounds := flag.Int("kafka-rounds", 9, "rounds of the Kafka section (the median is kept)")
+	onlyKafka := flag.Bool("only-kafka", false, "measure the Kafka section alone and rewrite only it in BENCHMARKS.md (needs -kafka)")
 	flag.Parse()
+	if *onlyKafka {
+		if *kafkaAddr == "" {
+			fail(fmt.Errorf("-only-kafka needs -kafka"))
+		}
+		section, err := measureKafka(*kafkaAddr, *kafkaRecords, *kafkaBatch, *kafkaRounds)
+		if err != nil {
+			fail(fmt.Errorf("kafka: %w", err))
+		}
+		if err := writeKafkaOnly(filepath.Join(*out, "BENCHMARKS.md"), section); err != nil {
+			fail(err)
+		}
+		fmt.Println("rewrote the Kafka section of BENCHMARKS.md")
+		return
+	}
 	testing.Init()
 	if err := flag.Set("test.benchtime", *benchtime); err != nil {
 		fail(err)
@@ -77,7 +100,14 @@ func main() {
 	if *memory {
 		mem = measureMemory()
 	}
-	if err := writeMarkdown(filepath.Join(*out, "BENCHMARKS.md"), rows, vs, mem, *benchtime, *nacosAddr != "", time.Since(start)); err != nil {
+	var kafka string
+	if *kafkaAddr != "" {
+		var err error
+		if kafka, err = measureKafka(*kafkaAddr, *kafkaRecords, *kafkaBatch, *kafkaRounds); err != nil {
+			fail(fmt.Errorf("kafka: %w", err))
+		}
+	}
+	if err := writeMarkdown(filepath.Join(*out, "BENCHMARKS.md"), rows, vs, mem, kafka, *benchtime, *nacosAddr != "", time.Since(start)); err != nil {
 		fail(err)
 	}
 	if err := writeChart(filepath.Join(*out, "docs", "bench-pick.png"), rows); err != nil {
