@@ -12,7 +12,9 @@ package routestate
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -28,6 +30,9 @@ type Pair struct {
 // except for the canary's draw recorded once by Draw. A nil *State is
 // valid: it has no pairs, trusts its caller and has drawn nothing.
 type State struct {
+	// parent is the context With published the State on: the State is
+	// that context's child carrying it (one allocation for both).
+	parent    context.Context
 	pairs     []Pair
 	values    []string // values[i] is pairs[i].Value: one-element slices without allocating
 	untrusted bool
@@ -39,7 +44,7 @@ type State struct {
 }
 
 // inlinePairs is how many pairs a State holds without another allocation.
-const inlinePairs = 4
+const inlinePairs = 2
 
 const (
 	drawnProd = 1
@@ -146,9 +151,35 @@ func (s *State) Draw(gray bool) bool {
 // with it, without asking its parent.
 type Key struct{}
 
-// With returns ctx carrying s.
+// With returns ctx carrying s. The first With of a State makes the State
+// itself that context (a child of ctx that answers Value(Key{}) with s and
+// asks ctx for everything else), so that admitting a request costs one
+// allocation; a State published already is put on ctx by another context.
 func With(ctx context.Context, s *State) context.Context {
+	if s != nil && s.parent == nil && ctx != nil {
+		s.parent = ctx
+		return s
+	}
 	return context.WithValue(ctx, Key{}, s)
+}
+
+// Deadline, Done, Err and Value make a published State the context it was
+// published as (see With).
+
+func (s *State) Deadline() (deadline time.Time, ok bool) { return s.parent.Deadline() }
+func (s *State) Done() <-chan struct{}                   { return s.parent.Done() }
+func (s *State) Err() error                              { return s.parent.Err() }
+
+func (s *State) Value(key any) any {
+	if key == (Key{}) {
+		return s
+	}
+	return s.parent.Value(key)
+}
+
+// String names the context as context.WithValue's do.
+func (s *State) String() string {
+	return fmt.Sprintf("%v.WithValue(routestate.Key, %d keys)", s.parent, len(s.pairs))
 }
 
 // From returns the state on ctx, nil when there is none.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestGetIsCaseInsensitive(t *testing.T) {
@@ -103,4 +104,41 @@ func FuzzSameName(f *testing.F) {
 			t.Errorf("Lower(%q) = %q", a, l)
 		}
 	})
+}
+
+// TestWith_StateIsTheContext: a State published by With is a context that
+// carries it and behaves as its parent for everything else (deadline,
+// cancellation, other values), in one allocation with New; a State
+// published again goes on the new context by another one.
+func TestWith_StateIsTheContext(t *testing.T) {
+	type other struct{}
+	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), other{}, "v"), time.Hour)
+	s := New([]Pair{{Name: "gray", Value: "true"}}, false)
+	ctx := With(parent, s)
+	if From(ctx) != s || ctx.Value(other{}) != "v" {
+		t.Fatalf("values: state %p want %p, other %v", From(ctx), s, ctx.Value(other{}))
+	}
+	pd, _ := parent.Deadline()
+	if d, ok := ctx.Deadline(); !ok || !d.Equal(pd) {
+		t.Fatalf("deadline %v %v, want %v", d, ok, pd)
+	}
+	child, stop := context.WithCancel(ctx)
+	defer stop()
+	again := With(context.Background(), s)
+	if From(again) != s || again.Value(other{}) != nil {
+		t.Fatal("a State published again did not go on the new context alone")
+	}
+	cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(time.Second):
+		t.Fatal("cancelling the parent did not reach a child of the State's context")
+	}
+	if ctx.Err() != context.Canceled || again.Err() != nil {
+		t.Fatalf("Err: %v, %v", ctx.Err(), again.Err())
+	}
+	bg := context.Background()
+	if n := testing.AllocsPerRun(100, func() { _ = With(bg, New([]Pair{{Name: "gray", Value: "true"}}, false)) }); n != 1 {
+		t.Fatalf("New and With: %v allocations, want 1", n)
+	}
 }
