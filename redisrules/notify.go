@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,9 @@ type notifier struct {
 	mode   string              // how changes are followed, as last logged
 	node   string              // the keys' node, as last logged
 	logged string              // what the last mode line said, to log changes only
+	// unsettled: the last setup found the slot map out of date (the
+	// master it names for the keys redirects them): read it again soon.
+	unsettled bool
 }
 
 func newNotifier(s *RuleSource) *notifier {
@@ -148,10 +152,13 @@ func (n *notifier) receive(sub *nodeSub) {
 // setup subscribes to the keys' keyspace notifications on the nodes that
 // publish them, drops subscriptions on nodes that no longer do or are no
 // longer masters, and logs how changes are followed when that changes. It
-// reports false when a node could not be asked or subscribed to: setup is
-// then due again.
+// reports false when a node could not be asked or subscribed to, or when
+// the master the slot map names for the keys redirects them (unsettled:
+// the map is out of date, and nothing is dropped or logged): setup is then
+// due again.
 func (n *notifier) setup(ctx context.Context) bool {
 	s := n.s
+	n.unsettled = false
 	cc, cluster := s.client.(*redis.ClusterClient)
 	if s.cfg.notify == NotifyOff {
 		n.close()
@@ -192,6 +199,14 @@ func (n *notifier) setup(ctx context.Context) bool {
 			return false
 		}
 		owner = m.Options().Addr
+		// The slot map came from one node, which may not have learnt yet
+		// that the keys' slot moved (a migration ends node by node): the
+		// master it names must serve the slot itself. Until one does, no
+		// subscription is dropped (the one on the new master may be
+		// among them) and setup is due again.
+		if !n.serves(ctx, m) {
+			n.unsettled = true
+		}
 	} else {
 		owner = serverName(ctx, s.client)
 		visit(ctx, owner, s.client)
@@ -199,7 +214,7 @@ func (n *notifier) setup(ctx context.Context) bool {
 
 	complete := true
 	for addr := range n.subs {
-		if _, ok := results[addr]; !ok {
+		if _, ok := results[addr]; !ok && !n.unsettled {
 			n.drop(addr) // no longer a master
 		}
 	}
@@ -220,6 +235,9 @@ func (n *notifier) setup(ctx context.Context) bool {
 			subscribed = append(subscribed, addr)
 		}
 	}
+	if n.unsettled {
+		return false
+	}
 	slices.Sort(subscribed)
 	if !cluster {
 		subscribed = nil // the node says it all
@@ -239,11 +257,15 @@ func (n *notifier) setup(ctx context.Context) bool {
 
 // moved reports whether the client's slot map names another master for
 // the keys than the one logged: setup is due.
-// With reload set, the slot map is read first (CLUSTER SLOTS).
-func (n *notifier) moved(ctx context.Context, reload bool) bool {
+// With reload set, the slot map is read first (CLUSTER SLOTS), and settled
+// reports whether the master it names serves the slot itself: while it
+// redirects (the map came from a node that has not learnt of a migration's
+// end yet, or the slot still migrates), the map is to be read again.
+// Without reload, settled is true.
+func (n *notifier) moved(ctx context.Context, reload bool) (due, settled bool) {
 	cc, ok := n.s.client.(*redis.ClusterClient)
 	if !ok || !n.s.transactional || n.node == "" {
-		return false
+		return false, true
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.s.cfg.timeout)
 	defer cancel()
@@ -252,5 +274,26 @@ func (n *notifier) moved(ctx context.Context, reload bool) bool {
 		_ = cc.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil })
 	}
 	m, err := cc.MasterForKey(ctx, n.s.cfg.layout.keys()[0])
-	return err == nil && m.Options().Addr != n.node
+	if err != nil {
+		return false, !reload
+	}
+	if reload && !n.serves(ctx, m) {
+		return false, false
+	}
+	return m.Options().Addr != n.node, true
+}
+
+// serves reports whether the node of c serves the keys' slot, by a keyed
+// command sent to that node alone: false when it redirects it (MOVED: it
+// no longer holds the slot; ASK: the slot migrates away from it). A node
+// that does not answer, or refuses the command otherwise, is taken to
+// serve it: only a redirection shows a slot map out of date.
+func (n *notifier) serves(ctx context.Context, c *redis.Client) bool {
+	err := c.Exists(ctx, n.s.cfg.layout.keys()[0]).Err()
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return true
+	}
+	msg := re.Error()
+	return !strings.HasPrefix(msg, "MOVED ") && !strings.HasPrefix(msg, "ASK ")
 }

@@ -91,18 +91,21 @@ func (w *watcher) run(ctx context.Context) {
 	setup := true       // consider notifications after the next successful read
 	byTick := false     // the coming read is a poll's, no notification announced it
 	var hurry time.Time // while setup is due after a subscription broke: retry until then
-	gone := false       // a key's deletion was notified: the coming read tells whether it migrated
-	migrating := false  // a key left its node but not the cluster: its slot is migrating
+	gone := false       // a key's deletion was notified: the slot map tells whether it migrated
+	migrating := false  // read the slot map at each read until the master it names serves the keys
 	for {
 		ok, changed := w.poll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if gone && ok && !changed && n.cluster() {
-			// Deleted on its node, unchanged in the cluster: MIGRATE moved
-			// it. The slot moves to its new master when the migration ends,
-			// maybe a master not subscribed to (one that held no slot):
-			// watch the slot map until then.
+		if gone && ok && n.cluster() {
+			// Deleted on its node: by a client, or by MIGRATE, which moves
+			// the keys to another node ahead of their slot. Whether the
+			// content changed tells neither: a change made meanwhile on
+			// the new node may be in this read. The slot map tells: read
+			// it until the master it names serves the keys' slot. When
+			// that is another master, maybe one not subscribed to (one
+			// that held no slot), setup follows it.
 			migrating = true
 			if hurry.IsZero() {
 				hurry = time.Now().Add(retryWindow)
@@ -123,9 +126,25 @@ func (w *watcher) run(ctx context.Context) {
 			w.s.cfg.logger.Debug("redisrules: a poll found a change no keyspace notification announced; checking the subscriptions", "keys", w.s.Keys())
 			setup = true
 		}
-		if ok && (setup || n.moved(ctx, migrating)) {
+		due := setup
+		if ok && !due {
+			var settled bool
+			due, settled = n.moved(ctx, migrating)
+			if settled && !due {
+				migrating = false // the keys' master is the one followed
+			}
+		}
+		if ok && due {
 			migrating = false
 			setup = !n.setup(ctx)
+			if n.unsettled {
+				// The slot map named a master that redirects the keys:
+				// read it again soon, not at the next poll.
+				migrating = true
+				if hurry.IsZero() {
+					hurry = time.Now().Add(retryWindow)
+				}
+			}
 		}
 		if !setup && !migrating {
 			hurry = time.Time{}
