@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,12 +32,14 @@ func backOffOutage() time.Duration {
 
 // TestFault_NacosAfterBackOff takes the client ↔ Nacos link down for long
 // enough that the Nacos SDK's reconnect back-off has grown past the 2 s
-// target, registers a new prod instance while it is down, and ends the
-// outage right after one of the SDK's connection attempts (a listener of
-// the test's own takes the gRPC port while the proxy is off, accepts each
-// attempt and closes it): the SDK's next attempt is then a whole back-off
-// away. The new instance must be routed to within 2 s after the link is
-// back, with no failed request and none of the wrong kind meanwhile.
+// target, registers a new prod instance and makes a user gray in the
+// rules while it is down, and ends the outage right after one of the
+// SDK's connection attempts (a listener of the test's own takes the gRPC
+// port while the proxy is off, accepts each attempt and closes it): the
+// SDK's next attempt is then a whole back-off away. The new instance must
+// be routed to, and the user's requests go gray, within 2 s after the
+// link is back, with no failed request and none of the wrong kind
+// meanwhile.
 //
 // TestFault_Nacos's "down" fault ends at a moment unrelated to the SDK's
 // attempts, so its recovery time varies between 0 and the back-off; this
@@ -57,6 +60,8 @@ func TestFault_NacosAfterBackOff(t *testing.T) {
 	}
 
 	svc := fmt.Sprintf("fault-backoff-%d", time.Now().UnixNano()%1e9)
+	dataID := svc + "-rules"
+	publishConfig(t, addr, dataID, `{}`)
 	for _, b := range []*backend{startBackend(t, "prod-1", false), startBackend(t, "gray-1", true)} {
 		registerBackend(t, nacosClient(t, addr), svc, b)
 	}
@@ -68,7 +73,10 @@ func TestFault_NacosAfterBackOff(t *testing.T) {
 	sup, err := nacos.NewSupplier(nacos.WithClient(c))
 	require.NoError(t, err)
 	t.Cleanup(func() { sup.Close() })
-	lb, err := graylb.New(sup)
+	src, err := nacos.NewRuleSource(dataID, nacos.WithClient(c))
+	require.NoError(t, err)
+	t.Cleanup(func() { src.Close() })
+	lb, err := graylb.New(sup, graylb.WithRuleSource(src))
 	require.NoError(t, err)
 	t.Cleanup(func() { lb.Close() })
 	tr := httpctx.NewTransport(lb)
@@ -78,7 +86,8 @@ func TestFault_NacosAfterBackOff(t *testing.T) {
 
 	nb := startBackend(t, "new", false)
 	nc := nacosClient(t, addr)
-	l := startLoad(t, send, "")
+	user := fmt.Sprintf("u-backoff-%d", time.Now().UnixNano()%1e6)
+	l := startLoad(t, send, user)
 	time.Sleep(warmUp) // the load's steady state before the fault, a fixed part of the plan
 
 	var once sync.Once
@@ -95,6 +104,7 @@ func TestFault_NacosAfterBackOff(t *testing.T) {
 	t.Cleanup(enable)
 	changed := time.Now()
 	registerBackend(t, nc, svc, nb)
+	publishConfig(t, addr, dataID, fmt.Sprintf(`{"grayUsers":[%q]}`, user))
 	time.Sleep(time.Until(changed.Add(backOffOutage()))) // the outage, a fixed part of the plan
 
 	// Take the gRPC port (free while the proxy is off) and wait for the
@@ -125,17 +135,26 @@ func TestFault_NacosAfterBackOff(t *testing.T) {
 	enable()
 	ended := time.Now()
 
-	firsts := l.waitUntil(ended.Add(recoveryWait()), func(r record) bool { return r.err == nil && r.from(nb.name) })
+	firsts := l.waitUntil(ended.Add(recoveryWait()),
+		func(r record) bool { return r.err == nil && r.from(nb.name) },
+		func(r record) bool { return r.err == nil && r.stream == streamProbe && r.gray() })
 	time.Sleep(tail) // the load's steady state after recovery, a fixed part of the plan
 	recs := l.finish(t)
 
 	res := result{pair: "client ↔ Nacos", fault: "link down, ended right after an SDK attempt", lasted: ended.Sub(changed),
-		list: durationOf(firsts[0], changed), rules: notApplicable}
-	if firsts[0].done.IsZero() {
-		res.recovery, res.recoveryMissing = never, "the new instance "+nb.name
-	} else {
-		res.recovery = max(0, firsts[0].done.Sub(ended))
+		list: durationOf(firsts[0], changed), rules: durationOf(firsts[1], changed)}
+	var missing []string
+	for i, what := range []string{"the new instance " + nb.name, "the gray user's requests on gray"} {
+		if firsts[i].done.IsZero() {
+			missing = append(missing, what)
+			continue
+		}
+		res.recovery = max(res.recovery, firsts[i].done.Sub(ended))
 	}
+	if len(missing) > 0 {
+		res.recovery, res.recoveryMissing = never, strings.Join(missing, ", ")
+	}
+	ruleAt := firsts[1].done
 	for _, r := range recs {
 		res.sent++
 		switch {
@@ -143,12 +162,15 @@ func TestFault_NacosAfterBackOff(t *testing.T) {
 			if res.failed++; res.firstErr == "" {
 				res.firstErr = r.err.Error()
 			}
-		case r.stream == streamGray && !r.gray(), r.stream != streamGray && r.gray():
+		case r.stream == streamGray && !r.gray(), r.stream == streamProd && r.gray():
 			res.wrong++
+		case r.stream == streamProbe && !ruleAt.IsZero() && r.start.After(ruleAt) && !r.gray():
+			res.wrong++ // the rules had applied: the gray user's request went prod
 		default:
 			res.slowest = max(res.slowest, r.done.Sub(r.start))
 		}
 	}
 	t.Logf("\n%s%s", tableHead, res.row())
+	reliabilityFragment(t, "fault-nacos-backoff", res.row())
 	res.check(t)
 }

@@ -100,28 +100,12 @@ func (c *Client) listOverHTTP(ctx context.Context, service, group string, cluste
 // get reads one list; the answer must name the service (grouped, or
 // alone).
 func (l *httpLister) get(ctx context.Context, u, service, grouped string) (*model.Service, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	status, body, err := l.read(ctx, u)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := l.hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return nil, ue.Err // the URL holds the access token
-		}
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	if len(body) > maxListBytes {
-		return nil, fmt.Errorf("answer longer than %d bytes", maxListBytes)
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("status %d", status)
 	}
 	var svc model.Service
 	if err := json.Unmarshal(body, &svc); err != nil {
@@ -131,4 +115,30 @@ func (l *httpLister) get(ctx context.Context, u, service, grouped string) (*mode
 		return nil, fmt.Errorf("answer names service %q, want %q", svc.Name, grouped)
 	}
 	return &svc, nil
+}
+
+// read GETs u and returns the status and at most maxListBytes of the
+// body; its errors never quote u (it holds the access token).
+func (l *httpLister) read(ctx context.Context, u string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, nil, errors.New("bad request URL")
+	}
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return 0, nil, ue.Err
+		}
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListBytes+1))
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(body) > maxListBytes {
+		return 0, nil, fmt.Errorf("answer longer than %d bytes", maxListBytes)
+	}
+	return resp.StatusCode, body, nil
 }
