@@ -64,6 +64,6 @@ func (s *Supplier) recoverLoop(l httpListing, every time.Duration) {
 		if s.client.healthy() {
 			continue
 		}
-		s.refresh(l.listOverHTTP, recoverTimeout, "nacos: read a list over HTTP while the connection is down; it differed from the last one")
+		s.refresh(l.listOverHTTP, recoverTimeout, true, "nacos: read a list over HTTP while the connection is down; it differed from the last one")
 	}
 }

@@ -140,12 +140,12 @@ func TestSupplier_FailedHTTPReadEndsTheRound(t *testing.T) {
 		_, err := s.Watch(svc, l.add)
 		require.NoError(t, err)
 	}
-	s.refresh(f.listOverHTTP, time.Second, "test")
+	s.refresh(f.listOverHTTP, time.Second, true, "test")
 	assert.EqualValues(t, 1, f.reads.Load())
 	assert.Empty(t, l.snapshot(), "a failed read handed over a list")
 
 	f.setHTTP([]model.Instance{host(1, true, true, 1, nil)}, nil)
-	s.refresh(f.listOverHTTP, time.Second, "test")
+	s.refresh(f.listOverHTTP, time.Second, true, "test")
 	assert.EqualValues(t, 4, f.reads.Load(), "the server answers: every service is read")
 	assert.Len(t, l.snapshot(), 3)
 }

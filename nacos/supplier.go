@@ -247,16 +247,16 @@ func (s *Supplier) reconcileLoop() {
 }
 
 func (s *Supplier) reconcileOnce() {
-	s.refresh(s.client.query, s.reconcile, "nacos: reconciled a list that differed from the server's")
+	s.refresh(s.client.query, s.reconcile, false, "nacos: reconciled a list that differed from the server's")
 }
 
 // refresh reads every subscribed service with read (each read bounded by
 // timeout) and hands a list over when it differs from the last one and
 // nothing was handed over since the read began (a list handed over
-// meanwhile, a push above all, is at least as new). The first read that
-// fails ends it: the server cannot be reached, and the last lists keep
-// serving.
-func (s *Supplier) refresh(read func(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error), timeout time.Duration, msg string) {
+// meanwhile, a push above all, is at least as new). A failed read leaves
+// that service's last list serving; with probe, it ends the round (the
+// server cannot be reached: one request is enough to learn it).
+func (s *Supplier) refresh(read func(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error), timeout time.Duration, probe bool, msg string) {
 	s.mu.Lock()
 	subs := maps.Clone(s.subs)
 	s.mu.Unlock()
@@ -271,7 +271,10 @@ func (s *Supplier) refresh(read func(ctx context.Context, service, group string,
 		hosts, err := read(ctx, service, s.group, s.clusters)
 		cancel()
 		if err != nil {
-			return
+			if probe {
+				return
+			}
+			continue
 		}
 		list := s.convert(service, hosts)
 		sub.mu.Lock()
