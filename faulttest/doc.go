@@ -14,6 +14,9 @@
 // routing was current again. The targets: no request of the wrong kind,
 // no failed idempotent request while a working instance of the kind
 // exists, routing current within 2 s after the fault ends.
+// TestFault_NacosAfterBackOff also takes the Nacos link down long enough
+// for the Nacos SDK's reconnection back-off to outgrow that target, and
+// ends the outage right after one of the SDK's attempts, the worst moment.
 //
 // It is a module of its own because it needs the core, nacos, redisrules
 // and Toxiproxy's client together. Its tests skip without a Toxiproxy

@@ -70,7 +70,9 @@ type Client struct {
 
 	built     chan struct{} // closed once naming and buildErr are set
 	naming    *naming_grpc.NamingGrpcProxy
-	closeOnce sync.Once // closes naming
+	server    *nacos_server.NacosServer // its login holds the HTTP API's access token
+	lister    *httpLister               // lists over HTTP while the connection is down (httplist.go)
+	closeOnce sync.Once                 // closes naming
 	buildErr  error
 	connected chan struct{} // closed on the first connection
 	trouble   atomic.Int64  // unix nanos of the last connection change seen
@@ -105,6 +107,10 @@ func NewClient(ctx context.Context, opts ...Option) (*Client, error) {
 	if cc.NamespaceId == "" {
 		cc.NamespaceId = constant.DEFAULT_NAMESPACE_ID
 	}
+	lister, err := newHTTPLister(cfg)
+	if err != nil {
+		return nil, err
+	}
 	sdkLog, err := installSDKLogger(cfg, cc)
 	if err != nil {
 		return nil, fmt.Errorf("nacos: SDK logger: %w", err)
@@ -114,6 +120,7 @@ func NewClient(ctx context.Context, opts ...Option) (*Client, error) {
 		cfg: cfg, ctx: cctx, cancel: cancel, params: p, start: time.Now(), sdkLog: sdkLog,
 		holder:     naming_cache.NewServiceInfoHolder(cc.NamespaceId, cc.CacheDir, true, cc.NotLoadCacheAtStart),
 		built:      make(chan struct{}),
+		lister:     lister,
 		connected:  make(chan struct{}),
 		registered: map[string]bool{},
 	}
@@ -128,6 +135,7 @@ func NewClient(ctx context.Context, opts ...Option) (*Client, error) {
 		srv, err := nacos_server.NewNacosServer(cctx, p.ServerConfigs, cc, agent, cc.TimeoutMs, cc.Endpoint,
 			map[string][]string{"Client-Version": {constant.CLIENT_VERSION}, "User-Agent": {constant.CLIENT_VERSION}, "Request-Module": {"Naming"}})
 		if err == nil {
+			c.server = srv
 			c.naming, err = naming_grpc.NewNamingGrpcProxy(cctx, cc, srv, c.holder)
 		}
 		if err != nil {

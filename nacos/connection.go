@@ -10,6 +10,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_grpc"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/nacos_server"
 )
 
 // watchConnection polls the connection's state and, with several servers,
@@ -219,6 +220,20 @@ func (c *Client) waitConnected(ctx context.Context, n *naming_grpc.NamingGrpcPro
 		if ctx.Err() != nil || c.ctx.Err() != nil {
 			return false
 		}
+	}
+}
+
+// builtServer returns the SDK's server list and login once built with
+// its naming client, nil until then or when the build failed.
+func (c *Client) builtServer() *nacos_server.NacosServer {
+	select {
+	case <-c.built:
+		if c.naming == nil {
+			return nil
+		}
+		return c.server
+	default:
+		return nil
 	}
 }
 

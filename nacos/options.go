@@ -49,6 +49,9 @@ type config struct {
 	refill      time.Duration
 	connectWait time.Duration
 	drainWait   time.Duration
+	// recoverEvery is the period of the Supplier's catch-up over HTTP
+	// while the connection is down (recover.go); zero turns it off.
+	recoverEvery time.Duration
 }
 
 // DefaultReconcile is how often a Supplier re-reads each subscribed
@@ -106,6 +109,8 @@ func newConfig(opts []Option) *config {
 		refill:      DefaultRefillWindow,
 		connectWait: 3 * time.Second,
 		drainWait:   DefaultDrainWait,
+
+		recoverEvery: recoverEvery,
 	}
 	for _, o := range opts {
 		if o != nil {

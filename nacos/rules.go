@@ -30,7 +30,10 @@ const DefaultRulesDataID = "graylb-rules.json"
 // through the SDK's config listener. A document that does not parse or
 // validate is refused with a logged error, reported to OnRefused's
 // functions (so a LoadBalancer's RulesState counts it); the previous rules
-// stay in force.
+// stay in force. On a Client (WithClient) it also reads the document over
+// the server's HTTP API while the Client's connection is down and for
+// 10 s after, so that a change made during an outage applies as soon as
+// the server answers (see rulescatchup.go); Close ends those reads.
 type RuleSource struct {
 	client  configClient
 	closeFn func()
@@ -40,6 +43,14 @@ type RuleSource struct {
 	where   string // Describe's text
 
 	refusals fanout.Set[func(error)]
+	watches  fanout.Set[*ruleWatch]
+
+	// The catch-up over HTTP (rulescatchup.go), on a Client only.
+	stop      chan struct{}
+	closeOnce sync.Once
+	done      sync.WaitGroup
+	life      context.Context // ends with Close: a read in flight ends
+	endLife   context.CancelFunc
 }
 
 // NewRuleSource returns a RuleSource for dataID (DefaultRulesDataID when
@@ -62,9 +73,18 @@ func NewRuleSource(dataID string, opts ...Option) (*RuleSource, error) {
 	if dataID == "" {
 		dataID = DefaultRulesDataID
 	}
-	r := &RuleSource{client: cc, dataID: dataID, group: c.group, logger: c.logger, where: c.describeRules(dataID)}
+	r := &RuleSource{client: cc, dataID: dataID, group: c.group, logger: c.logger, where: c.describeRules(dataID), stop: make(chan struct{})}
+	r.life, r.endLife = context.WithCancel(context.Background())
 	if owned {
 		r.closeFn = cc.(interface{ CloseClient() }).CloseClient
+	}
+	if c.client != nil && c.recoverEvery > 0 {
+		var closed <-chan struct{} // nil (never) for a Client not built by NewClient
+		if c.client.ctx != nil {
+			closed = c.client.ctx.Done()
+		}
+		r.done.Add(1)
+		go r.catchUpLoop(c.client, closed, c.recoverEvery, rulesCatchUpAfter)
 	}
 	return r, nil
 }
@@ -170,6 +190,7 @@ func (r *RuleSource) Watch(fn func(graylb.Rules)) (func(), error) {
 	if fn == nil {
 		return nil, errors.New("nacos: nil watch function")
 	}
+	w := &ruleWatch{fn: fn}
 	param := vo.ConfigParam{DataId: r.dataID, Group: r.group, OnChange: func(_, _, _, data string) {
 		if data == "" {
 			r.logger.Warn("nacos: rule document removed; keeping the current rules", "dataId", r.dataID, "group", r.group)
@@ -184,14 +205,20 @@ func (r *RuleSource) Watch(fn func(graylb.Rules)) (func(), error) {
 			}
 			return
 		}
-		fn(rules)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if data != w.last { // the same document came over HTTP already
+			w.deliver(data, rules)
+		}
 	}}
 	if err := r.client.ListenConfig(param); err != nil {
 		return nil, fmt.Errorf("nacos: listen rules %s/%s: %w", r.group, r.dataID, err)
 	}
+	remove := r.watches.Add(w)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			remove()
 			if err := r.client.CancelListenConfig(vo.ConfigParam{DataId: r.dataID, Group: r.group}); err != nil {
 				r.logger.Warn("nacos: cancel rules listener failed", "err", firstLine(err))
 			}
@@ -210,11 +237,19 @@ func (r *RuleSource) OnRefused(fn func(error)) (stop func()) {
 	return r.refusals.Add(fn)
 }
 
-// Close closes the SDK client if the RuleSource built it.
+// Close ends the catch-up over HTTP and closes the SDK client if the
+// RuleSource built it.
 func (r *RuleSource) Close() error {
-	if r.closeFn != nil {
-		r.closeFn()
-	}
+	r.closeOnce.Do(func() {
+		if r.stop != nil { // built by NewRuleSource
+			close(r.stop)
+			r.endLife()
+			r.done.Wait()
+		}
+		if r.closeFn != nil {
+			r.closeFn()
+		}
+	})
 	return nil
 }
 

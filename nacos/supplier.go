@@ -62,8 +62,13 @@ type naming interface {
 // from the server's pushes, and every WithReconcile period it reads each
 // subscribed service from the server again and hands the list over when it
 // differs (a lost push, or one the SDK dropped, cannot leave a list stale
-// for longer). Only while the server cannot be reached does Instances fall
-// back to the SDK's disk cache, which holds lists the server sent earlier.
+// for longer). While the Client's connection is down it reads each
+// subscribed service over the server's HTTP API every 250 ms and hands
+// over a list that changed, so that what changed during an outage routes
+// as soon as the server answers again, not when the SDK's reconnection
+// back-off (up to 5 s) next tries (see recover.go). Only while the server
+// cannot be reached does Instances fall back to the SDK's disk cache,
+// which holds lists the server sent earlier.
 //
 // It keeps one subscription per service and fans it out to its watchers
 // (unsubscribing one SDK callback has removed its siblings, nacos-sdk-go
@@ -95,7 +100,7 @@ type subscription struct {
 	watchers fanout.Set[func([]graylb.Instance)]
 	mu       sync.Mutex // serialises deliveries
 	last     []string   // keys of the last list handed over
-	version  uint64     // pushes handed over
+	version  uint64     // lists handed over (pushes, reconciliations, reads over HTTP)
 }
 
 // NewSupplier returns a Supplier on the Client given by WithClient, or on
@@ -131,6 +136,10 @@ func newSupplier(n naming, c *config) *Supplier {
 	if s.reconcile > 0 {
 		s.done.Add(1)
 		go s.reconcileLoop()
+	}
+	if l, ok := n.(httpListing); ok && c.recoverEvery > 0 {
+		s.done.Add(1)
+		go s.recoverLoop(l, c.recoverEvery)
 	}
 	return s
 }
@@ -209,12 +218,12 @@ func (s *Supplier) deliver(service string, sub *subscription, hosts []model.Inst
 	list := s.convert(service, hosts)
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	sub.version++
 	s.handOver(sub, list)
 }
 
 // handOver gives list to the watchers; sub.mu is held.
 func (s *Supplier) handOver(sub *subscription, list []graylb.Instance) {
+	sub.version++
 	sub.last = listKeys(list)
 	for _, fn := range sub.watchers.Snapshot() {
 		fn(list)
@@ -238,6 +247,16 @@ func (s *Supplier) reconcileLoop() {
 }
 
 func (s *Supplier) reconcileOnce() {
+	s.refresh(s.client.query, s.reconcile, false, "nacos: reconciled a list that differed from the server's")
+}
+
+// refresh reads every subscribed service with read (each read bounded by
+// timeout) and hands a list over when it differs from the last one and
+// nothing was handed over since the read began (a list handed over
+// meanwhile, a push above all, is at least as new). A failed read leaves
+// that service's last list serving; with probe, it ends the round (the
+// server cannot be reached: one request is enough to learn it).
+func (s *Supplier) refresh(read func(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error), timeout time.Duration, probe bool, msg string) {
 	s.mu.Lock()
 	subs := maps.Clone(s.subs)
 	s.mu.Unlock()
@@ -248,16 +267,19 @@ func (s *Supplier) reconcileOnce() {
 		sub.mu.Lock()
 		v := sub.version
 		sub.mu.Unlock()
-		ctx, cancel := context.WithTimeout(s.life, s.reconcile)
-		hosts, err := s.client.query(ctx, service, s.group, s.clusters)
+		ctx, cancel := context.WithTimeout(s.life, timeout)
+		hosts, err := read(ctx, service, s.group, s.clusters)
 		cancel()
 		if err != nil {
-			continue // unreachable: the last list keeps serving
+			if probe {
+				return
+			}
+			continue
 		}
 		list := s.convert(service, hosts)
 		sub.mu.Lock()
 		if sub.version == v && !slices.Equal(sub.last, listKeys(list)) && sub.watchers.Len() > 0 {
-			s.logger.Info("nacos: reconciled a list that differed from the server's", "service", service, "instances", len(list))
+			s.logger.Info(msg, "service", service, "instances", len(list))
 			s.handOver(sub, list)
 		}
 		sub.mu.Unlock()

@@ -1,0 +1,228 @@
+package nacos
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/nacos-group/nacos-sdk-go/v2/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// httpFake is a fakeNaming that can read lists over HTTP: down says the
+// connection is down, httpHosts is what the HTTP API answers (httpErr
+// its failure), and gate, when set, holds each read until it receives
+// (the read answers what the server had when it began).
+type httpFake struct {
+	*fakeNaming
+	down      atomic.Bool
+	hmu       sync.Mutex
+	httpHosts []model.Instance
+	httpErr   error
+	gate      chan struct{}
+	reads     atomic.Int64
+}
+
+func (f *httpFake) healthy() bool { return !f.down.Load() }
+
+func (f *httpFake) listOverHTTP(ctx context.Context, _, _ string, _ []string) ([]model.Instance, error) {
+	f.hmu.Lock()
+	gate, hosts, err := f.gate, f.httpHosts, f.httpErr // the server's state as the read reaches it
+	f.hmu.Unlock()
+	f.reads.Add(1)
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return hosts, err
+}
+
+func (f *httpFake) setHTTP(hosts []model.Instance, err error) {
+	f.hmu.Lock()
+	f.httpHosts, f.httpErr = hosts, err
+	f.hmu.Unlock()
+}
+
+func recoverConfig(every time.Duration) *config {
+	c := noReconcile()
+	c.recoverEvery = every
+	return c
+}
+
+// lists records what a watcher got.
+type lists struct {
+	mu  sync.Mutex
+	got [][]graylb.Instance
+}
+
+func (l *lists) add(in []graylb.Instance) { l.mu.Lock(); l.got = append(l.got, in); l.mu.Unlock() }
+
+func (l *lists) snapshot() [][]graylb.Instance {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]graylb.Instance(nil), l.got...)
+}
+
+// While the connection is down the Supplier reads the lists over HTTP
+// and hands over one that changed; while it is up it reads nothing.
+func TestSupplier_CatchesUpOverHTTPWhileDisconnected(t *testing.T) {
+	one := []model.Instance{host(1, true, true, 1, nil)}
+	two := []model.Instance{host(1, true, true, 1, nil), host(2, true, true, 1, nil)}
+	f := &httpFake{fakeNaming: &fakeNaming{hosts: one}}
+	f.setHTTP(two, nil)
+	s := newSupplier(f, recoverConfig(10*time.Millisecond))
+	defer s.Close()
+	var l lists
+	_, err := s.Watch("svc", l.add)
+	require.NoError(t, err)
+	f.subscribed[0].SubscribeCallback(one, nil)
+
+	time.Sleep(100 * time.Millisecond) // ten periods while connected: no read may happen
+	assert.Zero(t, f.reads.Load(), "reads over HTTP while connected")
+	require.Len(t, l.snapshot(), 1)
+
+	f.down.Store(true)
+	require.Eventually(t, func() bool { return len(l.snapshot()) == 2 }, 5*time.Second, 5*time.Millisecond,
+		"the list read over HTTP was not handed over")
+	assert.Len(t, l.snapshot()[1], 2)
+	time.Sleep(50 * time.Millisecond) // more periods: the same list is not handed over again
+	assert.Len(t, l.snapshot(), 2, "an unchanged list handed over again")
+}
+
+// A read over HTTP that began before a push is older than it: it is
+// never handed over after it.
+func TestSupplier_HTTPReadNeverOverridesANewerPush(t *testing.T) {
+	one := []model.Instance{host(1, true, true, 1, nil)}
+	older := []model.Instance{host(1, true, true, 1, nil), host(2, true, true, 1, nil)}
+	newer := []model.Instance{host(3, true, true, 1, nil)}
+	f := &httpFake{fakeNaming: &fakeNaming{hosts: one}, gate: make(chan struct{})}
+	f.setHTTP(older, nil)
+	f.down.Store(true)
+	s := newSupplier(f, recoverConfig(10*time.Millisecond))
+	defer s.Close()
+	var l lists
+	_, err := s.Watch("svc", l.add)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return f.reads.Load() > 0 }, 5*time.Second, 5*time.Millisecond, "no read began")
+	f.subscribed[0].SubscribeCallback(newer, nil) // the push arrives while the read is held
+	f.gate <- struct{}{}                          // the read answers the older list
+	f.hmu.Lock()
+	f.gate = nil // later reads answer at once, with the list the server now has
+	f.httpHosts = newer
+	f.hmu.Unlock()
+	before := f.reads.Load()
+	require.Eventually(t, func() bool { return f.reads.Load() > before+2 }, 5*time.Second, 5*time.Millisecond, "the loop stopped")
+	got := l.snapshot()
+	require.Len(t, got, 1, "only the push: the older read and the unchanged later ones are not handed over")
+	assert.Equal(t, 3, got[0][0].Port)
+}
+
+// While the server cannot be reached a round ends at its first failed
+// read: one request a period, whatever the number of services.
+func TestSupplier_FailedHTTPReadEndsTheRound(t *testing.T) {
+	f := &httpFake{fakeNaming: &fakeNaming{}}
+	f.setHTTP(nil, ErrUnavailable)
+	s := newSupplier(f, recoverConfig(time.Hour))
+	defer s.Close()
+	var l lists
+	for _, svc := range []string{"a", "b", "c"} {
+		_, err := s.Watch(svc, l.add)
+		require.NoError(t, err)
+	}
+	s.refresh(f.listOverHTTP, time.Second, true, "test")
+	assert.EqualValues(t, 1, f.reads.Load())
+	assert.Empty(t, l.snapshot(), "a failed read handed over a list")
+
+	f.setHTTP([]model.Instance{host(1, true, true, 1, nil)}, nil)
+	s.refresh(f.listOverHTTP, time.Second, true, "test")
+	assert.EqualValues(t, 4, f.reads.Load(), "the server answers: every service is read")
+	assert.Len(t, l.snapshot(), 3)
+}
+
+// Close ends a read in flight (a stopped server answers nothing) at once.
+func TestSupplier_CloseEndsAnHTTPRead(t *testing.T) {
+	f := &httpFake{fakeNaming: &fakeNaming{}, gate: make(chan struct{})}
+	f.down.Store(true)
+	s := newSupplier(f, recoverConfig(5*time.Millisecond))
+	_, err := s.Watch("svc", func([]graylb.Instance) {})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return f.reads.Load() > 0 }, 5*time.Second, 5*time.Millisecond, "no read began")
+	start := time.Now()
+	require.NoError(t, s.Close())
+	assert.Less(t, time.Since(start), recoverTimeout/2, "Close waited for the read")
+}
+
+// A Client's HTTP lister refuses what is not the list asked for.
+func TestHTTPLister_RefusesBadAnswers(t *testing.T) {
+	const good = `{"name":"DEFAULT_GROUP@@svc","hosts":[{"ip":"10.0.0.1","port":80,"weight":1,"healthy":true,"enabled":true,"metadata":{"gray":"true"}}]}`
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		want       string // "" for success
+	}{
+		{"grouped name", good, 200, ""},
+		{"plain name", strings.Replace(good, "DEFAULT_GROUP@@svc", "svc", 1), 200, ""},
+		{"another service", strings.Replace(good, "@@svc", "@@other", 1), 200, "names service"},
+		{"server error", good, 500, "status 500"},
+		{"forbidden", `{"message":"no token"}`, 403, "status 403"},
+		{"junk", `<html>`, 200, "answer"},
+		{"truncated", good[:40], 200, "answer"},
+		{"empty", ``, 200, "answer"},
+		{"wrong types", `{"name":"DEFAULT_GROUP@@svc","hosts":[{"port":"eighty"}]}`, 200, "answer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			l, err := newHTTPLister(newConfig(nil))
+			require.NoError(t, err)
+			svc, err := l.get(context.Background(), srv.URL+"/nacos/v1/ns/instance/list?accessToken=secret-token", "svc", "DEFAULT_GROUP@@svc")
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.Len(t, svc.Hosts, 1)
+				assert.Equal(t, "true", svc.Hosts[0].Metadata["gray"])
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "secret-token")
+		})
+	}
+}
+
+// A failed connection's error does not quote the URL (it holds the
+// access token), and a read honours its context.
+func TestHTTPLister_ErrorsHoldNoTokenAndHonourCtx(t *testing.T) {
+	l, err := newHTTPLister(newConfig(nil))
+	require.NoError(t, err)
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	_, err = l.get(context.Background(), url+"/x?accessToken=secret-token", "svc", "DEFAULT_GROUP@@svc")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "secret-token")
+
+	hang := make(chan struct{})
+	stalled := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-hang }))
+	defer stalled.Close()
+	defer close(hang)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = l.get(ctx, stalled.URL+"/x", "svc", "DEFAULT_GROUP@@svc")
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
+	assert.Less(t, time.Since(start), 2*time.Second)
+}
