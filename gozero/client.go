@@ -41,7 +41,9 @@ func ClientOptions(lb *graylb.LoadBalancer) []zrpc.ClientOption {
 // grpc.WithDefaultServiceConfig: a retry policy) comes after graylb's and
 // replaces it, as the last one counts: it must select graylb's balancer
 // ("loadBalancingConfig":[{"graylb":{}}] beside its methodConfig), or
-// every call fails with an error wrapping grpcctx.ErrOtherBalancer. The
+// every call fails with an error wrapping grpcctx.ErrOtherBalancer. A
+// grpc.WithConnectParams among opts replaces graylb's reconnect back-off
+// (grpcctx.ReconnectBackoff) the same way. The
 // interceptors among opts run outside graylb's, as zrpc's own do: graylb's
 // run last, right before the call is sent, and write the routing keys
 // whatever metadata the caller's left. NewClient refuses (ErrNotGraylbTarget) a
@@ -59,11 +61,13 @@ func NewClient(lb *graylb.LoadBalancer, c zrpc.RpcClientConf, opts ...zrpc.Clien
 	case !strings.HasPrefix(c.Target, grpcctx.Scheme+":///"):
 		return nil, fmt.Errorf("%w: Target is %q", ErrNotGraylbTarget, c.Target)
 	}
-	// graylb's service config, then the caller's options (a service config
-	// of theirs replaces graylb's), then graylb's resolver and interceptors
-	// (inside the caller's, which then cannot drop the keys they write).
+	// graylb's service config and reconnect back-off, then the caller's
+	// options (a service config or grpc.WithConnectParams of theirs
+	// replaces graylb's), then graylb's resolver and interceptors (inside
+	// the caller's, which then cannot drop the keys they write).
 	graylbs := ClientOptions(lb)
+	const replaceable = 2 // grpcctx.DialOptions: the service config, the back-off
 	all := make([]zrpc.ClientOption, 0, len(opts)+len(graylbs))
-	all = append(append(append(all, graylbs[0]), opts...), graylbs[1:]...)
+	all = append(append(append(all, graylbs[:replaceable]...), opts...), graylbs[replaceable:]...)
 	return zrpc.NewClient(c, all...)
 }

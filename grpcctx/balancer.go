@@ -61,8 +61,9 @@ func init() { balancer.Register(builder{}) }
 // only instance of a kind, restarted, served again only seconds after its
 // return. A grpc.WithConnectParams after DialOptions replaces it.
 func DialOptions(lb *graylb.LoadBalancer) []grpc.DialOption {
-	// The service config first: gozero.NewClient puts it before the
-	// program's options and the rest after them.
+	// The service config and the back-off first: gozero.NewClient puts
+	// these two before the program's options (which may replace them) and
+	// the rest after them.
 	return []grpc.DialOption{
 		grpc.WithDefaultServiceConfig(ServiceConfig),
 		grpc.WithConnectParams(ReconnectBackoff()),
