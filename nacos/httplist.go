@@ -60,8 +60,12 @@ func newHTTPLister(cfg *config) (*httpLister, error) {
 // listOverHTTP reads a service's instances from the server over its HTTP
 // open API, with the Client's namespace and credentials (the access token
 // the SDK's login holds, or the access key's signature). It tries each
-// configured server in turn until one answers, within ctx.
+// configured server in turn until one answers, within ctx. A closed Client
+// reads nothing (errClientClosed).
 func (c *Client) listOverHTTP(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error) {
+	if c.isClosed() {
+		return nil, errClientClosed
+	}
 	srv := c.builtServer()
 	if srv == nil || c.lister == nil {
 		return nil, fmt.Errorf("%w: not connected to %s", ErrUnavailable, strings.Join(c.cfg.servers, ","))
@@ -141,4 +145,11 @@ func (l *httpLister) read(ctx context.Context, u string) (int, []byte, error) {
 		return 0, nil, fmt.Errorf("answer longer than %d bytes", maxListBytes)
 	}
 	return resp.StatusCode, body, nil
+}
+
+// isClosed reports whether Close was called.
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }

@@ -50,8 +50,11 @@ func (w *ruleWatch) deliver(data string, rules graylb.Rules) {
 
 // configOverHTTP reads a config document over the server's HTTP API, with
 // the Client's namespace and credentials; found is false when the server
-// has no such document.
+// has no such document. A closed Client reads nothing (errClientClosed).
 func (c *Client) configOverHTTP(ctx context.Context, dataID, group string) (data string, found bool, err error) {
+	if c.isClosed() {
+		return "", false, errClientClosed
+	}
 	srv := c.builtServer()
 	if srv == nil || c.lister == nil {
 		return "", false, fmt.Errorf("%w: not connected to %s", ErrUnavailable, strings.Join(c.cfg.servers, ","))
