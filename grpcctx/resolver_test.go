@@ -37,9 +37,14 @@ func (f *recordingCC) UpdateState(s resolver.State) error {
 	return nil
 }
 
+// last returns the last push, a zero State before the first (the
+// resolver looks its service up after Build returns).
 func (f *recordingCC) last() resolver.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.states) == 0 {
+		return resolver.State{}
+	}
 	return f.states[len(f.states)-1]
 }
 
