@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -173,16 +174,37 @@ func (b *resolverBuilder) Build(target resolver.Target, cc resolver.ClientConn, 
 	return r, nil
 }
 
+// Lookup retries: a resolver whose first lookup failed (the registry
+// could not be reached, or does not know the service yet) looks the
+// service up again after lookupRetryFirst, then waits twice as long each
+// time, at most lookupRetryMax, until a lookup succeeds or Close.
+const (
+	lookupRetryFirst = 250 * time.Millisecond
+	lookupRetryMax   = 5 * time.Second
+)
+
 // start follows the service's list, then reads it: a change between the
 // two is pushed by the watch, and the read is pushed only if no watched
 // list came first (it could be the older one). A failure is the
-// resolver's error (RPCs fail with it while no list came). Close cancels
-// the read; a watch that was made after Close is stopped at once.
+// resolver's error (RPCs fail with it while no list came); a failed
+// lookup is tried again (see lookupRetryFirst) unless the LoadBalancer is
+// closed. Close cancels the read and the retries; a watch that was made
+// after Close is stopped at once.
 func (r *graylbResolver) start(ctx context.Context) {
 	stop, err := r.ab.Cache().Watch(r.service, r.watched)
-	if err != nil {
+	for wait := lookupRetryFirst; err != nil; wait = min(2*wait, lookupRetryMax) {
 		r.fail(err)
-		return
+		if errors.Is(err, graylb.ErrClosed) {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		stop, err = r.ab.Cache().Watch(r.service, r.watched)
 	}
 	stopRules := r.ab.OnRulesChange(r.repush)
 	stopAll := func() { stop(); stopRules() }
