@@ -218,6 +218,7 @@ func (r *RuleSource) Watch(fn func(graylb.Rules)) (func(), error) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			w.stopped.Store(true)
 			remove()
 			if err := r.client.CancelListenConfig(vo.ConfigParam{DataId: r.dataID, Group: r.group}); err != nil {
 				r.logger.Warn("nacos: cancel rules listener failed", "err", firstLine(err))

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/graylb/graylb"
@@ -35,14 +36,20 @@ const rulesCatchUpAfter = 10 * time.Second
 
 // ruleWatch is one Watch: its function and what it was handed last.
 type ruleWatch struct {
-	fn   func(graylb.Rules)
-	mu   sync.Mutex // serialises deliveries
-	seq  uint64     // documents handed over
-	last string     // the last document handed over
+	fn      func(graylb.Rules)
+	mu      sync.Mutex // serialises deliveries
+	seq     uint64     // documents handed over
+	last    string     // the last document handed over
+	stopped atomic.Bool
 }
 
-// deliver hands rules (parsed from data) over; w.mu is held.
+// deliver hands rules (parsed from data) over, unless the watch was
+// stopped (a read that began before its stop hands nothing after it);
+// w.mu is held.
 func (w *ruleWatch) deliver(data string, rules graylb.Rules) {
+	if w.stopped.Load() {
+		return
+	}
 	w.seq++
 	w.last = data
 	w.fn(rules)
@@ -144,7 +151,7 @@ func (r *RuleSource) catchUpOnce(c configReader) {
 	parsed := false
 	for i, w := range watches {
 		w.mu.Lock()
-		if w.seq == seqs[i] && w.last != data {
+		if w.seq == seqs[i] && w.last != data && !w.stopped.Load() {
 			if !parsed {
 				if rules, err = graylb.ParseRules([]byte(data)); err != nil {
 					w.mu.Unlock()

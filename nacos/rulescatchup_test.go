@@ -164,3 +164,29 @@ func TestRuleSource_CloseEndsAnHTTPRead(t *testing.T) {
 	assert.Less(t, time.Since(start), recoverTimeout/2)
 	require.NoError(t, r.Close())
 }
+
+// A read over HTTP that a watch's stop overtook hands nothing to it: its
+// function is not called once stop returned.
+func TestRuleSource_CatchUpHandsNothingAfterStop(t *testing.T) {
+	fc := &fakeConfig{}
+	cr := &fakeConfigReader{gate: make(chan struct{})}
+	cr.set(`{"grayUsers":["u1"]}`, true, nil)
+	r := &RuleSource{client: fc, dataID: DefaultRulesDataID, group: "DEFAULT_GROUP",
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil)), stop: make(chan struct{})}
+	r.life, r.endLife = context.WithCancel(context.Background())
+	t.Cleanup(func() { r.Close() })
+	var calls atomic.Int64
+	stop, err := r.Watch(func(graylb.Rules) { calls.Add(1) })
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { r.catchUpOnce(cr); close(done) }()
+	require.Eventually(t, func() bool { return cr.reads.Load() > 0 }, 5*time.Second, time.Millisecond, "no read began")
+	stop()
+	close(cr.gate) // the read answers after stop returned
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read did not end")
+	}
+	assert.Zero(t, calls.Load(), "the watch's function was called after its stop returned")
+}
