@@ -42,10 +42,14 @@ type httpLister struct {
 // newHTTPLister builds the HTTP client of a Client: no keep-alive (it
 // serves only while the gRPC connection is down, a request every few
 // hundred milliseconds, and leaves no idle connection or goroutine behind
-// after Close), TLS as the SDK's settings say.
+// after Close), TLS as the SDK's settings say, and no redirect followed:
+// the request's query holds the access token, which a redirect would hand
+// its target (in the Referer header), another host maybe. A redirect is
+// a failed read (its status).
 func newHTTPLister(cfg *config) (*httpLister, error) {
 	tr := &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}
-	l := &httpLister{hc: &http.Client{Transport: tr}, scheme: "http"}
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	l := &httpLister{hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}, scheme: "http"}
 	if cfg.tls != nil {
 		tc, err := sdktls.NewTLS(*cfg.tls)
 		if err != nil {

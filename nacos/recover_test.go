@@ -226,3 +226,28 @@ func TestHTTPLister_ErrorsHoldNoTokenAndHonourCtx(t *testing.T) {
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
 	assert.Less(t, time.Since(start), 2*time.Second)
 }
+
+// The lister follows no redirect: the access token in the query would
+// reach the redirect's target (in the Referer header, and in the query
+// when the target keeps it), another host maybe.
+func TestHTTPLister_FollowsNoRedirect(t *testing.T) {
+	var reached atomic.Int64
+	var leaked atomic.Value
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		leaked.Store(r.Header.Get("Referer") + " " + r.URL.RawQuery)
+		w.Write([]byte(`{"name":"DEFAULT_GROUP@@svc","hosts":[]}`))
+	}))
+	defer other.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/elsewhere", http.StatusFound)
+	}))
+	defer redirecting.Close()
+	l, err := newHTTPLister(newConfig(nil))
+	require.NoError(t, err)
+	_, err = l.get(context.Background(), redirecting.URL+"/nacos/v1/ns/instance/list?accessToken=secret-token", "svc", "DEFAULT_GROUP@@svc")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "status 302")
+	assert.NotContains(t, err.Error(), "secret-token")
+	assert.Zero(t, reached.Load(), "the redirect was followed; the target saw %v", leaked.Load())
+}
