@@ -55,6 +55,10 @@ func InstanceOf(a resolver.Address) (graylb.Instance, bool) {
 // protection holds (see graylb.Cache); an empty list it does hand over is
 // pushed as it is. After each rules change it pushes its list again, so
 // the balancer rebuilds its pickers under the new rules, off the pick path.
+// It looks the service up after Build returns; a lookup that fails (the
+// registry cannot be reached, or does not know the service) is the
+// resolver's error, RPCs fail with it, and the lookup is tried again,
+// after 250 ms growing to at most 5 s, until it succeeds.
 //
 // The balancer is the ClientConn's service config's: a resolver from
 // NewResolverBuilder hands its addresses to whichever balancer that
