@@ -36,8 +36,28 @@ const maxListBytes = 64 << 20
 type httpLister struct {
 	hc     *http.Client
 	scheme string
-	next   atomic.Uint32 // the server tried first, in turn
+	// good is the index of the server that answered last: reads start
+	// there and move on only when it fails, so that two servers that
+	// disagree for a while (one restarted, its lists still filling) do not
+	// make the lists flip between their views from one read to the next.
+	good atomic.Uint32
 }
+
+// servers returns the order to try n servers in: the one that answered
+// last first, then the others in turn.
+func (l *httpLister) servers(n int) func(yield func(int) bool) {
+	first := int(l.good.Load()) % n
+	return func(yield func(int) bool) {
+		for i := range n {
+			if !yield((first + i) % n) {
+				return
+			}
+		}
+	}
+}
+
+// answered records that server i answered.
+func (l *httpLister) answered(i int) { l.good.Store(uint32(i)) }
 
 // newHTTPLister builds the HTTP client of a Client: no keep-alive (it
 // serves only while the gRPC connection is down, a request every few
@@ -63,8 +83,9 @@ func newHTTPLister(cfg *config) (*httpLister, error) {
 
 // listOverHTTP reads a service's instances from the server over its HTTP
 // open API, with the Client's namespace and credentials (the access token
-// the SDK's login holds, or the access key's signature). It tries each
-// configured server in turn until one answers, within ctx. A closed Client
+// the SDK's login holds, or the access key's signature). It tries the
+// server that answered last, then the others in turn until one answers,
+// within ctx. A closed Client
 // reads nothing (errClientClosed).
 func (c *Client) listOverHTTP(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error) {
 	if c.isClosed() {
@@ -89,13 +110,13 @@ func (c *Client) listOverHTTP(ctx context.Context, service, group string, cluste
 		q.Set(k, v)
 	}
 	scs := c.params.ServerConfigs
-	first := int(c.lister.next.Add(1)) % len(scs)
 	var err error
-	for i := range scs {
-		sc := scs[(first+i)%len(scs)]
+	for i := range c.lister.servers(len(scs)) {
+		sc := scs[i]
 		u := c.lister.scheme + "://" + net.JoinHostPort(sc.IpAddr, strconv.FormatUint(sc.Port, 10)) + sc.ContextPath + "/v1/ns/instance/list?" + q.Encode()
 		var svc *model.Service
 		if svc, err = c.lister.get(ctx, u, service, grouped); err == nil {
+			c.lister.answered(i)
 			return svc.Hosts, nil
 		}
 		if ctx.Err() != nil {

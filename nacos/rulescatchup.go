@@ -74,9 +74,8 @@ func (c *Client) configOverHTTP(ctx context.Context, dataID, group string) (data
 		q.Set(k, v)
 	}
 	scs := c.params.ServerConfigs
-	first := int(c.lister.next.Add(1)) % len(scs)
-	for i := range scs {
-		sc := scs[(first+i)%len(scs)]
+	for i := range c.lister.servers(len(scs)) {
+		sc := scs[i]
 		u := c.lister.scheme + "://" + net.JoinHostPort(sc.IpAddr, strconv.FormatUint(sc.Port, 10)) + sc.ContextPath + "/v1/cs/configs?" + q.Encode()
 		var status int
 		var body []byte
@@ -84,8 +83,10 @@ func (c *Client) configOverHTTP(ctx context.Context, dataID, group string) (data
 		switch {
 		case err != nil:
 		case status == http.StatusOK:
+			c.lister.answered(i)
 			return string(body), true, nil
 		case status == http.StatusNotFound:
+			c.lister.answered(i)
 			return "", false, nil
 		default:
 			err = fmt.Errorf("status %d", status)
