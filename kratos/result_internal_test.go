@@ -13,7 +13,8 @@ import (
 )
 
 // resultOf maps a call's error to its Result: what adapter.ResultOf
-// reads, then the code Kratos maps the error to.
+// reads, then adapter.HTTPResult of the code Kratos maps the error to; a
+// gRPC status reads as adapter.GRPCResult reads its code.
 func TestResultOf(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -33,9 +34,21 @@ func TestResultOf(t *testing.T) {
 		{errors.New("connection refused"), adapter.Failed},
 		{kerrors.NotFound("NOPE", "x"), adapter.OK},
 		{kerrors.BadRequest("BAD", "x"), adapter.OK},
+		{kerrors.New(429, "LIMITED", "x"), adapter.OK},
+		{status.Error(codes.ResourceExhausted, "x"), adapter.OK},
+		{status.Error(codes.Unimplemented, "x"), adapter.OK},
+		{status.Error(codes.NotFound, "x"), adapter.OK},
+		{status.Error(codes.Unknown, "x"), adapter.Failed},
+		{status.Error(codes.DataLoss, "x"), adapter.Failed},
+		{kerrors.New(502, "BAD_GATEWAY", "x"), adapter.Failed},
 	} {
 		if got := resultOf(c.err); got != c.want {
 			t.Errorf("%v: %v, want %v", c.err, got, c.want)
+		}
+		if st, ok := status.FromError(c.err); ok && c.err != nil {
+			if got := adapter.GRPCResult(uint32(st.Code())); got != c.want {
+				t.Errorf("%v: adapter.GRPCResult reads %v, Kratos %v", c.err, got, c.want)
+			}
 		}
 	}
 }
