@@ -195,10 +195,11 @@ func (s *Selector) current() *snapshot {
 // read from the call's error (see resultOf): nil is OK; a cancelled call
 // (context.Canceled, Kratos' 499) reports nothing; a call past its
 // caller's deadline is DeadlineNoAnswer when the error is
-// context.DeadlineExceeded and DeadlineAnswered when Kratos maps it to
-// 504 (an HTTP 504, a gRPC DeadlineExceeded status); another 5xx but 501
-// (Unimplemented) is a failure of the node. Without Stats and a
-// CallObserver done does nothing.
+// context.DeadlineExceeded; else the HTTP code Kratos maps the error to is
+// read by adapter.HTTPResult, as every adapter reads an answer: 504 (an
+// HTTP 504, a gRPC DeadlineExceeded status) is DeadlineAnswered, another
+// 5xx but 501 (Unimplemented) is a failure of the node, anything else
+// OK. Without Stats and a CallObserver done does nothing.
 func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (selector.Node, selector.DoneFunc, error) {
 	sn := s.current()
 	if sn == nil {
