@@ -2,6 +2,7 @@ package graylbkratos
 
 import (
 	"context"
+	"errors"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/selector"
@@ -55,6 +56,22 @@ func resultOf(err error) result {
 		return r
 	}
 	return adapter.HTTPResult(int(kerrors.FromError(err).Code))
+}
+
+// resultOfDone is the result of a call that ended as di says: resultOf
+// its error, except that a gRPC DeadlineExceeded status of which no byte
+// came from the node (di.BytesReceived false) is DeadlineNoAnswer, as
+// grpcctx reads it: grpc-go made it when the caller's deadline passed
+// before any answer, so the node hung (it counts against it). An HTTP
+// call's error is Kratos' own (*errors.Error, decoded from an answer): a
+// 504 there was answered.
+func resultOfDone(di selector.DoneInfo) result {
+	r := resultOf(di.Err)
+	var ke *kerrors.Error
+	if r == adapter.DeadlineAnswered && !di.BytesReceived && !errors.As(di.Err, &ke) {
+		return adapter.DeadlineNoAnswer
+	}
+	return r
 }
 
 // versionKeyOf is the instance metadata key the LoadBalancer's version

@@ -1,10 +1,12 @@
 package adaptertest
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/stretchr/testify/assert"
@@ -102,7 +104,10 @@ func FaultOf(err error) (f Fault, ok bool) {
 //     CallObserver is told they failed, but it answered: it is not
 //     ejected;
 //   - not implemented (501, Unimplemented) or a client error (404,
-//     NotFound): its calls are told ok, and it is not ejected.
+//     NotFound): its calls are told ok, and it is not ejected;
+//   - nothing before its callers' deadlines (it hangs): the CallObserver
+//     is told they failed, and it is ejected (over gRPC, a
+//     DeadlineExceeded the client made is no answer).
 //
 // Every such call fails for its caller. Each fault is served by a service
 // of its own, so that a framework's client breaker (go-zero's, per target)
@@ -110,22 +115,25 @@ func FaultOf(err error) (f Fault, ok bool) {
 func answers(t *testing.T, d *Driver) {
 	const failures = 3
 	for _, c := range []struct {
+		name    string
 		fault   Fault
 		callOK  bool // the CallObserver is told the calls were ok
 		ejected bool
 	}{
-		{ServerError, false, true},
-		{OwnTimeout, false, false},
-		{NotImplemented, true, false},
-		{ClientError, true, false},
+		{"server-error", ServerError, false, true},
+		{"own-timeout", OwnTimeout, false, false},
+		{"not-implemented", NotImplemented, true, false},
+		{"client-error", ClientError, true, false},
+		{"no-answer", NoFault, false, true}, // it hangs: each call ends at its caller's deadline
 	} {
-		t.Run(c.fault.String(), func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, d)
 			var obs observer
 			var fault atomic.Uint32
 			lb, slb := e.lb(graylb.WithCallObserver(obs.observe), graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: failures})), e.lb()
-			service := "svc-" + c.fault.String() // a framework's client breaker is per service
-			in := e.serve(slb, service, "prod-1", nil, ServerOptions{Fault: &fault})
+			service := "svc-" + c.name // a framework's client breaker is per service
+			var hang atomic.Bool
+			in := e.serve(slb, service, "prod-1", nil, ServerOptions{Fault: &fault, Hang: &hang})
 			svc := e.dial(lb, service)
 			ready(t, svc, nil, "prod-1")
 			stats := statsOf(t, lb, service, "false")
@@ -133,25 +141,35 @@ func answers(t *testing.T, d *Driver) {
 			obs.reset()
 
 			fault.Store(uint32(c.fault))
+			hang.Store(c.fault == NoFault)
+			// Calls until the instance was called calls times (a client's
+			// breaker, go-zero's, may refuse some without calling it) and,
+			// when it is to be ejected, until it is: a server that hangs
+			// may answer at the deadline it was given, a hair before its
+			// caller gives up (an answer, which breaks the failures' run).
 			const calls = 2 * failures
-			for i := 0; i < calls; i++ {
-				a, err := call(svc, nil)
-				require.Error(t, err, "%s: an instance answering %s: the call succeeded with %+v", d.Name, c.fault, a)
+			for i := 0; obs.count() < calls || c.ejected && !stats.Ejected(); i++ {
+				require.Less(t, i, 40, "%s: an instance answering %s: 40 calls, %d of them told to the CallObserver, and it was not ejected", d.Name, c.name, obs.count())
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				if c.fault == NoFault {
+					ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+				}
+				a, err := svc(ctx, nil)
+				cancel()
+				require.Error(t, err, "%s: an instance answering %s: the call succeeded with %+v", d.Name, c.name, a)
 			}
-			// A client that retries tells more calls; one whose framework
-			// has a breaker of its own (go-zero's) may send fewer.
-			obs.wait(t, 1)
+			obs.wait(t, calls) // a client that retries tells more
 			outcome := "error"
 			if c.callOK {
 				outcome = "ok"
 			}
 			seen := obs.seen()
 			assert.Equal(t, []string{in.inst.Addr() + " prod " + outcome}, keysOf(seen),
-				"%s: an instance answering %s (%d calls): the CallObserver was told %v", d.Name, c.fault, calls, seen)
+				"%s: an instance answering %s (%d calls): the CallObserver was told %v", d.Name, c.name, calls, seen)
 			if c.ejected {
-				waitUntil(t, stats.Ejected, "%s: an instance answering %s %d times was not ejected", d.Name, c.fault, calls)
+				waitUntil(t, stats.Ejected, "%s: an instance answering %s %d times was not ejected", d.Name, c.name, calls)
 			} else {
-				assert.False(t, stats.Ejected(), "%s: an instance answering %s %d times was ejected", d.Name, c.fault, calls)
+				assert.False(t, stats.Ejected(), "%s: an instance answering %s %d times was ejected", d.Name, c.name, calls)
 			}
 		})
 	}
