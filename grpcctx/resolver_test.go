@@ -37,9 +37,15 @@ func (f *recordingCC) UpdateState(s resolver.State) error {
 	return nil
 }
 
+// last returns the last state pushed; the zero State before any (the
+// resolver looks its service up apart from Build, so none may have come
+// yet).
 func (f *recordingCC) last() resolver.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.states) == 0 {
+		return resolver.State{}
+	}
 	return f.states[len(f.states)-1]
 }
 
