@@ -20,11 +20,13 @@ type Result uint8
 
 const (
 	// OK: the instance answered, and its answer does not count against
-	// it (an HTTP 2xx-4xx, a gRPC status outside the failure codes).
+	// it (an HTTP 2xx-4xx or 501, a gRPC status outside the failure
+	// codes; see HTTPResult).
 	OK Result = iota
 	// Failed: the call failed in a way that counts against the instance:
-	// a refused or lost connection, an HTTP 5xx, gRPC Unavailable (which
-	// answers count is the adapter's configuration).
+	// a refused or lost connection, an HTTP 5xx but 501 and 504, gRPC
+	// Unavailable (HTTPResult and GRPCResult are the default reading of
+	// an answer; an adapter's configuration may widen or narrow it).
 	Failed
 	// Cancelled: the caller cancelled the call before it ended. It says
 	// nothing of the instance.
@@ -32,9 +34,9 @@ const (
 	// DeadlineNoAnswer: the caller's deadline passed before the instance
 	// answered.
 	DeadlineNoAnswer
-	// DeadlineAnswered: the caller's deadline passed and the instance
-	// answered with a timeout of its own (an HTTP 504, a gRPC
-	// DeadlineExceeded status that the server sent): it answered.
+	// DeadlineAnswered: the instance answered with a timeout of its own
+	// (an HTTP 504, a gRPC DeadlineExceeded status that the server sent),
+	// whether or not the caller's deadline passed too: it answered.
 	DeadlineAnswered
 )
 

@@ -49,8 +49,11 @@
 //     DeadlineNoAnswer, DeadlineAnswered), which feeds the instance's
 //     Stats (ejection, P2C) and the CallObserver alike whatever the
 //     policy; [ResultOf] reads what an error says without the transport
-//     (cancelled, the caller's deadline), the adapter maps its transport's
-//     own errors; [Balancer.Report] reports a result obtained without a
+//     (cancelled, the caller's deadline); an answer's status is read by
+//     [HTTPResult], or [GRPCResult] for a gRPC code the server sent, the
+//     one reading every adapter shares so that an instance counts the
+//     same over every transport; the adapter maps its transport's other
+//     errors; [Balancer.Report] reports a result obtained without a
 //     Call.
 //  5. Write the keys for the next hop: the admitted keys the outgoing call
 //     does not carry ([KeptFrom]), then the pairs [Balancer.Pass] gives for

@@ -32,7 +32,7 @@ func TestOutlierDetectionAndP2C(t *testing.T) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := &http.Client{Transport: httpctx.NewTransport(lb)} // reports every call's result (any 5xx fails: WithFailureStatus)
+	client := &http.Client{Transport: httpctx.NewTransport(lb)} // reports every call's result (a 5xx but 501 and 504 fails: WithFailureStatus)
 	// gRPC: the picker reports each RPC (Unavailable, Internal, Unknown, DataLoss fail:
 	// grpc.WithDefaultServiceConfig(grpcctx.ServiceConfigWithFailureCodes(...)) after DialOptions)
 	// by hand: c := route.Start(); ...; c.End(result)

@@ -48,6 +48,10 @@ func TestConformanceRest(t *testing.T) {
 			s.Use(gozero.Middleware(lb, middlewareOptions(o)...))
 			s.AddRoute(rest.Route{Method: http.MethodGet, Path: "/call", Handler: func(w http.ResponseWriter, r *http.Request) {
 				a, err := adaptertest.Respond(r.Context(), o, r.Header)
+				if f, ok := adaptertest.FaultOf(err); ok {
+					http.Error(w, err.Error(), f.HTTPStatus())
+					return
+				}
 				if err != nil {
 					http.Error(w, err.Error(), http.StatusInternalServerError)
 					return
@@ -82,7 +86,20 @@ func TestConformanceZrpc(t *testing.T) {
 		Name: "gozero-zrpc",
 		Serve: func(t *testing.T, lb *graylb.LoadBalancer, l net.Listener, o adaptertest.ServerOptions) {
 			addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-			s, err := zrpc.NewServer(serverConf(t, "adaptertest", addr), func(g *grpc.Server) {
+			c := serverConf(t, "adaptertest", addr)
+			// go-zero's server breaker is one per method in the process: the
+			// suite's many instances of one process would share it, and one
+			// instance's failures would make the others answer Unknown
+			// ("circuit breaker is open"). A process is one instance in
+			// production.
+			c.Middlewares.Breaker = false
+			// go-zero's server timeout interceptor answers DeadlineExceeded
+			// itself once the caller's propagated deadline passes: an answer
+			// racing the caller's own deadline, which makes an instance that
+			// hangs (Answers' no-answer) answered or not by a hair. Without
+			// it grpc-go ends the stream with no answer.
+			c.Timeout = 0
+			s, err := zrpc.NewServer(c, func(g *grpc.Server) {
 				testgrpc.RegisterTestServiceServer(g, &zrpcAnswering{o: o})
 			})
 			require.NoError(t, err)
@@ -153,7 +170,8 @@ func incoming(ctx context.Context) func(string) string {
 }
 
 // zrpcAnswering answers UnaryCall with adaptertest.Respond, the Answer as
-// the response's server id (Internal for its error).
+// the response's server id (a fault's code for a fault, Internal for
+// another error).
 type zrpcAnswering struct {
 	testgrpc.UnimplementedTestServiceServer
 	o adaptertest.ServerOptions
@@ -162,6 +180,9 @@ type zrpcAnswering struct {
 func (s *zrpcAnswering) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	a, err := adaptertest.Respond(ctx, s.o, md)
+	if f, ok := adaptertest.FaultOf(err); ok {
+		return nil, status.Error(codes.Code(f.GRPCCode()), err.Error())
+	}
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

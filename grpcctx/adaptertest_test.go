@@ -74,7 +74,8 @@ func incoming(ctx context.Context) func(string) string {
 }
 
 // answering answers UnaryCall with adaptertest.Respond, the Answer as the
-// response's server id (Internal for its error).
+// response's server id (a fault's code for a fault, Internal for another
+// error).
 type answering struct {
 	testgrpc.UnimplementedTestServiceServer
 	o adaptertest.ServerOptions
@@ -83,6 +84,9 @@ type answering struct {
 func (s *answering) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	a, err := adaptertest.Respond(ctx, s.o, md)
+	if f, ok := adaptertest.FaultOf(err); ok {
+		return nil, status.Error(codes.Code(f.GRPCCode()), err.Error())
+	}
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

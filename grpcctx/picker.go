@@ -218,7 +218,8 @@ func (t *callDone) done(di balancer.DoneInfo) {
 // headers: grpc-go sets DoneInfo.BytesReceived once a HEADERS frame of the
 // stream arrives) and DeadlineNoAnswer when the deadline passed before any
 // answer (a status grpc-go made); a failure code (the balancer config's)
-// is Failed; any other is OK.
+// is Failed; any other is OK. With DefaultFailureCodes an answered code
+// reads as adapter.GRPCResult reads it, the reading every adapter shares.
 func (p *picker) resultOf(di balancer.DoneInfo) adapter.Result {
 	err := di.Err
 	if r, ok := adapter.ResultOf(err); ok {

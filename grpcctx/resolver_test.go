@@ -37,8 +37,9 @@ func (f *recordingCC) UpdateState(s resolver.State) error {
 	return nil
 }
 
-// last returns the last push, a zero State before the first (the
-// resolver looks its service up after Build returns).
+// last returns the last state pushed; the zero State before any (the
+// resolver looks its service up apart from Build, so none may have come
+// yet).
 func (f *recordingCC) last() resolver.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()

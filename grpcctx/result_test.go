@@ -40,3 +40,23 @@ func TestPicker_ResultOf(t *testing.T) {
 		assert.Equal(t, c.want, c.p.resultOf(balancer.DoneInfo{Err: c.err, BytesReceived: c.answered}), "%v, answered %v", c.err, c.answered)
 	}
 }
+
+// Every status code a server sends is read as package adapter reads it
+// (adapter.GRPCResult, the reading of the HTTP status the code stands
+// for): DefaultFailureCodes are exactly the codes it counts as failed, and
+// the picker reads each answered code as it does, so that an instance
+// counts the same over grpcctx as over an HTTP adapter.
+func TestPicker_ResultAgreesWithAdapter(t *testing.T) {
+	p := &picker{failures: defaultFailureCodes}
+	for c := uint32(0); c <= 20; c++ {
+		want := adapter.GRPCResult(c)
+		err := status.Error(codes.Code(c), "x")
+		if c == 0 {
+			err = nil
+		}
+		assert.Equal(t, want == adapter.Failed, defaultFailureCodes.failed(err), "%v (HTTP %d): a failure code", codes.Code(c), adapter.GRPCStatusHTTP(c))
+		assert.Equal(t, want, p.resultOf(balancer.DoneInfo{Err: err, BytesReceived: true}), "%v (HTTP %d), answered", codes.Code(c), adapter.GRPCStatusHTTP(c))
+	}
+	custom := newFailureSet([]codes.Code{codes.Unavailable})
+	assert.False(t, custom.failed(status.Error(codes.Code(17), "x")), "a code beyond gRPC's counts as Unknown does, which is not in the set")
+}

@@ -14,7 +14,16 @@ const ServiceConfig = `{"loadBalancingConfig":[{"` + Name + `":{}}]}`
 
 // DefaultFailureCodes are the status codes that count as a failure of the
 // instance that answered, for outlier detection and latency-aware
-// policies: what an HTTP proxy would see as a 5xx.
+// policies: exactly those that adapter.GRPCResult reads as failed, the
+// codes that stand for an HTTP 5xx other than 501 and 504 (Unavailable
+// 503; Internal, Unknown, DataLoss 500), so that an instance's answers
+// count as they do over every adapter (adapter.HTTPResult). Not failures:
+// DeadlineExceeded the server sent (504: a timeout of its own; it answered,
+// and the picker reads it as adapter.DeadlineAnswered), Unimplemented
+// (501: the caller asked for what the build does not serve),
+// ResourceExhausted (429) and every other 4xx-like code. A code beyond
+// those gRPC defines counts as Unknown does, in this set or a configured
+// one.
 var DefaultFailureCodes = []codes.Code{codes.Unavailable, codes.Internal, codes.Unknown, codes.DataLoss}
 
 var defaultFailureCodes = newFailureSet(DefaultFailureCodes)
@@ -39,7 +48,10 @@ func (s *failureSet) failed(err error) bool {
 		return false
 	}
 	c := status.Code(err)
-	return int(c) < len(s) && s[c]
+	if int(c) >= len(s) {
+		c = codes.Unknown
+	}
+	return s[c]
 }
 
 // lbConfig is the balancer's configuration in the service config:

@@ -56,11 +56,15 @@ func middlewareOptions(o adaptertest.ServerOptions) []httpctx.MiddlewareOption {
 	return opts
 }
 
-// answering answers each request with adaptertest.Respond (a 500 for its
-// error).
+// answering answers each request with adaptertest.Respond (a fault's
+// status for a fault, a 500 for another error).
 func answering(o adaptertest.ServerOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, err := adaptertest.Respond(r.Context(), o, r.Header)
+		if f, ok := adaptertest.FaultOf(err); ok {
+			http.Error(w, err.Error(), f.HTTPStatus())
+			return
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -78,10 +78,13 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 //
 // Each try's result is reported for the instance that served it (see
 // adapter.Route.Call): a connection failure, a failure status
-// (WithFailureStatus; by default 5xx) or the request's deadline passing
-// before the response's headers came (the instance hangs, or answers too
-// late) counts against it, any other answer for it, and its latency is
-// the time to the response's headers (the time waited, for a deadline).
+// (WithFailureStatus; by default adapter.HTTPResult's: a 5xx but 501 and
+// 504) or the request's deadline passing before the response's headers
+// came (the instance hangs, or answers too late) counts against it, any
+// other answer for it, and its latency is the time to the response's
+// headers (the time waited, for a deadline). A 504 (a timeout of the
+// instance's own) counts for it but is told to the CallObserver as
+// failed; a 499 is told to neither, as a cancelled request.
 // With graylb.WithOutlierDetection this ejects an instance that keeps
 // failing, one that hangs included.
 //
@@ -137,10 +140,10 @@ type Transport struct {
 	passthrough  bool
 	instanceHost bool
 	serverName   func(service string) string
-	tls          *tlsClones // nil when base is not an *http.Transport
-	addrs        addrCache  // instances' host:port strings
-	failure      func(status int) bool
-	canon        map[string]string // the canonical header form of the LoadBalancer's key names, by lower-case name
+	tls          *tlsClones            // nil when base is not an *http.Transport
+	addrs        addrCache             // instances' host:port strings
+	failure      func(status int) bool // nil: adapter.HTTPResult (WithFailureStatus)
+	canon        map[string]string     // the canonical header form of the LoadBalancer's key names, by lower-case name
 }
 
 // canonical returns the canonical header form of name (a lower-case key
@@ -154,9 +157,21 @@ func (t *Transport) canonical(name string) string {
 
 // WithFailureStatus sets which response status codes count as a failure
 // of the instance that answered, for outlier detection and latency-aware
-// policies (graylb.WithOutlierDetection, policy.P2C). The default counts
-// every 5xx. A connection failure always counts; a request the caller
-// cancelled counts neither way. nil keeps the default.
+// policies (graylb.WithOutlierDetection, policy.P2C). The default is
+// adapter.HTTPResult, the reading every adapter shares: every 5xx but 501
+// (the caller asked for what the instance does not serve) and 504 (a
+// timeout of the instance's own: it answered) counts against the
+// instance.
+//
+// failed decides whether an answer counts against the instance, and only
+// that: a status it reports is a failure (adapter.Failed: told to the
+// CallObserver as failed too); for a status it does not, the answer is
+// read as adapter.HTTPResult reads it, a status that reading counts as
+// failed being read as OK. So with failed(504) false a 504 is still told
+// to the CallObserver as failed (adapter.DeadlineAnswered), and with
+// failed(499) false a 499 is still not told (adapter.Cancelled). A
+// connection failure always counts; a request the caller cancelled counts
+// neither way. nil keeps the default.
 func WithFailureStatus(failed func(status int) bool) TransportOption {
 	return func(t *Transport) {
 		if failed != nil {
@@ -165,7 +180,20 @@ func WithFailureStatus(failed func(status int) bool) TransportOption {
 	}
 }
 
-func serverError(status int) bool { return status >= 500 && status <= 599 }
+// resultOf is the result of a try its instance answered with status (see
+// WithFailureStatus).
+func (t *Transport) resultOf(status int) adapter.Result {
+	r := adapter.HTTPResult(status)
+	switch {
+	case t.failure == nil:
+		return r
+	case t.failure(status):
+		return adapter.Failed
+	case r == adapter.Failed:
+		return adapter.OK
+	}
+	return r
+}
 
 // TransportOption configures a Transport.
 type TransportOption func(*Transport)
@@ -199,7 +227,7 @@ func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.pa
 // the request it sends, then those Middleware kept from the request being
 // served, whether or not lb has a ContextHandler (see Handler).
 func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
-	t := &Transport{lb: adapter.For(lb), base: http.DefaultTransport, maxRetries: 2, failure: serverError, canon: map[string]string{}}
+	t := &Transport{lb: adapter.For(lb), base: http.DefaultTransport, maxRetries: 2, canon: map[string]string{}}
 	for _, n := range lb.Keys().Names() {
 		t.canon[strings.ToLower(n)] = textproto.CanonicalMIMEHeaderKey(n)
 	}
@@ -274,7 +302,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, untrusted, call, err)
 	}
-	call.End(adapter.Answer(t.failure(resp.StatusCode)))
+	call.End(t.resultOf(resp.StatusCode))
 	if clone != nil {
 		clone.release(resp)
 	}

@@ -153,7 +153,9 @@ func (emptyHeader) Keys() []string         { return nil }
 func (emptyHeader) Values(string) []string { return nil }
 
 // respond answers the call served with ctx with adaptertest.Respond over
-// the call's transport header (a Kratos 500 for its error).
+// the call's transport header (a Kratos error of a fault's HTTP status
+// for a fault, which its gRPC transport sends as the matching code; a 500
+// for another error).
 func respond(ctx context.Context, o adaptertest.ServerOptions) (adaptertest.Answer, error) {
 	h := requestHeader(ctx)
 	received := map[string][]string{}
@@ -161,6 +163,9 @@ func respond(ctx context.Context, o adaptertest.ServerOptions) (adaptertest.Answ
 		received[k] = h.Values(k)
 	}
 	a, err := adaptertest.Respond(ctx, o, received)
+	if f, ok := adaptertest.FaultOf(err); ok {
+		return a, kerrors.New(f.HTTPStatus(), "ADAPTERTEST", err.Error())
+	}
 	if err != nil {
 		return a, kerrors.InternalServer("ADAPTERTEST", err.Error())
 	}

@@ -2,6 +2,7 @@ package graylbkratos
 
 import (
 	"context"
+	"errors"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/selector"
@@ -43,24 +44,34 @@ func routeCall(ctx context.Context, e *endpoints, h graylb.ContextHandler) (rout
 
 // resultOf is the result of a call that ended with err: what
 // adapter.ResultOf reads (cancelled, the caller's deadline passed without
-// an answer), else by the HTTP code Kratos maps err to: 499 (a cancelled
-// gRPC call) is Cancelled; 504 (an HTTP 504, a gRPC DeadlineExceeded
-// status) is DeadlineAnswered; 501 (Unimplemented: the caller's mistake)
-// is OK; another 5xx is Failed; any other code is OK.
+// an answer), else adapter.HTTPResult of the HTTP code Kratos maps err to
+// (the status of an HTTP answer; for a gRPC status, the HTTP code it
+// stands for): 499 (a cancelled gRPC call) is Cancelled; 504 (an HTTP
+// 504, a gRPC DeadlineExceeded status) is DeadlineAnswered; 501
+// (Unimplemented: the caller's mistake) is OK; another 5xx (an
+// unreachable node is a 503, Unknown a 500) is Failed; any other code is
+// OK.
 func resultOf(err error) result {
 	if r, ok := adapter.ResultOf(err); ok {
 		return r
 	}
-	switch code := kerrors.FromError(err).Code; {
-	case code == 499:
-		return adapter.Cancelled
-	case code == 504:
-		return adapter.DeadlineAnswered
-	case code == 501:
-		return adapter.OK
-	default:
-		return adapter.Answer(code >= 500 && code <= 599)
+	return adapter.HTTPResult(int(kerrors.FromError(err).Code))
+}
+
+// resultOfDone is the result of a call that ended as di says: resultOf
+// its error, except that a gRPC DeadlineExceeded status of which no byte
+// came from the node (di.BytesReceived false) is DeadlineNoAnswer, as
+// grpcctx reads it: grpc-go made it when the caller's deadline passed
+// before any answer, so the node hung (it counts against it). An HTTP
+// call's error is Kratos' own (*errors.Error, decoded from an answer): a
+// 504 there was answered.
+func resultOfDone(di selector.DoneInfo) result {
+	r := resultOf(di.Err)
+	var ke *kerrors.Error
+	if r == adapter.DeadlineAnswered && !di.BytesReceived && !errors.As(di.Err, &ke) {
+		return adapter.DeadlineNoAnswer
 	}
+	return r
 }
 
 // versionKeyOf is the instance metadata key the LoadBalancer's version

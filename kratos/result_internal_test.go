@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
+	"github.com/go-kratos/kratos/v2/selector"
 	"github.com/graylb/graylb/adapter"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
 // resultOf maps a call's error to its Result: what adapter.ResultOf
-// reads, then the code Kratos maps the error to.
+// reads, then adapter.HTTPResult of the code Kratos maps the error to; a
+// gRPC status reads as adapter.GRPCResult reads its code.
 func TestResultOf(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -33,9 +35,43 @@ func TestResultOf(t *testing.T) {
 		{errors.New("connection refused"), adapter.Failed},
 		{kerrors.NotFound("NOPE", "x"), adapter.OK},
 		{kerrors.BadRequest("BAD", "x"), adapter.OK},
+		{kerrors.New(429, "LIMITED", "x"), adapter.OK},
+		{status.Error(codes.ResourceExhausted, "x"), adapter.OK},
+		{status.Error(codes.Unimplemented, "x"), adapter.OK},
+		{status.Error(codes.NotFound, "x"), adapter.OK},
+		{status.Error(codes.Unknown, "x"), adapter.Failed},
+		{status.Error(codes.DataLoss, "x"), adapter.Failed},
+		{kerrors.New(502, "BAD_GATEWAY", "x"), adapter.Failed},
 	} {
 		if got := resultOf(c.err); got != c.want {
 			t.Errorf("%v: %v, want %v", c.err, got, c.want)
+		}
+		if st, ok := status.FromError(c.err); ok && c.err != nil {
+			if got := adapter.GRPCResult(uint32(st.Code())); got != c.want {
+				t.Errorf("%v: adapter.GRPCResult reads %v, Kratos %v", c.err, got, c.want)
+			}
+		}
+	}
+}
+
+// resultOfDone reads a gRPC DeadlineExceeded of which no byte came as no
+// answer (grpc-go made it at the caller's deadline), and one the node sent
+// as an answer; a Kratos error (an HTTP call's) as resultOf does.
+func TestResultOfDone(t *testing.T) {
+	for _, c := range []struct {
+		di   selector.DoneInfo
+		want adapter.Result
+	}{
+		{selector.DoneInfo{Err: status.Error(codes.DeadlineExceeded, "x")}, adapter.DeadlineNoAnswer},
+		{selector.DoneInfo{Err: status.Error(codes.DeadlineExceeded, "x"), BytesReceived: true}, adapter.DeadlineAnswered},
+		{selector.DoneInfo{Err: kerrors.GatewayTimeout("TIMEOUT", "x")}, adapter.DeadlineAnswered},
+		{selector.DoneInfo{Err: fmt.Errorf("x: %w", context.DeadlineExceeded)}, adapter.DeadlineNoAnswer},
+		{selector.DoneInfo{Err: status.Error(codes.Unavailable, "x")}, adapter.Failed},
+		{selector.DoneInfo{Err: status.Error(codes.Unimplemented, "x"), BytesReceived: true}, adapter.OK},
+		{selector.DoneInfo{}, adapter.OK},
+	} {
+		if got := resultOfDone(c.di); got != c.want {
+			t.Errorf("%v (bytes received %v): %v, want %v", c.di.Err, c.di.BytesReceived, got, c.want)
 		}
 	}
 }

@@ -192,13 +192,15 @@ func (s *Selector) current() *snapshot {
 // flight until then, whatever the policy, and its result feeds the node's
 // Stats (outlier ejection, P2C's latency) and the LoadBalancer's
 // graylb.CallObserver as package adapter's Call.End says. The result is
-// read from the call's error (see resultOf): nil is OK; a cancelled call
-// (context.Canceled, Kratos' 499) reports nothing; a call past its
-// caller's deadline is DeadlineNoAnswer when the error is
-// context.DeadlineExceeded and DeadlineAnswered when Kratos maps it to
-// 504 (an HTTP 504, a gRPC DeadlineExceeded status); another 5xx but 501
-// (Unimplemented) is a failure of the node. Without Stats and a
-// CallObserver done does nothing.
+// read from the call's error (see resultOf, resultOfDone): nil is OK; a
+// cancelled call (context.Canceled, Kratos' 499) reports nothing; a call
+// past its caller's deadline is DeadlineNoAnswer when the error is
+// context.DeadlineExceeded or a gRPC DeadlineExceeded of which no byte
+// came (the node hung); else the HTTP code Kratos maps the error to is
+// read by adapter.HTTPResult, as every adapter reads an answer: 504 (an
+// HTTP 504, a gRPC DeadlineExceeded status) is DeadlineAnswered, another
+// 5xx but 501 (Unimplemented) is a failure of the node, anything else
+// OK. Without Stats and a CallObserver done does nothing.
 func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (selector.Node, selector.DoneFunc, error) {
 	sn := s.current()
 	if sn == nil {
@@ -302,7 +304,7 @@ func (d *callDone) done(_ context.Context, di selector.DoneInfo) {
 	c := d.c
 	d.c = call{}
 	callDones.Put(d)
-	c.End(resultOf(di.Err))
+	c.End(resultOfDone(di))
 }
 
 // instanceOf is the graylb instance of node n of service, n's Version

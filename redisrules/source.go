@@ -154,7 +154,7 @@ func (s *RuleSource) Load(ctx context.Context) (graylb.Rules, error) {
 	if s.isClosed() {
 		return graylb.Rules{}, fmt.Errorf("redisrules: %w", graylb.ErrClosed)
 	}
-	c, err := s.read(ctx)
+	c, err := s.read(ctx, false)
 	if err != nil {
 		s.outage(err, false) // the caller reports it
 		return graylb.Rules{}, err
@@ -173,11 +173,12 @@ func (s *RuleSource) Load(ctx context.Context) (graylb.Rules, error) {
 }
 
 // read reads the layout's keys in one round trip, bounded by the timeout.
-// The error wraps ErrRedis; content errors are in the content.
-func (s *RuleSource) read(ctx context.Context) (content, error) {
+// The error wraps ErrRedis; content errors are in the content. With check
+// set, or after a read failed, checkMaster runs first.
+func (s *RuleSource) read(ctx context.Context, check bool) (content, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	if s.failing.Load() {
+	if check || s.failing.Load() {
 		if err := s.checkMaster(ctx); err != nil {
 			return content{}, fmt.Errorf("%w: %w", ErrRedis, err)
 		}
@@ -207,14 +208,18 @@ func (s *RuleSource) read(ctx context.Context) (content, error) {
 	return c, err
 }
 
-// checkMaster runs before a read on a Cluster after a read failed. go-redis
+// checkMaster runs before a read on a Cluster after a read failed, and
+// before each read of a Watch that recovers (see retryInterval). go-redis
 // reloads its slot map on a MOVED reply, or when the map is older than 10 s,
-// not when a slot's master stopped answering; and its transaction to a dead
-// master waits out the whole timeout. So: when the master of the keys' slot
-// does not answer a PING, the slot map is read again at once (CLUSTER
-// SLOTS); the error is that master's when it still holds the slot (its
-// replica has not taken over yet), nil when another master does. A replica
-// promoted after a master died is then read, and its notifications
+// not when a slot's master stopped answering; and its transaction to a
+// master that refuses connections does not fail at once: go-redis (v9.0.0)
+// retries it, sends its MULTI and EXEC alone to a random other master, and
+// waits for a reply that does not come for the client's read timeout (3 s
+// by default), whatever the context's deadline. So: when the master of the
+// keys' slot does not answer a PING, the slot map is read again at once
+// (CLUSTER SLOTS); the error is that master's when it still holds the slot
+// (its replica has not taken over yet), nil when another master does. A
+// replica promoted after a master died is then read, and its notifications
 // followed, within a retry of the promotion.
 func (s *RuleSource) checkMaster(ctx context.Context) error {
 	cc, ok := s.client.(*redis.ClusterClient)

@@ -73,7 +73,12 @@ func (w *watcher) stop() {
 // from a dead master (after cluster-node-timeout, 15 s by default, and an
 // election), or notified while the keys' slot migrated (the transaction that
 // reads the keys cannot follow an ASK redirection), applies then, not at the
-// next poll.
+// next poll. While it retries, each read on a Cluster first checks that the
+// master the client's slot map names for the keys answers (checkMaster): the
+// map may still name the dead master (the read after the subscription broke;
+// a map read during setup from a node that has not learnt of the promotion
+// yet), and a transaction sent to it blocks for the client's read timeout,
+// which a promotion made meanwhile waits out.
 const (
 	retryInterval = 50 * time.Millisecond
 	retryWindow   = 30 * time.Second
@@ -94,7 +99,7 @@ func (w *watcher) run(ctx context.Context) {
 	gone := false       // a key's deletion was notified: the slot map tells whether it migrated
 	migrating := false  // read the slot map at each read until the master it names serves the keys
 	for {
-		ok, changed := w.poll(ctx)
+		ok, changed := w.poll(ctx, !hurry.IsZero())
 		if ctx.Err() != nil {
 			return
 		}
@@ -183,8 +188,9 @@ func (w *watcher) run(ctx context.Context) {
 
 // poll reads the keys once and delivers what changed. It reports whether
 // Redis answered and whether the content differed from the last read.
-func (w *watcher) poll(ctx context.Context) (ok, changed bool) {
-	c, err := w.s.read(ctx)
+// With check set, the keys' master is checked first (see read).
+func (w *watcher) poll(ctx context.Context, check bool) (ok, changed bool) {
+	c, err := w.s.read(ctx, check)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.s.outage(err, true)

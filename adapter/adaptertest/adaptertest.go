@@ -11,7 +11,9 @@
 // Run's subtests are the contract: the letter case of key names and
 // values, a LoadBalancer with no option at all, renamed keys, match rules
 // and their lanes, the trust boundary, the CallObserver under every
-// policy, outlier ejection, an instance's abrupt death, and the
+// policy, outlier ejection, how an instance's answers count (server
+// errors, timeouts of its own, not implemented, client errors), an
+// instance's abrupt death, and the
 // allocations a call adds. Each subtest's doc comment (suite.go: routing,
 // keys and the trust boundary; calls.go: what calls report and how
 // instances fail) says what it holds the adapter to. What an adapter legitimately cannot do its
@@ -117,6 +119,10 @@ type ServerOptions struct {
 	// caller's deadline (Respond returns when the call's context ends).
 	// Nil: never.
 	Hang *atomic.Bool
+	// Fault, while it holds a Fault other than NoFault, answers every
+	// call with it (Respond returns a *FaultError; the driver answers
+	// its status, see FaultOf). Nil: never.
+	Fault *atomic.Uint32
 	// Next, when not nil, is called by Respond with the served call's
 	// context and no keys of its own, as a handler calls the next service;
 	// its answer is the Answer's Next.
@@ -174,9 +180,11 @@ var ErrFailing = errors.New("adaptertest: this instance fails every call")
 // Respond is the handler every driver's server runs for a call served with
 // ctx (the adapter's server side having admitted it) whose keys received
 // holds (headers or metadata, names in any letter case): it returns the
-// Answer, or ErrFailing (ServerOptions.Fail), or ctx's error once ctx ends
-// (ServerOptions.Hang). The driver writes the Answer with Encode, or
-// answers an error with its adapter's server error.
+// Answer, or ErrFailing (ServerOptions.Fail), or a *FaultError
+// (ServerOptions.Fault), or ctx's error once ctx ends (ServerOptions.Hang).
+// The driver writes the Answer with Encode, answers a *FaultError with the
+// status its transport has for the fault (FaultOf, Fault.HTTPStatus,
+// Fault.GRPCCode), and any other error with its adapter's server error.
 func Respond(ctx context.Context, o ServerOptions, received map[string][]string) (Answer, error) {
 	if o.Hang != nil && o.Hang.Load() {
 		<-ctx.Done()
@@ -184,6 +192,11 @@ func Respond(ctx context.Context, o ServerOptions, received map[string][]string)
 	}
 	if o.Fail != nil && o.Fail.Load() {
 		return Answer{}, ErrFailing
+	}
+	if o.Fault != nil {
+		if f := Fault(o.Fault.Load()); f != NoFault {
+			return Answer{}, &FaultError{Fault: f}
+		}
 	}
 	a := Answer{Instance: o.ID}
 	for k, v := range received {

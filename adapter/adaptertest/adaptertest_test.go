@@ -3,6 +3,7 @@ package adaptertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
@@ -52,6 +53,43 @@ func TestRespond(t *testing.T) {
 	defer cancel()
 	_, err = Respond(ctx, o, nil)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// Respond answers a Fault while Fault holds one, and FaultOf reads it back;
+// each fault has its status on each transport.
+func TestRespondFault(t *testing.T) {
+	var fault atomic.Uint32
+	o := ServerOptions{ID: "prod-1", Fault: &fault}
+	a, err := Respond(context.Background(), o, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "prod-1", a.Instance)
+	_, ok := FaultOf(err)
+	assert.False(t, ok)
+	_, ok = FaultOf(ErrFailing)
+	assert.False(t, ok)
+	for _, c := range []struct {
+		f      Fault
+		name   string
+		status int
+		code   uint32
+	}{
+		{ServerError, "server-error", 503, 14},
+		{OwnTimeout, "own-timeout", 504, 4},
+		{NotImplemented, "not-implemented", 501, 12},
+		{ClientError, "client-error", 404, 5},
+		{Fault(99), "Fault(99)", 200, 0},
+	} {
+		fault.Store(uint32(c.f))
+		_, err := Respond(context.Background(), o, nil)
+		f, ok := FaultOf(fmt.Errorf("wrapped: %w", err))
+		assert.True(t, ok, "%v", err)
+		assert.Equal(t, c.f, f)
+		assert.Equal(t, c.name, c.f.String())
+		assert.Equal(t, c.status, c.f.HTTPStatus(), c.name)
+		assert.Equal(t, c.code, c.f.GRPCCode(), c.name)
+	}
+	assert.Equal(t, 200, NoFault.HTTPStatus())
+	assert.Equal(t, uint32(0), NoFault.GRPCCode())
 }
 
 // Kill resets the connections a Listener accepted, and so those Proxy

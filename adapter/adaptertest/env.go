@@ -165,6 +165,13 @@ func (o *observer) observe(_ string, inst graylb.Instance, kind graylb.Kind, ok 
 	o.n++
 }
 
+// count returns how many calls were told since the last reset.
+func (o *observer) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n
+}
+
 func (o *observer) reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
