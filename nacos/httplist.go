@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/security"
 	sdktls "github.com/nacos-group/nacos-sdk-go/v2/common/tls"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
@@ -34,8 +35,7 @@ const maxListBytes = 64 << 20
 
 // httpLister holds what a Client needs to read lists over HTTP.
 type httpLister struct {
-	hc     *http.Client
-	scheme string
+	hc *http.Client
 	// good is the index of the server that answered last: reads start
 	// there and move on only when it fails, so that two servers that
 	// disagree for a while (one restarted, its lists still filling) do not
@@ -69,16 +69,28 @@ func (l *httpLister) answered(i int) { l.good.Store(uint32(i)) }
 func newHTTPLister(cfg *config) (*httpLister, error) {
 	tr := &http.Transport{DisableKeepAlives: true, Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	l := &httpLister{hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}, scheme: "http"}
+	l := &httpLister{hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
 	if cfg.tls != nil {
 		tc, err := sdktls.NewTLS(*cfg.tls)
 		if err != nil {
 			return nil, fmt.Errorf("%w: TLS: %v", ErrConfig, err)
 		}
-		tr.TLSClientConfig = tc
-		l.scheme = "https"
+		tr.TLSClientConfig = tc // for a server whose scheme is https
 	}
 	return l, nil
+}
+
+// serverURL is the base of sc's open API: its scheme (http unless its
+// ServerConfig says otherwise), address and context path. The scheme is
+// the SDK's for its own HTTP requests (its login): WithTLS secures the gRPC
+// connection, and the SDK still logs in over the server's scheme, so an
+// HTTP read over another one would fail where the login works.
+func serverURL(sc constant.ServerConfig) string {
+	scheme := sc.Scheme
+	if scheme == "" {
+		scheme = "http"
+	}
+	return scheme + "://" + net.JoinHostPort(sc.IpAddr, strconv.FormatUint(sc.Port, 10)) + sc.ContextPath
 }
 
 // listOverHTTP reads a service's instances from the server over its HTTP
@@ -113,7 +125,7 @@ func (c *Client) listOverHTTP(ctx context.Context, service, group string, cluste
 	var err error
 	for i := range c.lister.servers(len(scs)) {
 		sc := scs[i]
-		u := c.lister.scheme + "://" + net.JoinHostPort(sc.IpAddr, strconv.FormatUint(sc.Port, 10)) + sc.ContextPath + "/v1/ns/instance/list?" + q.Encode()
+		u := serverURL(sc) + "/v1/ns/instance/list?" + q.Encode()
 		var svc *model.Service
 		if svc, err = c.lister.get(ctx, u, service, grouped); err == nil {
 			c.lister.answered(i)

@@ -52,6 +52,10 @@ type config struct {
 	// recoverEvery is the period of the Supplier's catch-up over HTTP
 	// while the connection is down (recover.go); zero turns it off.
 	recoverEvery time.Duration
+	// recoverPatience is how long the catch-up keeps its pace while the
+	// server answers over HTTP and the SDK's connection stays down;
+	// after it, the catch-up reads every recoverSlow (recover.go).
+	recoverPatience, recoverSlow time.Duration
 }
 
 // DefaultReconcile is how often a Supplier re-reads each subscribed
@@ -110,7 +114,9 @@ func newConfig(opts []Option) *config {
 		connectWait: 3 * time.Second,
 		drainWait:   DefaultDrainWait,
 
-		recoverEvery: recoverEvery,
+		recoverEvery:    recoverEvery,
+		recoverPatience: recoverPatience,
+		recoverSlow:     DefaultReconcile,
 	}
 	for _, o := range opts {
 		if o != nil {

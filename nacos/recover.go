@@ -30,6 +30,16 @@ import (
 // their rules to it as to a push: an empty list, or one that lost a whole
 // kind within the refill window (the outage opened one), is held.
 //
+// A server that answers over HTTP while the SDK stays disconnected for
+// longer than recoverPatience (the SDK retries at least every 5 s, so it
+// would have reconnected) is not coming back through the SDK: its gRPC
+// port (the HTTP port + 1000) is likely unreachable from here. The
+// Supplier then says so once, as a warning, and reads every recoverSlow
+// (the reconciliation's period) instead of every recoverEvery, so that a
+// fleet of clients does not poll the server four times a second each for
+// as long as the misconfiguration lasts. The pace comes back once the
+// connection has been up.
+//
 // While connected this costs one look at the connection's state a period.
 // Another naming client than a Client (WithNamingClient) has no such
 // read: the loop does not run.
@@ -37,6 +47,10 @@ import (
 // recoverEvery is how often the Supplier looks at the connection and,
 // while it is down, reads the lists over HTTP.
 const recoverEvery = 250 * time.Millisecond
+
+// recoverPatience is how long the catch-up keeps its pace while the
+// server answers over HTTP and the SDK's connection stays down.
+const recoverPatience = 15 * time.Second
 
 // recoverTimeout bounds one read over HTTP: a server that accepts the
 // connection but does not answer (stopped, overloaded) costs at most this
@@ -51,10 +65,12 @@ type httpListing interface {
 
 // recoverLoop reads the subscribed lists over HTTP while the naming
 // client is disconnected, every period, until Close.
-func (s *Supplier) recoverLoop(l httpListing, every time.Duration) {
+func (s *Supplier) recoverLoop(l httpListing, every, patience, slow time.Duration) {
 	defer s.done.Done()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	var answering, last time.Time // since when the server answers over HTTP; the last read
+	warned := false
 	for {
 		select {
 		case <-s.stop:
@@ -62,8 +78,27 @@ func (s *Supplier) recoverLoop(l httpListing, every time.Duration) {
 		case <-tick.C:
 		}
 		if s.client.healthy() {
+			answering, warned = time.Time{}, false
 			continue
 		}
-		s.refresh(l.listOverHTTP, recoverTimeout, true, "nacos: read a list over HTTP while the connection is down; it differed from the last one")
+		now := time.Now()
+		if !answering.IsZero() && now.Sub(answering) > patience {
+			if !warned {
+				warned = true
+				s.logger.Warn("nacos: the server answers over HTTP but the SDK's connection stays down; is its gRPC port (the HTTP port + 1000) reachable? Reading the lists over HTTP every "+slow.String()+" meanwhile",
+					"down for at least", patience)
+			}
+			if now.Sub(last) < slow {
+				continue
+			}
+		}
+		last = now
+		if s.refresh(l.listOverHTTP, recoverTimeout, true, "nacos: read a list over HTTP while the connection is down; it differed from the last one") {
+			if answering.IsZero() {
+				answering = now
+			}
+		} else {
+			answering = time.Time{}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package nacos
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -250,4 +252,67 @@ func TestHTTPLister_FollowsNoRedirect(t *testing.T) {
 	assert.Contains(t, err.Error(), "status 302")
 	assert.NotContains(t, err.Error(), "secret-token")
 	assert.Zero(t, reached.Load(), "the redirect was followed; the target saw %v", leaked.Load())
+}
+
+// A server that keeps answering over HTTP while the SDK's connection
+// stays down past the patience (its gRPC port unreachable from here) is
+// read at the slow pace, with one warning; the pace comes back once the
+// connection has been up.
+func TestSupplier_CatchUpSlowsWhenOnlyHTTPAnswers(t *testing.T) {
+	f := &httpFake{fakeNaming: &fakeNaming{}}
+	f.setHTTP([]model.Instance{host(1, true, true, 1, nil)}, nil)
+	f.down.Store(true)
+	c := recoverConfig(5 * time.Millisecond)
+	c.recoverPatience, c.recoverSlow = 100*time.Millisecond, time.Hour
+	var logs syncBuffer
+	c.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	s := newSupplier(f, c)
+	defer s.Close()
+	_, err := s.Watch("svc", func([]graylb.Instance) {})
+	require.NoError(t, err)
+
+	time.Sleep(300 * time.Millisecond) // the patience, then twice as long at the slow pace
+	settled := f.reads.Load()
+	require.Greater(t, settled, int64(5), "the catch-up never read at its pace")
+	time.Sleep(200 * time.Millisecond)
+	assert.LessOrEqual(t, f.reads.Load(), settled+1, "still reading at the fast pace past the patience")
+	assert.Equal(t, 1, strings.Count(logs.String(), "gRPC port"), "one warning: %s", logs.String())
+
+	f.down.Store(false)
+	time.Sleep(50 * time.Millisecond) // up for a few periods
+	f.down.Store(true)
+	before := f.reads.Load()
+	require.Eventually(t, func() bool { return f.reads.Load() > before+5 }, 5*time.Second, 5*time.Millisecond,
+		"the pace did not come back after the connection was up")
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// The HTTP reads take the server's scheme, as the SDK's login does: http
+// unless its ServerConfig says https, whatever WithTLS says of the gRPC
+// connection.
+func TestServerURL_TakesTheServersScheme(t *testing.T) {
+	assert.Equal(t, "http://127.0.0.1:8848/nacos", serverURL(constant.ServerConfig{IpAddr: "127.0.0.1", Port: 8848, ContextPath: "/nacos"}))
+	assert.Equal(t, "https://[::1]:8848/nacos", serverURL(constant.ServerConfig{Scheme: "https", IpAddr: "::1", Port: 8848, ContextPath: "/nacos"}))
+	c := newConfig([]Option{WithServers("127.0.0.1:8848"), WithTLS(constant.TLSConfig{Enable: true})})
+	p, err := c.params()
+	require.NoError(t, err)
+	require.NotEmpty(t, p.ServerConfigs)
+	assert.Equal(t, "http://127.0.0.1:8848/nacos", serverURL(p.ServerConfigs[0]), "WithTLS changed the scheme of the HTTP reads")
 }

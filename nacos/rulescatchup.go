@@ -3,10 +3,8 @@ package nacos
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -76,7 +74,7 @@ func (c *Client) configOverHTTP(ctx context.Context, dataID, group string) (data
 	scs := c.params.ServerConfigs
 	for i := range c.lister.servers(len(scs)) {
 		sc := scs[i]
-		u := c.lister.scheme + "://" + net.JoinHostPort(sc.IpAddr, strconv.FormatUint(sc.Port, 10)) + sc.ContextPath + "/v1/cs/configs?" + q.Encode()
+		u := serverURL(sc) + "/v1/cs/configs?" + q.Encode()
 		var status int
 		var body []byte
 		status, body, err = c.lister.read(ctx, u)

@@ -139,7 +139,7 @@ func newSupplier(n naming, c *config) *Supplier {
 	}
 	if l, ok := n.(httpListing); ok && c.recoverEvery > 0 {
 		s.done.Add(1)
-		go s.recoverLoop(l, c.recoverEvery)
+		go s.recoverLoop(l, c.recoverEvery, c.recoverPatience, c.recoverSlow)
 	}
 	return s
 }
@@ -256,13 +256,15 @@ func (s *Supplier) reconcileOnce() {
 // meanwhile, a push above all, is at least as new). A failed read leaves
 // that service's last list serving; with probe, it ends the round (the
 // server cannot be reached: one request is enough to learn it).
-func (s *Supplier) refresh(read func(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error), timeout time.Duration, probe bool, msg string) {
+//
+// It reports whether any read was answered.
+func (s *Supplier) refresh(read func(ctx context.Context, service, group string, clusters []string) ([]model.Instance, error), timeout time.Duration, probe bool, msg string) (answered bool) {
 	s.mu.Lock()
 	subs := maps.Clone(s.subs)
 	s.mu.Unlock()
 	for service, sub := range subs {
 		if s.life.Err() != nil { // closed
-			return
+			return answered
 		}
 		sub.mu.Lock()
 		v := sub.version
@@ -272,10 +274,11 @@ func (s *Supplier) refresh(read func(ctx context.Context, service, group string,
 		cancel()
 		if err != nil {
 			if probe {
-				return
+				return answered
 			}
 			continue
 		}
+		answered = true
 		list := s.convert(service, hosts)
 		sub.mu.Lock()
 		if sub.version == v && !slices.Equal(sub.last, listKeys(list)) && sub.watchers.Len() > 0 {
@@ -284,6 +287,7 @@ func (s *Supplier) refresh(read func(ctx context.Context, service, group string,
 		}
 		sub.mu.Unlock()
 	}
+	return answered
 }
 
 func (s *Supplier) unwatch(service string, sub *subscription, remove func()) {
