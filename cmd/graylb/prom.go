@@ -129,17 +129,28 @@ type promQueries struct {
 }
 
 // queriesFor builds the queries for service over window, the time since
-// the step's write: calls and failed calls by kind (increase of the
-// histogram's count), and the histogram's buckets by kind (increase of
-// each bucket's count).
+// the step's write: calls and failed calls by kind (what the histogram's
+// count grew by), and the histogram's buckets by kind (what each bucket's
+// count grew by); see grown.
 func queriesFor(metric, service string, window time.Duration) promQueries {
 	sel := labelService + "=" + promString(service)
-	w := "[" + promDuration(window) + "]"
 	return promQueries{
-		requests: "sum by (" + labelKind + ") (increase(" + metric + "_count{" + sel + "}" + w + "))",
-		errors:   "sum by (" + labelKind + ") (increase(" + metric + "_count{" + sel + "," + labelOutcome + "=" + promString(outcomeError) + "}" + w + "))",
-		buckets:  "sum by (" + labelKind + ", le) (increase(" + metric + "_bucket{" + sel + "}" + w + "))",
+		requests: "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+"}", window) + ")",
+		errors:   "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+","+labelOutcome+"="+promString(outcomeError)+"}", window) + ")",
+		buckets:  "sum by (" + labelKind + ", le) (" + grown(metric+"_bucket{"+sel+"}", window) + ")",
 	}
+}
+
+// grown is what each counter series of selector grew by over window: its
+// whole value for a series that had no sample when the window began (it
+// was born in it: a kind's first failed call makes its error series), the
+// increase over the window for the others. increase alone misses what a
+// series born in the window counted before its first sample: the errors
+// of a gray build went uncounted for the first step, and the build that
+// failed every fifth call was judged healthy.
+func grown(selector string, window time.Duration) string {
+	d := promDuration(window)
+	return "(" + selector + " unless " + selector + " offset " + d + ") or increase(" + selector + "[" + d + "])"
 }
 
 // promString quotes s as a PromQL string literal.

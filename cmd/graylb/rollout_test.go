@@ -151,9 +151,9 @@ func Example_queriesFor() {
 	fmt.Println(q.errors)
 	fmt.Println(q.buckets)
 	// Output:
-	// sum by (graylb_kind) (increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
-	// sum by (graylb_kind) (increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
-	// sum by (graylb_kind, le) (increase(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s]))
+	// sum by (graylb_kind) ((graylb_client_call_duration_seconds_count{graylb_service="user-service"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service"} offset 300s) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
+	// sum by (graylb_kind) ((graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} offset 300s) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
+	// sum by (graylb_kind, le) ((graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} unless graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} offset 300s) or increase(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s]))
 }
 
 func Example_diffDocs() {
