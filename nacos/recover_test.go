@@ -264,7 +264,7 @@ func TestSupplier_CatchUpSlowsWhenOnlyHTTPAnswers(t *testing.T) {
 	f.down.Store(true)
 	c := recoverConfig(5 * time.Millisecond)
 	c.recoverPatience, c.recoverSlow = 100*time.Millisecond, time.Hour
-	var logs syncBuffer
+	var logs lockedBuffer
 	c.logger = slog.New(slog.NewTextHandler(&logs, nil))
 	s := newSupplier(f, c)
 	defer s.Close()
@@ -284,24 +284,6 @@ func TestSupplier_CatchUpSlowsWhenOnlyHTTPAnswers(t *testing.T) {
 	before := f.reads.Load()
 	require.Eventually(t, func() bool { return f.reads.Load() > before+5 }, 5*time.Second, 5*time.Millisecond,
 		"the pace did not come back after the connection was up")
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // The HTTP reads take the server's scheme, as the SDK's login does: http
