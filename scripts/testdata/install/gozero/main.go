@@ -54,6 +54,13 @@ func main() {
 		}
 		gozero.AddServerInterceptors(s, nil)
 		go s.Start()
+		// A service registers once it listens: an instance registered
+		// before it accepts connections refuses the balancer's first
+		// connect, and gray calls fall back to prod until it connects
+		// again.
+		if err := waitListening(addr.String()); err != nil {
+			fail(err)
+		}
 		if err := reg.Register(graylb.NewInstance("user-rpc", "127.0.0.1", addr.Port,
 			map[string]string{"gray": strconv.FormatBool(kind == "gray")})); err != nil {
 			fail(err)
@@ -90,6 +97,17 @@ func main() {
 		}
 	}
 	fmt.Println("gozero: gray and prod zrpc calls each reached their kind")
+}
+
+// waitListening returns once addr accepts a TCP connection, or an error
+// after 10 s.
+func waitListening(addr string) error {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			return conn.Close()
+		}
+	}
+	return fmt.Errorf("%s: not listening after 10s", addr)
 }
 
 func fail(err error) {
