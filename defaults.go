@@ -17,6 +17,11 @@ const (
 	DefaultMaxEjectionTime     = engine.DefaultMaxEjectionTime     // 300 s: OutlierConfig
 	DefaultMaxEjectionPercent  = engine.DefaultMaxEjectionPercent  // 50: OutlierConfig
 	DefaultPanicThreshold      = engine.DefaultPanicThreshold      // 50: OutlierConfig
+	DefaultRateWindow          = engine.DefaultRateWindow          // 10 s: OutlierConfig
+	DefaultRateMinRequests     = engine.DefaultRateMinRequests     // 20: OutlierConfig
+	DefaultFailurePercentage   = engine.DefaultFailurePercentage   // 50: OutlierConfig
+	DefaultOverloadPause       = engine.DefaultOverloadPause       // 1 s: OutlierConfig
+	DefaultMaxRetryAfter       = engine.DefaultMaxRetryAfter       // 30 s: OutlierConfig
 
 	DefaultEmptyGrace = engine.DefaultEmptyGrace // 30 s: WithEmptyGrace
 	DefaultSettle     = engine.DefaultSettle     // 10 s: WithShrinkProtection, and Cache

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/engine"
@@ -38,12 +39,15 @@ const (
 	// (an HTTP 504, a gRPC DeadlineExceeded status that the server sent),
 	// whether or not the caller's deadline passed too: it answered.
 	DeadlineAnswered
+	// Overloaded: the instance answered that it is overloaded (an HTTP
+	// 429, a gRPC ResourceExhausted status the server sent).
+	Overloaded
 )
 
-var resultNames = [...]string{"ok", "failed", "cancelled", "deadline-no-answer", "deadline-answered"}
+var resultNames = [...]string{"ok", "failed", "cancelled", "deadline-no-answer", "deadline-answered", "overloaded"}
 
 // String returns the result's name: ok, failed, cancelled,
-// deadline-no-answer or deadline-answered.
+// deadline-no-answer, deadline-answered or overloaded.
 func (r Result) String() string {
 	if int(r) < len(resultNames) {
 		return resultNames[r]
@@ -108,11 +112,22 @@ type Call struct {
 //     Failed, with the time waited as its latency: an instance that did
 //     not answer in time failed the call (one that hangs, or answers only
 //     after the deadline, is ejected and avoided).
+//   - Overloaded: to the CallObserver as failed; to the Stats as neither:
+//     P2C prices the instance as after a failure and outlier detection
+//     pauses it (graylb.OutlierConfig.OverloadPause) without counting
+//     toward its ejection. EndOverloaded passes the pause it asked for.
 //
 // A Result of another value is Failed. Call End exactly once per call.
-func (c Call) End(r Result) {
+func (c Call) End(r Result) { c.end(r, 0) }
+
+// EndOverloaded ends the call as Overloaded, with the time the instance
+// asked its callers to wait (an HTTP Retry-After, see ParseRetryAfter;
+// 0 when it named none).
+func (c Call) EndOverloaded(retryAfter time.Duration) { c.end(Overloaded, retryAfter) }
+
+func (c Call) end(r Result, retryAfter time.Duration) {
 	stats := c.stats
-	statsOK, callOK := true, true
+	a, callOK := engine.AnswerOK, true
 	switch r {
 	case OK:
 	case Cancelled:
@@ -122,14 +137,16 @@ func (c Call) End(r Result) {
 		return
 	case DeadlineAnswered:
 		callOK = false
+	case Overloaded:
+		a, callOK = engine.AnswerOverloaded, false
 	default: // Failed, DeadlineNoAnswer, any other
-		statsOK, callOK = false, false
+		a, callOK = engine.AnswerFailed, false
 	}
 	switch {
 	case c.b != nil && c.b.e().CallObserved():
-		c.b.e().DoneObserved(c.Service, c.Instance, c.served, stats, c.start, statsOK, callOK)
+		c.b.e().DoneObserved(c.Service, c.Instance, c.served, c.Kind, stats, c.start, a, retryAfter, callOK)
 	case stats != nil:
-		engine.Done(stats, c.start, statsOK)
+		engine.End(stats, c.start, c.Kind, a, retryAfter)
 	}
 }
 

@@ -1,5 +1,12 @@
 package adapter
 
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
 // HTTPResult is the result of a call its instance answered with the HTTP
 // status code status: the one reading of an answer's status that every
 // adapter shares, so that an instance's behaviour counts the same over
@@ -20,9 +27,11 @@ package adapter
 //     in the caller's own error handling, not as an unhealthy instance.
 //   - 499 (a client closed the request, as a proxy answers it) is
 //     Cancelled: the call was given up; it says nothing of the instance.
-//   - Every other status (1xx-4xx, 429 included, and codes outside
-//     100-599) is OK: the instance answered; the answer is the caller's
-//     affair.
+//   - 429 Too Many Requests is Overloaded: the instance shed the call.
+//     It counts toward no ejection, but a fast refusal must not make the
+//     instance look cheap, and it is paused (see Call.End).
+//   - Every other status (1xx-4xx and codes outside 100-599) is OK: the
+//     instance answered; the answer is the caller's affair.
 //
 // The reading matches that of the gRPC status codes a server sends
 // (GRPCResult), by the HTTP status each code stands for: 503 is
@@ -36,6 +45,8 @@ func HTTPResult(status int) Result {
 		return OK
 	case status == 499:
 		return Cancelled
+	case status == 429:
+		return Overloaded
 	case status >= 500 && status <= 599:
 		return Failed
 	}
@@ -79,8 +90,33 @@ func GRPCStatusHTTP(code uint32) int {
 // code code: HTTPResult of the HTTP status the code stands for
 // (GRPCStatusHTTP). Unavailable, Internal, Unknown, DataLoss and codes
 // gRPC does not define are Failed; DeadlineExceeded is DeadlineAnswered;
-// Canceled is Cancelled; every other code (Unimplemented,
-// ResourceExhausted, NotFound, ...) is OK. A status the client made
+// Canceled is Cancelled; ResourceExhausted is Overloaded; every other code
+// (Unimplemented, NotFound, ...) is OK. A status the client made
 // itself (the caller's deadline passed before any answer, a connection
 // that failed) is not the server's: the adapter reads it apart.
 func GRPCResult(code uint32) Result { return HTTPResult(GRPCStatusHTTP(code)) }
+
+// MaxRetryAfter bounds what ParseRetryAfter returns: a day. (Outlier
+// detection caps a pause further: graylb.OutlierConfig.MaxRetryAfter.)
+const MaxRetryAfter = 24 * time.Hour
+
+// ParseRetryAfter reads an HTTP Retry-After value, as delay-seconds or as
+// an HTTP-date (relative to now), at most MaxRetryAfter. It returns 0 for
+// an empty, malformed, negative or past value.
+func ParseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if strings.Trim(v, "0123456789") == "" { // delay-seconds
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n >= uint64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter // err: beyond 64 bits
+		}
+		return time.Duration(n) * time.Second
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	return min(max(t.Sub(now), 0), MaxRetryAfter)
+}

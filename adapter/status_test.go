@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/assert"
@@ -16,7 +17,7 @@ func TestHTTPResult(t *testing.T) {
 		want   adapter.Result
 	}{
 		{200, adapter.OK}, {204, adapter.OK}, {301, adapter.OK}, {400, adapter.OK}, {404, adapter.OK},
-		{429, adapter.OK}, {498, adapter.OK}, {499, adapter.Cancelled},
+		{429, adapter.Overloaded}, {498, adapter.OK}, {499, adapter.Cancelled},
 		{500, adapter.Failed}, {501, adapter.OK}, {502, adapter.Failed}, {503, adapter.Failed},
 		{504, adapter.DeadlineAnswered}, {505, adapter.Failed}, {599, adapter.Failed},
 		{100, adapter.OK}, {600, adapter.OK}, {999, adapter.OK}, {0, adapter.OK}, {-503, adapter.OK},
@@ -42,7 +43,7 @@ func TestGRPCResult(t *testing.T) {
 		{5, 404, adapter.OK},                  // NotFound
 		{6, 409, adapter.OK},                  // AlreadyExists
 		{7, 403, adapter.OK},                  // PermissionDenied
-		{8, 429, adapter.OK},                  // ResourceExhausted
+		{8, 429, adapter.Overloaded},          // ResourceExhausted
 		{9, 400, adapter.OK},                  // FailedPrecondition
 		{10, 409, adapter.OK},                 // Aborted
 		{11, 400, adapter.OK},                 // OutOfRange
@@ -69,9 +70,40 @@ func ExampleHTTPResult() {
 	// Output:
 	// 200 ok
 	// 404 ok
-	// 429 ok
+	// 429 overloaded
 	// 500 failed
 	// 501 ok
 	// 503 failed
 	// 504 deadline-answered
+}
+
+// ParseRetryAfter reads delay-seconds and HTTP-dates, caps them, and
+// reads anything else (hostile values included) as no pause.
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+	}{
+		{"", 0}, {"0", 0}, {"30", 30 * time.Second}, {"120", 2 * time.Minute},
+		{"Fri, 04 Dec 2026 12:00:45 GMT", 45 * time.Second},
+		{"Fri, 04 Dec 2026 11:00:00 GMT", 0}, // past
+		{"99999999999999999999", adapter.MaxRetryAfter}, {"864000", adapter.MaxRetryAfter},
+		{"-5", 0}, {"+5", 0}, {" 5", 0}, {"5s", 0}, {"1.5", 0}, {"tomorrow", 0}, {"\x00", 0},
+		{"Fri, 04 Dec 9999 12:00:45 GMT", adapter.MaxRetryAfter},
+	} {
+		assert.Equal(t, c.want, adapter.ParseRetryAfter(c.v, now), "%q", c.v)
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	f.Add("30")
+	f.Add("Fri, 04 Dec 2026 12:00:45 GMT")
+	now := time.Now()
+	f.Fuzz(func(t *testing.T, v string) {
+		d := adapter.ParseRetryAfter(v, now)
+		if d < 0 || d > adapter.MaxRetryAfter {
+			t.Fatalf("%q: %v", v, d)
+		}
+	})
 }

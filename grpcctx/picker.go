@@ -3,14 +3,17 @@ package grpcctx
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -208,7 +211,26 @@ func (t *callDone) done(di balancer.DoneInfo) {
 	p, call := t.p, t.call
 	t.p, t.call = nil, adapter.Call{}
 	callDones.Put(t)
-	call.End(p.resultOf(di))
+	if r := p.resultOf(di); r != adapter.Overloaded {
+		call.End(r)
+	} else {
+		call.EndOverloaded(pushback(di.Trailer))
+	}
+}
+
+// pushback is the pause a server asked for in its trailers
+// (grpc-retry-pushback-ms, as gRPC's retry design names it), 0 when none
+// or malformed.
+func pushback(md metadata.MD) time.Duration {
+	v := md.Get("grpc-retry-pushback-ms")
+	if len(v) != 1 {
+		return 0
+	}
+	ms, err := strconv.ParseUint(v[0], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // resultOf is the result of an RPC that ended as di says: what
@@ -218,7 +240,8 @@ func (t *callDone) done(di balancer.DoneInfo) {
 // headers: grpc-go sets DoneInfo.BytesReceived once a HEADERS frame of the
 // stream arrives) and DeadlineNoAnswer when the deadline passed before any
 // answer (a status grpc-go made); a failure code (the balancer config's)
-// is Failed; any other is OK. With DefaultFailureCodes an answered code
+// is Failed; ResourceExhausted, unless a failure code, is Overloaded;
+// any other is OK. With DefaultFailureCodes an answered code
 // reads as adapter.GRPCResult reads it, the reading every adapter shares.
 func (p *picker) resultOf(di balancer.DoneInfo) adapter.Result {
 	err := di.Err
@@ -234,6 +257,10 @@ func (p *picker) resultOf(di balancer.DoneInfo) adapter.Result {
 				return adapter.DeadlineAnswered
 			}
 			return adapter.DeadlineNoAnswer
+		}
+	case codes.ResourceExhausted:
+		if !p.failures.failed(err) {
+			return adapter.Overloaded
 		}
 	}
 	return adapter.Answer(p.failures.failed(err))

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/assert"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -35,7 +37,8 @@ func TestPicker_ResultOf(t *testing.T) {
 		{p, status.Error(codes.Internal, "x"), false, adapter.Failed},
 		{withDeadline, status.Error(codes.Internal, "x"), false, adapter.OK},
 		{p, status.Error(codes.NotFound, "x"), false, adapter.OK},
-		{p, status.Error(codes.ResourceExhausted, "x"), false, adapter.OK},
+		{p, status.Error(codes.ResourceExhausted, "x"), false, adapter.Overloaded},
+		{withDeadline, status.Error(codes.ResourceExhausted, "x"), true, adapter.Overloaded},
 	} {
 		assert.Equal(t, c.want, c.p.resultOf(balancer.DoneInfo{Err: c.err, BytesReceived: c.answered}), "%v, answered %v", c.err, c.answered)
 	}
@@ -59,4 +62,23 @@ func TestPicker_ResultAgreesWithAdapter(t *testing.T) {
 	}
 	custom := newFailureSet([]codes.Code{codes.Unavailable})
 	assert.False(t, custom.failed(status.Error(codes.Code(17), "x")), "a code beyond gRPC's counts as Unknown does, which is not in the set")
+}
+
+// pushback reads grpc-retry-pushback-ms as the pause a server asked for;
+// anything else, hostile values included, is no pause.
+func TestPushback(t *testing.T) {
+	for _, c := range []struct {
+		md   metadata.MD
+		want time.Duration
+	}{
+		{nil, 0},
+		{metadata.Pairs("grpc-retry-pushback-ms", "1500"), 1500 * time.Millisecond},
+		{metadata.Pairs("grpc-retry-pushback-ms", "0"), 0},
+		{metadata.Pairs("grpc-retry-pushback-ms", "-1"), 0},
+		{metadata.Pairs("grpc-retry-pushback-ms", "1e3"), 0},
+		{metadata.Pairs("grpc-retry-pushback-ms", "99999999999999"), 0},
+		{metadata.Pairs("grpc-retry-pushback-ms", "1", "grpc-retry-pushback-ms", "2"), 0},
+	} {
+		assert.Equal(t, c.want, pushback(c.md), "%v", c.md)
+	}
 }

@@ -23,7 +23,7 @@ func TestTransport_ResultOf(t *testing.T) {
 	}{
 		{200, adapter.OK, adapter.OK, adapter.OK},
 		{404, adapter.OK, adapter.OK, adapter.OK},
-		{429, adapter.OK, adapter.OK, adapter.OK},
+		{429, adapter.Overloaded, adapter.Overloaded, adapter.Overloaded},
 		{499, adapter.Cancelled, adapter.Cancelled, adapter.Cancelled},
 		{500, adapter.Failed, adapter.OK, adapter.Failed},
 		{501, adapter.OK, adapter.OK, adapter.Failed},

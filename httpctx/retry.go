@@ -159,7 +159,7 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 		}
 		var resp *http.Response
 		if resp, err = t.send(rt, out); err == nil {
-			call.End(t.resultOf(resp.StatusCode))
+			t.endAnswered(call, resp)
 			if clone != nil {
 				clone.release(resp)
 			}

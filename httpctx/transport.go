@@ -195,6 +195,17 @@ func (t *Transport) resultOf(status int) adapter.Result {
 	return r
 }
 
+// endAnswered ends call, which resp answered: an overloaded answer (429)
+// with the pause its Retry-After asks for.
+func (t *Transport) endAnswered(call adapter.Call, resp *http.Response) {
+	r := t.resultOf(resp.StatusCode)
+	if r == adapter.Overloaded {
+		call.EndOverloaded(adapter.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()))
+		return
+	}
+	call.End(r)
+}
+
 // TransportOption configures a Transport.
 type TransportOption func(*Transport)
 
@@ -302,7 +313,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, untrusted, call, err)
 	}
-	call.End(t.resultOf(resp.StatusCode))
+	t.endAnswered(call, resp)
 	if clone != nil {
 		clone.release(resp)
 	}

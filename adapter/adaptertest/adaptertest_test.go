@@ -77,6 +77,7 @@ func TestRespondFault(t *testing.T) {
 		{OwnTimeout, "own-timeout", 504, 4},
 		{NotImplemented, "not-implemented", 501, 12},
 		{ClientError, "client-error", 404, 5},
+		{Overloaded, "overloaded", 429, 8},
 		{Fault(99), "Fault(99)", 200, 0},
 	} {
 		fault.Store(uint32(c.f))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,9 +34,12 @@ const (
 	// ClientError: the caller asked for something that is not there
 	// (HTTP 404, gRPC NotFound).
 	ClientError
+	// Overloaded: the instance sheds the call (HTTP 429, gRPC
+	// ResourceExhausted).
+	Overloaded
 )
 
-var faultNames = [...]string{"no-fault", "server-error", "own-timeout", "not-implemented", "client-error"}
+var faultNames = [...]string{"no-fault", "server-error", "own-timeout", "not-implemented", "client-error", "overloaded"}
 
 // String names the fault.
 func (f Fault) String() string {
@@ -57,13 +61,16 @@ func (f Fault) HTTPStatus() int {
 		return 501
 	case ClientError:
 		return 404
+	case Overloaded:
+		return 429
 	}
 	return 200
 }
 
 // GRPCCode is the gRPC status code (google.golang.org/grpc/codes, by
 // number) a gRPC server answers f with (OK for NoFault and unknown
-// faults): Unavailable, DeadlineExceeded, Unimplemented, NotFound.
+// faults): Unavailable, DeadlineExceeded, Unimplemented, NotFound,
+// ResourceExhausted.
 func (f Fault) GRPCCode() uint32 {
 	switch f {
 	case ServerError:
@@ -74,6 +81,8 @@ func (f Fault) GRPCCode() uint32 {
 		return 12
 	case ClientError:
 		return 5
+	case Overloaded:
+		return 8
 	}
 	return 0
 }
@@ -105,6 +114,8 @@ func FaultOf(err error) (f Fault, ok bool) {
 //     ejected;
 //   - not implemented (501, Unimplemented) or a client error (404,
 //     NotFound): its calls are told ok, and it is not ejected;
+//   - overload (429, ResourceExhausted): its calls are told failed, and
+//     it is paused (out of rotation: Stats.Ejected), never ejected;
 //   - nothing before its callers' deadlines (it hangs): the CallObserver
 //     is told they failed, and it is ejected (over gRPC, a
 //     DeadlineExceeded the client made is no answer).
@@ -124,13 +135,16 @@ func answers(t *testing.T, d *Driver) {
 		{"own-timeout", OwnTimeout, false, false},
 		{"not-implemented", NotImplemented, true, false},
 		{"client-error", ClientError, true, false},
-		{"no-answer", NoFault, false, true}, // it hangs: each call ends at its caller's deadline
+		{"overloaded", Overloaded, false, true}, // paused, not ejected (reasons)
+		{"no-answer", NoFault, false, true},     // it hangs: each call ends at its caller's deadline
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, d)
 			var obs observer
 			var fault atomic.Uint32
-			lb, slb := e.lb(graylb.WithCallObserver(obs.observe), graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: failures})), e.lb()
+			var reasons sync.Map // the reasons of the take-outs
+			lb, slb := e.lb(graylb.WithCallObserver(obs.observe), graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: failures,
+				OnEjection: func(ev graylb.Ejection) { reasons.Store(ev.Reason, true) }})), e.lb()
 			service := "svc-" + c.name // a framework's client breaker is per service
 			var hang atomic.Bool
 			in := e.serve(slb, service, "prod-1", nil, ServerOptions{Fault: &fault, Hang: &hang})
@@ -170,6 +184,11 @@ func answers(t *testing.T, d *Driver) {
 				waitUntil(t, stats.Ejected, "%s: an instance answering %s %d times was not ejected", d.Name, c.name, calls)
 			} else {
 				assert.False(t, stats.Ejected(), "%s: an instance answering %s %d times was ejected", d.Name, c.name, calls)
+			}
+			_, ejected := reasons.Load("consecutive-failures")
+			_, paused := reasons.Load("overloaded")
+			if c.fault == Overloaded {
+				assert.True(t, paused && !ejected, "%s: an instance answering %s was not paused, or was ejected", d.Name, c.name)
 			}
 		})
 	}

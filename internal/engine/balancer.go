@@ -269,7 +269,7 @@ func (lb *LoadBalancer) emptyTree(name string) *tree {
 // s.mu is held. A failed build keeps the previous tree.
 func (lb *LoadBalancer) rebuild(s *service, list []Instance) {
 	rules := lb.rules.Load()
-	live := list
+	live := liveLists{list, list}
 	var ejected [2]int
 	var stats statsFunc
 	if h := s.health; h != nil {
@@ -277,7 +277,7 @@ func (lb *LoadBalancer) rebuild(s *service, list []Instance) {
 		live, ejected = h.live(list)
 		stats = h.statsOf
 	}
-	t, err := buildTree(s.name, live, &lb.gray, lb.filters, rules, lb.policy, stats)
+	t, err := buildLive(s.name, live, &lb.gray, lb.filters, rules, lb.policy, stats)
 	if err != nil {
 		// A filter failed. Under the same rules the previous routing is
 		// still right for its list; under new rules (a gray address, say)
@@ -288,7 +288,7 @@ func (lb *LoadBalancer) rebuild(s *service, list []Instance) {
 			return
 		}
 		lb.logger.Error("graylb: routing by the gray decision alone", "service", s.name, "err", err)
-		t, _ = buildTree(s.name, live, &lb.gray, nil, rules, lb.policy, stats)
+		t, _ = buildLive(s.name, live, &lb.gray, nil, rules, lb.policy, stats)
 	}
 	t.ejected = ejected
 	s.list = list

@@ -176,8 +176,8 @@ func TestEjection_SuccessResetsTheCount(t *testing.T) {
 }
 
 func TestEjection_MaxPercentPerKind(t *testing.T) {
-	// Three prod, two gray: 50 % allows one prod (2 of 3 is 67 %) and one
-	// gray (the one always allowed... and 1 of 2 is 50 %).
+	// Three prod, two gray: 50 % allows one prod (2 of 3 is 67 %); gray
+	// has no cap, since prod is its fall-back.
 	list := mix("svc", nil, nil, nil, []string{"gray", "true"}, []string{"gray", "true"})
 	lb, _, _, events := ejectionLB(t, list, OutlierConfig{})
 	prodCtx := context.Background()
@@ -193,8 +193,10 @@ func TestEjection_MaxPercentPerKind(t *testing.T) {
 	got, _ = pickedSet(t, lb, grayCtx, "svc", 60)
 	require.Equal(t, []string{list[4].Addr()}, got)
 	failN(t, lb, grayCtx, list[4].Addr(), 5)
+	waitRebuild(t, events)
 	got, _ = pickedSet(t, lb, grayCtx, "svc", 60)
-	require.Equal(t, []string{list[4].Addr()}, got, "the last gray stays: 2 of 2 exceeds 50 %")
+	require.Equal(t, []string{list[1].Addr(), list[2].Addr()}, got,
+		"no cap on gray: both gray instances out, gray falls back to the usable prod ones")
 }
 
 func TestEjection_GraySemantics(t *testing.T) {

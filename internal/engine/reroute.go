@@ -136,13 +136,14 @@ func (lb *LoadBalancer) untriedTree(s *service, tried func(Instance) bool) (*tre
 			keep = append(keep, in)
 		}
 	}
+	lists := liveLists{keep, keep}
 	var ejected [2]int
 	var stats statsFunc
 	if h := s.health; h != nil {
-		keep, ejected = h.live(keep)
+		lists, ejected = h.live(keep)
 		stats = h.statsOf
 	}
-	t, err := buildTree(s.name, keep, &lb.gray, lb.filters, lb.rules.Load(), lb.policy, stats)
+	t, err := buildLive(s.name, lists, &lb.gray, lb.filters, lb.rules.Load(), lb.policy, stats)
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,7 @@ func (r routing) Call(i int) started {
 	if i < 0 || i >= r.Len() {
 		return started{}
 	}
-	c := started{Instance: r.leaf.instances[i]}
+	c := started{Instance: r.leaf.instances[i], kind: r.Kind}
 	if st := r.leaf.statsOf(); st != nil {
 		c.stats = st[i]
 		c.start = c.stats.begin()
@@ -96,13 +96,14 @@ func (lb *LoadBalancer) newRouter(service string, list []Instance, policy Policy
 		policy = lb.policy
 	}
 	list = lb.cache.keep(service, list)
+	lists := liveLists{list, list}
 	var ejected [2]int
 	var stats statsFunc
 	if h := lb.healthOf(service); h != nil {
-		list, ejected = h.live(list)
+		lists, ejected = h.live(list)
 		stats = h.statsOf
 	}
-	t, err := buildTree(service, list, &lb.gray, lb.filters, lb.rules.Load(), policy, stats)
+	t, err := buildLive(service, lists, &lb.gray, lb.filters, lb.rules.Load(), policy, stats)
 	if err != nil {
 		return nil, err
 	}

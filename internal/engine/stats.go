@@ -18,26 +18,43 @@ type Stats struct {
 	inflight atomic.Int64
 	rtt      atomic.Uint64 // latency estimate in nanoseconds, float64 bits
 	stamp    atomic.Int64  // when rtt was last updated, nanoseconds on the monotonic clock
-	fails    atomic.Int32  // consecutive failures
-	ejected  atomic.Bool
+	fails    atomic.Int32  // consecutive failures, of any kind of request
 	// pending counts the calls begun since the instance's last result,
 	// and waiting is when the first of them began, on the monotonic
 	// clock: while two or more are pending, now - waiting is how long the
 	// instance has left every call begun since its last result
 	// unanswered. (One pending call alone may be a long stream; a call
 	// older than the last result says nothing of a hang either.)
-	pending   atomic.Int64
-	waiting   atomic.Int64
-	ejectedAt atomic.Int64 // when it was last ejected, on the monotonic clock
-	gray      atomic.Bool  // the instance's kind when the tables were last synced
+	pending atomic.Int64
+	waiting atomic.Int64
+	gray    atomic.Bool // the instance's kind when the tables were last synced
+	// by is the outlier state for requests of each kind (Prod, Gray): an
+	// instance can be out of rotation for one kind of request only (it
+	// fails gray-marked requests alone, say).
+	by [2]slot
 
 	o *health // nil without outlier detection
-	// Guarded by o.h.mu:
-	addr      string
-	ejections int       // ejections in a row (the back-off multiplier)
-	readmit   time.Time // when it was last readmitted
-	stopTimer func() bool
-	removed   bool // no longer in the service's list
+	// Guarded by o.mu:
+	addr    string
+	removed bool // no longer in the service's list
+}
+
+// slot is an instance's outlier state for one kind of request.
+type slot struct {
+	out   atomic.Bool  // out of rotation (ejected or paused) for this kind of request
+	at    atomic.Int64 // when it went out, on the monotonic clock
+	fails atomic.Int32 // consecutive failures of this kind of request
+	// calls and failed count this kind's results in the current bucket of
+	// the failure-rate window, prevCalls and prevFailed in the one before.
+	calls, failed         atomic.Int64
+	prevCalls, prevFailed atomic.Int64
+
+	// Guarded by o.mu:
+	ejections int         // ejections in a row (the back-off multiplier)
+	readmit   time.Time   // when it was last readmitted
+	seq       uint64      // which take-out it is out by (a timer readmits only its own)
+	stopTimer func() bool // the take-out's timer
+	paused    bool        // out by an overloaded answer, which is no ejection
 }
 
 // begin counts a call in flight and returns its start.
@@ -70,8 +87,14 @@ func (s *Stats) Latency() time.Duration {
 	return time.Duration(s.cost(monoNow()))
 }
 
-// Ejected reports whether outlier detection has ejected the instance.
-func (s *Stats) Ejected() bool { return s.ejected.Load() }
+// Ejected reports whether outlier detection took the instance out of
+// rotation, for any kind of request (see EjectedFor).
+func (s *Stats) Ejected() bool { return s.by[Prod].out.Load() || s.by[Gray].out.Load() }
+
+// EjectedFor reports whether outlier detection took the instance out of
+// rotation for requests of kind k: ejected, or paused after an overloaded
+// answer.
+func (s *Stats) EjectedFor(k Kind) bool { return s.by[k&1].out.Load() }
 
 // ewmaDecay is the time constant of the latency estimate: an observation's
 // weight halves in about 7 s (as Finagle's and Linkerd's peak EWMA, 10 s).
@@ -120,6 +143,22 @@ func (s *Stats) observe(now int64, latency float64) {
 	}
 }
 
+// Answer is what a call's result says of the instance that served it.
+type Answer uint8
+
+const (
+	// AnswerOK: the instance answered; the answer does not count against it.
+	AnswerOK Answer = iota
+	// AnswerFailed: a failure that counts against the instance (outlier
+	// detection; a latency of at least failurePenalty for P2C).
+	AnswerFailed
+	// AnswerOverloaded: the instance answered that it is overloaded (HTTP
+	// 429, gRPC ResourceExhausted). It does not count toward ejection; it
+	// prices the instance as a failure does for P2C and, with outlier
+	// detection, pauses it (see OutlierConfig.OverloadPause).
+	AnswerOverloaded
+)
+
 // started is one call to a candidate of a routing, from routing.Call to
 // Done (package adapter's Call is its adapter-facing form). It is a small
 // value: passing it around does not allocate. The zero started is
@@ -128,17 +167,27 @@ type started struct {
 	Instance Instance
 	stats    *Stats
 	start    int64
+	kind     Kind // the request's kind
 }
 
 // Done reports the call's result: ok is false for a failure that counts
-// against the instance (a connection failure, a 5xx answer, gRPC
-// Unavailable, a call its caller's deadline ended before the instance
-// answered; the adapters decide). It ends the call's in-flight count,
-// feeds its latency (at least the time waited) to the instance's estimate
-// and, with outlier detection, its success or failure to the ejection
-// rule: a success of a call begun after the instance was ejected readmits
-// it at once. Call Done or Discard exactly once per call.
+// against the instance (see End).
 func (c started) Done(ok bool) {
+	a := AnswerOK
+	if !ok {
+		a = AnswerFailed
+	}
+	c.End(a, 0)
+}
+
+// End reports the call's result. It ends the call's in-flight count,
+// feeds its latency (at least failurePenalty unless AnswerOK) to the
+// instance's estimate and, with outlier detection, the answer to the
+// ejection rules for requests of the call's kind: a success of a call
+// begun after the instance went out of rotation for that kind readmits it
+// at once; an overloaded answer pauses it for retryAfter (0: unknown).
+// Call End, Done or Discard exactly once per call.
+func (c started) End(a Answer, retryAfter time.Duration) {
 	s := c.stats
 	if s == nil {
 		return
@@ -149,11 +198,13 @@ func (c started) Done(ok bool) {
 	}
 	s.inflight.Add(-1)
 	lat := float64(now - c.start)
-	if !ok {
+	if a != AnswerOK {
 		lat = max(lat, failurePenalty)
 	}
 	s.observe(now, lat)
-	s.result(ok, c.start)
+	if s.o != nil {
+		s.o.result(s, c.kind, a, c.start, now, retryAfter)
+	}
 }
 
 // Discard ends the call without a result, for a call that says nothing of
@@ -173,11 +224,14 @@ func (c started) Discard() {
 // no outlier detection and a policy that reads none).
 func (c started) Stats() *Stats { return c.stats }
 
-// Report feeds one result that was not started as a call (so it
-// was never counted in flight): ok is false for a failure that counts
-// against the instance, latency is the call's duration (0 when unknown).
-// A success readmits an ejected instance only when its latency shows the
-// call began after the ejection (see Done). A nil Stats ignores it.
+// Report feeds one result that was not started as a call (so it was never
+// counted in flight) and belongs to no request (a connection that failed
+// before any call): ok is false for a failure that counts against the
+// instance, latency is the call's duration (0 when unknown). It counts
+// toward the consecutive failures of every kind of request, not toward a
+// kind's rate. A success readmits an ejected instance only when its
+// latency shows the call began after the ejection (see End). A nil Stats
+// ignores it.
 func (s *Stats) Report(ok bool, latency time.Duration) {
 	if s == nil {
 		return
@@ -194,27 +248,7 @@ func (s *Stats) Report(ok bool, latency time.Duration) {
 	if latency > 0 {
 		start = now - int64(latency)
 	}
-	s.result(ok, start)
-}
-
-// result feeds a success or failure of a call begun at start to outlier
-// detection. A success of a call begun after the instance was ejected (it
-// answers again: it was routed to in a panic, see OutlierConfig, or
-// readmitted and ejected again meanwhile) readmits it at once.
-func (s *Stats) result(ok bool, start int64) {
-	if s.o == nil {
-		return
-	}
-	if ok {
-		if s.fails.Load() != 0 {
-			s.fails.Store(0)
-		}
-		if s.ejected.Load() && start >= s.ejectedAt.Load() {
-			s.o.readmitAnswered(s)
-		}
-		return
-	}
-	if n := s.fails.Add(1); int(n) >= s.o.cfg.ConsecutiveFailures && !s.ejected.Load() {
-		s.o.eject(s)
+	if s.o != nil {
+		s.o.reported(s, ok, start)
 	}
 }

@@ -90,14 +90,16 @@ func (lb *LoadBalancer) Report(service string, inst Instance, ok bool, latency t
 }
 
 // DoneObserved reports a call done when a CallObserver is set: to the
-// instance's Stats as statsOK when s is not nil, and to the CallObserver
-// as callOK with the call's duration from start (on Now's clock).
-func (lb *LoadBalancer) DoneObserved(service string, inst Instance, kind Kind, s *Stats, start int64, statsOK, callOK bool) {
+// instance's Stats (when s is not nil) as End does, and to the
+// CallObserver as callOK with the call's duration from start (on Now's
+// clock). served is the kind of the instances that served it, requested
+// the request's.
+func (lb *LoadBalancer) DoneObserved(service string, inst Instance, served, requested Kind, s *Stats, start int64, a Answer, retryAfter time.Duration, callOK bool) {
 	if s != nil {
-		started{stats: s, start: start}.Done(statsOK)
+		started{stats: s, start: start, kind: requested}.End(a, retryAfter)
 	}
 	if o := lb.calls; o != nil {
-		o(service, inst, kind, callOK, time.Duration(monoNow()-start))
+		o(service, inst, served, callOK, time.Duration(monoNow()-start))
 	}
 }
 
@@ -132,9 +134,11 @@ func (lb *LoadBalancer) VersionHeader() string { return lb.versionHeader() }
 // when it has none.
 func (lb *LoadBalancer) VersionMetadataKey() string { return lb.versionMeta }
 
-// Done ends a call begun with Candidates.Begin: ok is false for a failure
-// that counts against the instance.
-func Done(s *Stats, start int64, ok bool) { started{stats: s, start: start}.Done(ok) }
+// End ends a call of a request of kind k begun with Candidates.Begin with
+// its answer (retryAfter: an overloaded answer's Retry-After, 0 when none).
+func End(s *Stats, start int64, k Kind, a Answer, retryAfter time.Duration) {
+	started{stats: s, start: start, kind: k}.End(a, retryAfter)
+}
 
 // Discard ends a call begun with Candidates.Begin without a result.
 func Discard(s *Stats) { started{stats: s}.Discard() }

@@ -19,12 +19,22 @@ import (
 // instance with each kind). Such a subtree shares the other's version
 // groupings (see freshCopy) rather than grouping the list again.
 func buildTree(service string, instances []Instance, gray *grayFilter, filters []ServerFilter, rules *compiledRules, policy Policy, stats statsFunc) (t *tree, err error) {
+	return buildLive(service, liveLists{instances, instances}, gray, filters, rules, policy, stats)
+}
+
+// buildLive is buildTree over the usable instances for each kind of
+// request: prod requests route over lists[Prod], gray ones (and their
+// fall-back to prod) over lists[Gray].
+func buildLive(service string, lists liveLists, gray *grayFilter, filters []ServerFilter, rules *compiledRules, policy Policy, stats statsFunc) (t *tree, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			t, err = nil, fmt.Errorf("graylb: building the routing of %q: filter panicked: %v", service, p)
 		}
 	}()
-	gs := gray.build(instances, rules)
+	gs := gray.build(lists[Prod], rules)
+	if !sameList(lists[Gray], lists[Prod]) {
+		gs = mixed(gs, gray.build(lists[Gray], rules), rules)
+	}
 	t = &tree{treeFields: treeFields{service: service, gray: gs.decision(), rules: rules, grayKey: gray.header}}
 	subs := gs.subsets()
 	for i, sub := range subs {
@@ -58,6 +68,24 @@ func buildTree(service string, instances []Instance, gray *grayFilter, filters [
 		}
 	}
 	return t, nil
+}
+
+// mixed is the gray decision whose prod requests route over p's lists and
+// gray requests over g's: p's prod, g's gray, and g's fall-back to prod
+// (with routing off, every request takes p's list of all). Neither list is
+// the tree's own copy any more.
+func mixed(p, g *grayStage, rl *compiledRules) *grayStage {
+	p.gray = g.gray
+	switch {
+	case rl.closed:
+	case !rl.enabled:
+	case len(g.gray) == 0:
+		p.all = g.prod
+	default:
+		p.all = nil
+	}
+	p.owned = false
+	return p
 }
 
 // sameList reports whether a and b are one list (the same elements of the
