@@ -174,7 +174,7 @@ func (lb *LoadBalancer) SetRules(r Rules) error {
 		return err
 	}
 	lb.ruleLog.store(&lb.rules, c, r) // lb.rules.Store(c), recorded for RulesState
-	for _, s := range lb.services.Load().byName {
+	for _, s := range lb.services.Load().all() {
 		s.mu.Lock()
 		lb.rebuild(s, s.list)
 		s.mu.Unlock()
@@ -307,7 +307,7 @@ func (lb *LoadBalancer) Close() error {
 		return nil
 	}
 	// No service is published after this (runLookup checks closed under mu).
-	services := lb.services.Load().byName
+	services := lb.services.Load().all()
 	lb.mu.Unlock()
 	lb.endLife()
 	if lb.ruleStop != nil {

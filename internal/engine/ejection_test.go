@@ -301,7 +301,7 @@ func TestEjection_OffKeepsNoStats(t *testing.T) {
 // have run.
 func settle(t *testing.T, lb *LoadBalancer) {
 	t.Helper()
-	for _, s := range lb.services.Load().byName {
+	for _, s := range lb.services.Load().all() {
 		deadline := time.Now().Add(5 * time.Second)
 		for s.pending.Load() {
 			if time.Now().After(deadline) {

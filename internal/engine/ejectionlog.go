@@ -37,7 +37,7 @@ type EjectionCount struct {
 // in each service's Snapshot.
 func (lb *LoadBalancer) Ejections() EjectionsState {
 	st := lb.ejectionLog.state(lb.outlier != nil)
-	for _, s := range lb.services.Load().byName {
+	for _, s := range lb.services.Load().all() {
 		if t := s.tree.Load(); t != nil {
 			st.Ejected += t.ejected[Prod] + t.ejected[Gray]
 		}

@@ -90,13 +90,11 @@ func readStats(s *Stats) *InstanceStats {
 // those picked at least once, and those its Cache follows for adapters
 // that route on their own (the gRPC balancer), sorted.
 func (lb *LoadBalancer) Services() []string {
-	m := lb.services.Load().byName
-	out := make([]string, 0, len(m))
-	for name := range m {
-		out = append(out, name)
-	}
+	t := lb.services.Load()
+	var out []string
+	t.each(func(e serviceEntry) { out = append(out, e.name) })
 	for _, name := range lb.cache.services() {
-		if m[name] == nil {
+		if t.get(name) == nil {
 			out = append(out, name)
 		}
 	}

@@ -96,7 +96,7 @@ func TestLoadBalancer_EmptyUnknownNamesKeepNothing(t *testing.T) {
 	t.Logf("%d names answered empty: heap %+d bytes, %d subscriptions left", n, grown, src.watches.Load())
 	assert.Less(t, grown, int64(4<<20))
 	assert.Zero(t, src.watches.Load(), "no subscription kept for a name with no instance")
-	assert.Len(t, lb.services.Load().byName, 0)
+	assert.Empty(t, lb.services.Load().all())
 	// The same name again within the retry window fails fast, naming it.
 	_, err = lb.Pick(ctx, "unknown-1")
 	assert.ErrorIs(t, err, ErrNoInstance)
