@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,32 +30,49 @@ func (c *Client) query(ctx context.Context, service, group string, clusters []st
 	return svc.Hosts, nil
 }
 
-// repair replaces the SDK's cached list of a service with the server's
-// when they differ: a push the SDK dropped as out of date would otherwise
-// keep it stale until the next change.
+// repair replaces the SDK's cached list of a subscribed service with the
+// server's: a push the SDK dropped as out of date would otherwise keep it
+// stale, and the SDK compares the next push with it. The SDK gets a copy
+// of its own, straight into its memory cache, not through its
+// ProcessService, and repair reads none of the SDK's lists: the SDK sorts
+// its cached list in place when the next push comes, and ProcessService
+// writes a list to its disk cache (JSON) while the SDK's own push handling
+// may run at once, so a list read, written or shared beside it was read
+// while it was sorted (a crash in encoding/json). The disk cache catches up
+// at the SDK's next push.
 func (c *Client) repair(service, group, clusters string, svc *model.Service) {
 	key := util.GetGroupName(service, group)
 	if !c.holder.IsSubscribed(key, clusters) {
 		return
 	}
-	old, ok := c.holder.GetServiceInfo(service, group, clusters)
-	if ok && sameHosts(old.Hosts, svc.Hosts) {
-		return
-	}
+	old, ok := c.holder.GetServiceInfo(service, group, clusters) // a copy of the struct: its LastRefTime is ours to read
 	fresh := *svc
+	fresh.Hosts = cloneHosts(svc.Hosts)
 	fresh.Name, fresh.GroupName, fresh.Clusters = service, group, clusters
 	if ok && fresh.LastRefTime <= old.LastRefTime {
 		fresh.LastRefTime = old.LastRefTime + 1
 	}
-	c.holder.ProcessService(&fresh)
+	cacheKey := util.GetServiceCacheKey(key, clusters)
+	c.holder.ServiceInfoMap.Store(cacheKey, fresh)
+	c.holder.UpdateTimeMap.Store(cacheKey, uint64(util.CurrentMillis()))
 }
 
-// cached returns the SDK's cached list of a service: what the server
-// pushed over the Client's connection, or the disk cache written from
-// such pushes by an earlier process.
+// cloneHosts copies hosts and their metadata.
+func cloneHosts(hosts []model.Instance) []model.Instance {
+	out := slices.Clone(hosts)
+	for i := range out {
+		out[i].Metadata = maps.Clone(out[i].Metadata)
+	}
+	return out
+}
+
+// cached returns a copy of the SDK's cached list of a service: what the
+// server pushed over the Client's connection, or the disk cache written
+// from such pushes by an earlier process. It is read while the server
+// cannot be reached, when no push sorts the list meanwhile.
 func (c *Client) cached(service, group string, clusters []string) ([]model.Instance, bool) {
 	svc, ok := c.holder.GetServiceInfo(service, group, strings.Join(clusters, ","))
-	return svc.Hosts, ok
+	return cloneHosts(svc.Hosts), ok
 }
 
 func (c *Client) healthy() bool { return c.Healthy() }
@@ -147,15 +166,3 @@ func (c *Client) deregister(ctx context.Context, callTimeout time.Duration, serv
 	return err
 }
 
-// sameHosts reports whether two host lists hold the same instances with
-// the same state, in any order.
-func sameHosts(a, b []model.Instance) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	fa, fb := make([]string, len(a)), make([]string, len(b))
-	for i := range a {
-		fa[i], fb[i] = hostKey(a[i]), hostKey(b[i])
-	}
-	return sameSet(fa, fb)
-}

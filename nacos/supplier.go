@@ -380,12 +380,6 @@ func instanceKey(host string, port uint64, weight float64, healthy, enabled bool
 	return b.String()
 }
 
-func sameSet(a, b []string) bool {
-	sort.Strings(a)
-	sort.Strings(b)
-	return slices.Equal(a, b)
-}
-
 // firstLine drops the stack trace the SDK's errors carry.
 func firstLine(err error) string {
 	msg := err.Error()
