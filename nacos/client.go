@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,9 +65,11 @@ type Client struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	holder *naming_cache.ServiceInfoHolder
-	params vo.NacosClientParam
-	start  time.Time
-	sdkLog sdklog.Logger
+	// diskDir is the holder's disk cache folder (repair writes there).
+	diskDir string
+	params  vo.NacosClientParam
+	start   time.Time
+	sdkLog  sdklog.Logger
 
 	built     chan struct{} // closed once naming and buildErr are set
 	naming    *naming_grpc.NamingGrpcProxy
@@ -119,6 +122,7 @@ func NewClient(ctx context.Context, opts ...Option) (*Client, error) {
 	c := &Client{
 		cfg: cfg, ctx: cctx, cancel: cancel, params: p, start: time.Now(), sdkLog: sdkLog,
 		holder:     naming_cache.NewServiceInfoHolder(cc.NamespaceId, cc.CacheDir, true, cc.NotLoadCacheAtStart),
+		diskDir:    cc.CacheDir + string(os.PathSeparator) + "naming" + string(os.PathSeparator) + cc.NamespaceId, // as the holder names it
 		built:      make(chan struct{}),
 		lister:     lister,
 		connected:  make(chan struct{}),

@@ -2,13 +2,16 @@ package nacos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nacos-group/nacos-sdk-go/v2/clients/cache"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client/naming_grpc"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/util"
@@ -38,8 +41,8 @@ func (c *Client) query(ctx context.Context, service, group string, clusters []st
 // its cached list in place when the next push comes, and ProcessService
 // writes a list to its disk cache (JSON) while the SDK's own push handling
 // may run at once, so a list read, written or shared beside it was read
-// while it was sorted (a crash in encoding/json). The disk cache catches up
-// at the SDK's next push.
+// while it was sorted (a crash in encoding/json). The disk cache gets a
+// copy of its own too (writeDisk).
 func (c *Client) repair(service, group, clusters string, svc *model.Service) {
 	key := util.GetGroupName(service, group)
 	if !c.holder.IsSubscribed(key, clusters) {
@@ -55,6 +58,43 @@ func (c *Client) repair(service, group, clusters string, svc *model.Service) {
 	cacheKey := util.GetServiceCacheKey(key, clusters)
 	c.holder.ServiceInfoMap.Store(cacheKey, fresh)
 	c.holder.UpdateTimeMap.Store(cacheKey, uint64(util.CurrentMillis()))
+	disk := fresh
+	disk.Hosts = cloneHosts(svc.Hosts)
+	c.writeDisk(cacheKey, &disk)
+}
+
+// writeDisk writes svc, a list no one else holds, to the SDK's disk cache
+// file of cacheKey, as the SDK writes it, through a file renamed into
+// place: the SDK may write the same file at once, and a restart reads a
+// whole list either way. A failed write is logged: the SDK's next push
+// writes it again.
+func (c *Client) writeDisk(cacheKey string, svc *model.Service) {
+	if c.diskDir == "" {
+		return
+	}
+	b, err := json.Marshal(svc)
+	if err == nil {
+		err = os.MkdirAll(c.diskDir, 0o755)
+	}
+	var f *os.File
+	if err == nil {
+		f, err = os.CreateTemp(c.diskDir, ".graylb-*")
+	}
+	if err == nil {
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(f.Name(), cache.GetFileName(cacheKey, c.diskDir))
+		}
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}
+	if err != nil {
+		c.cfg.logger.Warn("nacos: writing a repaired list to the disk cache failed", "err", err)
+	}
 }
 
 // cloneHosts copies hosts and their metadata.
@@ -165,4 +205,3 @@ func (c *Client) deregister(ctx context.Context, callTimeout time.Duration, serv
 	}
 	return err
 }
-

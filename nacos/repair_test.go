@@ -1,7 +1,12 @@
 package nacos
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -31,7 +36,7 @@ func TestRepair_SharesNothingWithTheSDK(t *testing.T) {
 	holder := naming_cache.NewServiceInfoHolder("", t.TempDir(), true, true)
 	cb := func([]model.Instance, error) {}
 	holder.RegisterCallback("DEFAULT_GROUP@@svc", "", &cb)
-	c := &Client{holder: holder}
+	c := &Client{holder: holder, diskDir: t.TempDir(), cfg: &config{logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	var wg sync.WaitGroup
 	const rounds = 200
 	wg.Add(2)
@@ -56,4 +61,13 @@ func TestRepair_SharesNothingWithTheSDK(t *testing.T) {
 	wg.Wait()
 	_, ok := holder.GetServiceInfo("svc", "DEFAULT_GROUP", "")
 	require.True(t, ok)
+	// The repairs' disk cache file holds a whole list, and nothing else is left.
+	files, err := os.ReadDir(c.diskDir)
+	require.NoError(t, err)
+	require.Len(t, files, 1)
+	b, err := os.ReadFile(filepath.Join(c.diskDir, files[0].Name()))
+	require.NoError(t, err)
+	var onDisk model.Service
+	require.NoError(t, json.Unmarshal(b, &onDisk))
+	require.Len(t, onDisk.Hosts, 20)
 }
