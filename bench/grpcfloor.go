@@ -52,64 +52,107 @@ func GRPCRoundRobin() Peer {
 	}}
 }
 
-// fakeCC embeds the interface and overrides what round_robin calls.
+// fakeCC embeds the interface and overrides what round_robin calls. Its
+// fake SubConns turn READY on goroutines of their own, as gRPC delivers
+// state changes; pending counts the deliveries not done yet, and cond
+// tells waitPicker of each change.
 type fakeCC struct {
 	balancer.ClientConn
-	mu    sync.Mutex
-	state balancer.State
+	mu      sync.Mutex
+	cond    *sync.Cond
+	state   balancer.State
+	pending int // state deliveries started and not returned
+	changes int // UpdateState calls and deliveries returned
+}
+
+func (c *fakeCC) init() {
+	if c.cond == nil {
+		c.cond = sync.NewCond(&c.mu)
+	}
 }
 
 func (c *fakeCC) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
-	return &fakeSC{addr: addrs[0].Addr, listener: opts.StateListener}, nil
+	return &fakeSC{cc: c, addr: addrs[0].Addr, listener: opts.StateListener}, nil
 }
 
 func (c *fakeCC) UpdateState(s balancer.State) {
 	c.mu.Lock()
+	c.init()
 	c.state = s
+	c.changes++
+	c.cond.Broadcast()
 	c.mu.Unlock()
 }
 
 func (c *fakeCC) ResolveNow(resolver.ResolveNowOptions) {}
 func (c *fakeCC) Target() string                        { return "bench:///svc" }
 
-// waitPicker waits (up to 10s) for a READY picker over all n connections:
-// it picks n times and counts distinct connections.
-func (c *fakeCC) waitPicker(n int) balancer.Picker {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+// deliver runs l(READY) on a goroutine of its own, counted in pending.
+func (c *fakeCC) deliver(l func(balancer.SubConnState)) {
+	c.mu.Lock()
+	c.init()
+	c.pending++
+	c.mu.Unlock()
+	go func() {
+		l(balancer.SubConnState{ConnectivityState: connectivity.Ready})
 		c.mu.Lock()
-		st := c.state
+		c.pending--
+		c.changes++
+		c.cond.Broadcast()
 		c.mu.Unlock()
-		if st.ConnectivityState == connectivity.Ready && st.Picker != nil {
+	}()
+}
+
+// waitPicker waits for a READY picker over all n connections: once every
+// state delivery has returned, it picks 2n times and counts distinct
+// connections; else it waits for the next change. It waits for events, not
+// for a fixed time (a loaded machine delivers 10 000 states slowly), and
+// gives up only after readyTimeout without any change.
+func (c *fakeCC) waitPicker(n int) balancer.Picker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.init()
+	for {
+		if c.pending == 0 && c.state.ConnectivityState == connectivity.Ready && c.state.Picker != nil {
 			seen := map[balancer.SubConn]bool{}
 			for i := 0; i < 2*n; i++ {
-				if r, err := st.Picker.Pick(balancer.PickInfo{Ctx: context.Background()}); err == nil {
+				if r, err := c.state.Picker.Pick(balancer.PickInfo{Ctx: context.Background()}); err == nil {
 					seen[r.SubConn] = true
 				}
 			}
 			if len(seen) == n {
-				return st.Picker
+				return c.state.Picker
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		t := time.AfterFunc(readyTimeout, func() {
+			c.mu.Lock()
+			c.cond.Broadcast()
+			c.mu.Unlock()
+		})
+		before := c.changes
+		c.cond.Wait()
+		t.Stop()
+		if c.changes == before {
+			return nil // readyTimeout passed without a change
+		}
 	}
-	return nil
 }
+
+// readyTimeout is how long waitPicker waits for a change before it gives
+// up: a balancer that stops changing state never gets READY.
+const readyTimeout = time.Minute
 
 // fakeSC turns READY as soon as it is asked to connect.
 type fakeSC struct {
 	balancer.SubConn
+	cc       *fakeCC
 	addr     string
 	listener func(balancer.SubConnState)
 }
 
 // Both run outside the caller, as gRPC delivers state changes: the
 // balancer holds its lock while it asks.
-func (s *fakeSC) Connect() {
-	go s.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
-}
-func (s *fakeSC) RegisterHealthListener(l func(balancer.SubConnState)) {
-	go l(balancer.SubConnState{ConnectivityState: connectivity.Ready})
-}
-func (s *fakeSC) Shutdown()                          {}
-func (s *fakeSC) UpdateAddresses([]resolver.Address) {}
+func (s *fakeSC) Connect()                                             { s.cc.deliver(s.listener) }
+func (s *fakeSC) RegisterHealthListener(l func(balancer.SubConnState)) { s.cc.deliver(l) }
+func (s *fakeSC) Shutdown()                                            {}
+func (s *fakeSC) UpdateAddresses([]resolver.Address)                   {}
