@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/engine"
@@ -109,8 +110,18 @@ type Call struct {
 //     not answer in time failed the call (one that hangs, or answers only
 //     after the deadline, is ejected and avoided).
 //
-// A Result of another value is Failed. Call End exactly once per call.
-func (c Call) End(r Result) {
+// A Result of another value is Failed. Call End or EndAt exactly once per
+// call.
+func (c Call) End(r Result) { c.end(r, time.Time{}, false) }
+
+// EndAt ends the call as End does, its duration measured to at instead of
+// now: for a call whose instance's part ended before its caller was done
+// with it (an HTTP body closed before its end, at its last byte read). An
+// at before the call's start is its start.
+func (c Call) EndAt(r Result, at time.Time) { c.end(r, at, true) }
+
+// end is End, at at when byAt (never after now).
+func (c Call) end(r Result, at time.Time, byAt bool) {
 	stats := c.stats
 	statsOK, callOK := true, true
 	switch r {
@@ -125,11 +136,18 @@ func (c Call) End(r Result) {
 	default: // Failed, DeadlineNoAnswer, any other
 		statsOK, callOK = false, false
 	}
-	switch {
-	case c.b != nil && c.b.e().CallObserved():
-		c.b.e().DoneObserved(c.Service, c.Instance, c.served, stats, c.start, statsOK, callOK)
-	case stats != nil:
-		engine.Done(stats, c.start, statsOK)
+	observed := c.b != nil && c.b.e().CallObserved()
+	if stats == nil && !observed {
+		return
+	}
+	end := engine.Now()
+	if byAt {
+		end = min(max(engine.At(at), c.start), end)
+	}
+	if observed {
+		c.b.e().DoneObserved(c.Service, c.Instance, c.served, stats, c.start, end, statsOK, callOK)
+	} else {
+		engine.Done(stats, c.start, end, statsOK)
 	}
 }
 

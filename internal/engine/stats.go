@@ -138,12 +138,14 @@ type started struct {
 // and, with outlier detection, its success or failure to the ejection
 // rule: a success of a call begun after the instance was ejected readmits
 // it at once. Call Done or Discard exactly once per call.
-func (c started) Done(ok bool) {
+func (c started) Done(ok bool) { c.doneAt(monoNow(), ok) }
+
+// doneAt is Done for a call that ended at now (on monoNow's clock).
+func (c started) doneAt(now int64, ok bool) {
 	s := c.stats
 	if s == nil {
 		return
 	}
-	now := monoNow()
 	if s.pending.Load() != 0 {
 		s.pending.Store(0)
 	}

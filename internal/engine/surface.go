@@ -89,15 +89,16 @@ func (lb *LoadBalancer) Report(service string, inst Instance, ok bool, latency t
 	lb.report(service, inst, ok, latency)
 }
 
-// DoneObserved reports a call done when a CallObserver is set: to the
-// instance's Stats as statsOK when s is not nil, and to the CallObserver
-// as callOK with the call's duration from start (on Now's clock).
-func (lb *LoadBalancer) DoneObserved(service string, inst Instance, kind Kind, s *Stats, start int64, statsOK, callOK bool) {
+// DoneObserved reports a call done at end when a CallObserver is set: to
+// the instance's Stats as statsOK when s is not nil, and to the
+// CallObserver as callOK with the call's duration from start to end (on
+// Now's clock).
+func (lb *LoadBalancer) DoneObserved(service string, inst Instance, kind Kind, s *Stats, start, end int64, statsOK, callOK bool) {
 	if s != nil {
-		started{stats: s, start: start}.Done(statsOK)
+		started{stats: s, start: start}.doneAt(end, statsOK)
 	}
 	if o := lb.calls; o != nil {
-		o(service, inst, kind, callOK, time.Duration(monoNow()-start))
+		o(service, inst, kind, callOK, time.Duration(end-start))
 	}
 }
 
@@ -132,15 +133,18 @@ func (lb *LoadBalancer) VersionHeader() string { return lb.versionHeader() }
 // when it has none.
 func (lb *LoadBalancer) VersionMetadataKey() string { return lb.versionMeta }
 
-// Done ends a call begun with Candidates.Begin: ok is false for a failure
-// that counts against the instance.
-func Done(s *Stats, start int64, ok bool) { started{stats: s, start: start}.Done(ok) }
+// Done ends a call begun with Candidates.Begin at end (on Now's clock): ok
+// is false for a failure that counts against the instance.
+func Done(s *Stats, start, end int64, ok bool) { started{stats: s, start: start}.doneAt(end, ok) }
 
 // Discard ends a call begun with Candidates.Begin without a result.
 func Discard(s *Stats) { started{stats: s}.Discard() }
 
 // Now is a call's start time on the clock Done measures with.
 func Now() int64 { return monoNow() }
+
+// At is t on Now's clock.
+func At(t time.Time) int64 { return int64(t.Sub(epoch)) }
 
 // Route runs the router's chain for the request in ctx.
 func (r Router) Route(ctx context.Context, call ContextHandler) (Decision, Candidates, error) {
