@@ -1,0 +1,176 @@
+package httpctx
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/graylb/graylb/adapter"
+)
+
+// answered returns resp, the answer to the try c whose call is call, with
+// its body wrapped in c.b so that the call ends with the body (see body).
+// cancel releases the try's context (WithTryTimeout; nil when none); clone
+// is the TLS clone that sent it (nil when none).
+//
+// A response without a body (http.NoBody: HEAD, 204, 304) ends at once;
+// so does a protocol switch (101), whose body is the connection of
+// another protocol for as long as it lives: the HTTP exchange is over.
+func (t *Transport) answered(c *requestCopy, resp *http.Response, call adapter.Call, clone *tlsClone, cancel context.CancelFunc) *http.Response {
+	r := t.resultOf(resp.StatusCode)
+	if resp.Body == nil || resp.Body == http.NoBody {
+		call.End(r)
+		if cancel != nil {
+			cancel()
+		}
+		if clone != nil {
+			clone.release()
+		}
+		return resp
+	}
+	b := &c.b
+	b.rc, b.cancel, b.ctx = resp.Body, cancel, c.r.Context()
+	if rw, ok := resp.Body.(io.ReadWriteCloser); ok { // a protocol switch: the caller owns the connection
+		call.End(r)
+		if cancel != nil {
+			b.w = rw
+			b.state.Store(bodyEnded)
+			resp.Body = bodyRW{b}
+		}
+		return resp
+	}
+	b.call, b.answer, b.clone = call, r, clone
+	if b.track = call.Tracked(); b.track {
+		b.last.Store(clock())
+	}
+	resp.Body = b
+	return resp
+}
+
+// body is the body of a response whose call ends with it, as the caller
+// is done with it, whichever comes first:
+//   - read to its end (io.EOF): the answer's result (its status's), its
+//     duration to the end;
+//   - a read fails: the caller's context ended (adapter.ResultOf of its
+//     error; a deadline is no answer in time: a failure, with the time
+//     waited), else the instance failed the call (adapter.Failed: reset,
+//     cut short);
+//   - closed before its end: the answer's result, its duration to the
+//     last byte read (the caller read what it needed; what it does after
+//     is its own time), unless the caller's context had ended (as for a
+//     failed read).
+//
+// It then releases the try's context and, for a TLS clone dropped
+// meanwhile, the connection it pooled.
+type body struct {
+	rc     io.ReadCloser
+	w      io.Writer // a protocol switch's connection (bodyRW); nil otherwise
+	call   adapter.Call
+	answer adapter.Result
+	track  bool               // the call reports something (adapter.Call.Tracked)
+	ctx    context.Context    // the caller's
+	cancel context.CancelFunc // the try's context; nil when none
+	clone  *tlsClone          // nil when none
+	last   atomic.Int64       // when the last byte came (clock), while track
+	state  atomic.Uint32      // body* bits
+}
+
+const (
+	bodyEnded  uint32 = 1 << iota // the call ended
+	bodyClosed                    // rc is closed
+)
+
+// epoch anchors clock.
+var epoch = time.Now()
+
+// clock returns the monotonic time since epoch, in nanoseconds (> 0).
+func clock() int64 { return int64(time.Since(epoch)) }
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	switch {
+	case err == nil:
+		if n > 0 && b.track {
+			b.last.Store(clock())
+		}
+	case err == io.EOF:
+		b.end(b.answer, false)
+		b.finish()
+	default:
+		b.end(b.failure(), false)
+		b.finish()
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	if r, done := callerDone(b.ctx); done {
+		b.end(r, false)
+	} else {
+		b.end(b.answer, true)
+	}
+	err := b.close()
+	b.finish()
+	return err
+}
+
+// end ends the call with r unless it has ended: at the last byte read when
+// early (the body was closed before its end), else now.
+func (b *body) end(r adapter.Result, early bool) {
+	if b.state.Or(bodyEnded)&bodyEnded != 0 {
+		return
+	}
+	if early && b.track {
+		b.call.EndAt(r, epoch.Add(time.Duration(b.last.Load())))
+		return
+	}
+	b.call.End(r)
+}
+
+// failure is the result of a read that failed: how the caller's context
+// ended, else a failure of the instance.
+func (b *body) failure() adapter.Result {
+	if r, done := callerDone(b.ctx); done {
+		return r
+	}
+	return adapter.Failed
+}
+
+// close closes rc once.
+func (b *body) close() error {
+	if b.state.Or(bodyClosed)&bodyClosed != 0 {
+		return nil
+	}
+	return b.rc.Close()
+}
+
+// finish releases what the try holds once its body ended: its context,
+// and the pooled connection of a TLS clone dropped meanwhile.
+func (b *body) finish() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+	if b.clone != nil {
+		b.clone.release()
+	}
+}
+
+// callerDone reports whether the caller's context has ended, and how:
+// cancelled, or its deadline passed (also when it passed a hair before the
+// context says so: a read its deadline cut may return first).
+func callerDone(ctx context.Context) (adapter.Result, bool) {
+	if err := ctx.Err(); err != nil {
+		return adapter.ResultOf(err)
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return adapter.DeadlineNoAnswer, true
+	}
+	return adapter.OK, false
+}
+
+// bodyRW is the body of a protocol switch, which stays writable.
+type bodyRW struct{ *body }
+
+func (b bodyRW) Write(p []byte) (int, error) { return b.w.Write(p) }
