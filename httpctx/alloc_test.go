@@ -68,7 +68,8 @@ func TestTransport_AllocationsPerRequest(t *testing.T) {
 
 // A response with a body adds no allocation: the body that ends the call
 // with it lives in the request copy's allocation. With a try timeout, the
-// body wrapper is that same one (the try's context is released with it).
+// body wrapper is that same one (the try's context is released with it);
+// a body timeout adds its timer.
 func TestTransport_AllocationsPerRequestWithABody(t *testing.T) {
 	reg := graylb.NewRegistry()
 	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", 8080, nil)))
@@ -100,7 +101,8 @@ func TestTransport_AllocationsPerRequestWithABody(t *testing.T) {
 		max  float64
 	}{
 		{"defaults", nil, 1},
-		{"try timeout", []TransportOption{WithTryTimeout(time.Minute)}, 8}, // 9 with a wrapper of its own
+		{"try timeout", []TransportOption{WithTryTimeout(time.Minute)}, 8},   // 9 with a wrapper of its own
+		{"body timeout", []TransportOption{WithBodyTimeout(time.Minute)}, 3}, // its timer
 	} {
 		tr := NewTransport(lb, append(c.opts, WithBase(base))...)
 		extra := testing.AllocsPerRun(200, do(tr)) - plain

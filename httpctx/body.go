@@ -2,6 +2,7 @@ package httpctx
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -9,6 +10,29 @@ import (
 
 	"github.com/graylb/graylb/adapter"
 )
+
+// ErrBodyTimeout: a response's body did not reach its end within the
+// Transport's body timeout (WithBodyTimeout). The body was cut; the read
+// that finds it so returns an error wrapping it.
+var ErrBodyTimeout = errors.New("httpctx: response body not read to its end within the body timeout")
+
+// WithBodyTimeout bounds each response's body, from its headers to its
+// end: a body not read to its end d after its headers came (one that
+// stalls, or trickles a byte at a time) is cut, its call counts against
+// its instance as one it did not answer in time (outlier detection, P2C),
+// and the caller's read returns an error wrapping ErrBodyTimeout. The time
+// the caller takes between its reads counts too, as with
+// http.Client.Timeout. Together with WithTryTimeout (to the headers) it
+// bounds a whole try. d <= 0 (the default) sets none: the caller's
+// context bounds the body, and a body that outlives it counts against
+// the instance as well.
+func WithBodyTimeout(d time.Duration) TransportOption {
+	return func(t *Transport) {
+		if d > 0 {
+			t.bodyTimeout = d
+		}
+	}
+}
 
 // answered returns resp, the answer to the try c whose call is call, with
 // its body wrapped in c.b so that the call ends with the body (see body).
@@ -45,6 +69,9 @@ func (t *Transport) answered(c *requestCopy, resp *http.Response, call adapter.C
 	if b.track = call.Tracked(); b.track {
 		b.last.Store(clock())
 	}
+	if t.bodyTimeout > 0 {
+		b.timer = time.AfterFunc(t.bodyTimeout, b.cut)
+	}
 	resp.Body = b
 	return resp
 }
@@ -57,6 +84,7 @@ func (t *Transport) answered(c *requestCopy, resp *http.Response, call adapter.C
 //     error; a deadline is no answer in time: a failure, with the time
 //     waited), else the instance failed the call (adapter.Failed: reset,
 //     cut short);
+//   - cut by the body timeout: adapter.DeadlineNoAnswer;
 //   - closed before its end: the answer's result, its duration to the
 //     last byte read (the caller read what it needed; what it does after
 //     is its own time), unless the caller's context had ended (as for a
@@ -73,6 +101,7 @@ type body struct {
 	ctx    context.Context    // the caller's
 	cancel context.CancelFunc // the try's context; nil when none
 	clone  *tlsClone          // nil when none
+	timer  *time.Timer        // WithBodyTimeout's; nil when none
 	last   atomic.Int64       // when the last byte came (clock), while track
 	state  atomic.Uint32      // body* bits
 }
@@ -80,6 +109,7 @@ type body struct {
 const (
 	bodyEnded  uint32 = 1 << iota // the call ended
 	bodyClosed                    // rc is closed
+	bodyCut                       // the body timeout ended the call
 )
 
 // epoch anchors clock.
@@ -100,6 +130,9 @@ func (b *body) Read(p []byte) (int, error) {
 		b.finish()
 	default:
 		b.end(b.failure(), false)
+		if b.state.Load()&bodyCut != 0 {
+			err = &bodyTimeoutError{err: err}
+		}
 		b.finish()
 	}
 	return n, err
@@ -116,11 +149,31 @@ func (b *body) Close() error {
 	return err
 }
 
+// cut is the body timeout's: it ends the call unless it has ended, and
+// closes the body under its reader.
+func (b *body) cut() {
+	for {
+		s := b.state.Load()
+		if s&bodyEnded != 0 {
+			return
+		}
+		if b.state.CompareAndSwap(s, s|bodyEnded|bodyCut) {
+			break
+		}
+	}
+	b.call.End(adapter.DeadlineNoAnswer)
+	b.close()
+	b.finish()
+}
+
 // end ends the call with r unless it has ended: at the last byte read when
 // early (the body was closed before its end), else now.
 func (b *body) end(r adapter.Result, early bool) {
 	if b.state.Or(bodyEnded)&bodyEnded != 0 {
 		return
+	}
+	if b.timer != nil {
+		b.timer.Stop()
 	}
 	if early && b.track {
 		b.call.EndAt(r, epoch.Add(time.Duration(b.last.Load())))
@@ -174,3 +227,10 @@ func callerDone(ctx context.Context) (adapter.Result, bool) {
 type bodyRW struct{ *body }
 
 func (b bodyRW) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// bodyTimeoutError is the error of a read of a body the body timeout cut:
+// it wraps ErrBodyTimeout and the read's error.
+type bodyTimeoutError struct{ err error }
+
+func (e *bodyTimeoutError) Error() string   { return ErrBodyTimeout.Error() + ": " + e.err.Error() }
+func (e *bodyTimeoutError) Unwrap() []error { return []error{ErrBodyTimeout, e.err} }

@@ -453,3 +453,68 @@ func TestTransport_DeadlineMidBodyIsNoAnswer(t *testing.T) {
 	waitUntil(t, func() bool { return stats.InFlight() == 0 }, "a cancelled body is still in flight")
 	assert.Len(t, obs.list(), 1, "a body its caller cancelled was told")
 }
+
+// TestTransport_BodyTimeoutCutsADrip: with WithBodyTimeout, a body that
+// trickles a byte at a time (no read ever waits long: an idle timeout
+// would not fire) is cut once it has been open that long, whether the
+// caller is reading it or not: the read returns an error wrapping
+// ErrBodyTimeout, the call counts against the instance and leaves the
+// in-flight count. A try timeout (to the headers) does not cut it.
+func TestTransport_BodyTimeoutCutsADrip(t *testing.T) {
+	const d = 300 * time.Millisecond
+	reg := graylb.NewRegistry()
+	in := register(t, reg, "svc", dripping(t, "x"), nil)
+	var obs calls
+	lb, err := graylb.New(reg, graylb.WithCallObserver(obs.observe), graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: 1000}))
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb, WithBodyTimeout(d), WithTryTimeout(100*time.Millisecond))}
+	defer client.CloseIdleConnections()
+	stats := statsOf(t, lb, in)
+
+	start := time.Now()
+	_, err = readWhole(client, "http://svc/", false, 0)
+	took := time.Since(start)
+	require.ErrorIs(t, err, ErrBodyTimeout)
+	assert.GreaterOrEqual(t, took, d)
+	assert.Less(t, took, 3*d, "the drip was not cut at the body timeout")
+	seen := obs.waitFor(t, 1)
+	assert.False(t, seen[0].ok, "a body cut by the body timeout was told ok")
+	assert.GreaterOrEqual(t, stats.Latency(), 900*time.Millisecond, "a body cut by the body timeout is priced as a failure")
+	assert.Zero(t, stats.InFlight())
+
+	// A body nobody reads is cut too: its call ends, its connection is
+	// released.
+	resp, err := client.Get("http://svc/")
+	require.NoError(t, err)
+	waitUntil(t, func() bool { return len(obs.list()) == 2 }, "a body nobody reads was not cut")
+	assert.False(t, obs.list()[1].ok)
+	assert.Zero(t, stats.InFlight())
+	_, err = io.ReadAll(resp.Body)
+	require.ErrorIs(t, err, ErrBodyTimeout)
+	require.NoError(t, resp.Body.Close())
+}
+
+// TestTransport_BodyTimeoutSparesAWholeBody: a body read to its end within
+// the body timeout is an answer like any other, however slowly it came.
+func TestTransport_BodyTimeoutSparesAWholeBody(t *testing.T) {
+	reg := graylb.NewRegistry()
+	srv := slowBody(100 * time.Millisecond)
+	defer srv.Close()
+	register(t, reg, "svc", srv, nil)
+	var obs calls
+	lb, err := graylb.New(reg, graylb.WithCallObserver(obs.observe))
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb, WithBodyTimeout(2*time.Second))}
+	defer client.CloseIdleConnections()
+	for i := 0; i < 3; i++ {
+		body, err := readWhole(client, "http://svc/", false, 0)
+		require.NoError(t, err)
+		require.Equal(t, "head...tail", body)
+	}
+	for _, c := range obs.waitFor(t, 3) {
+		assert.True(t, c.ok)
+		assert.GreaterOrEqual(t, c.took, 100*time.Millisecond)
+	}
+}

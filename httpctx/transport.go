@@ -81,8 +81,8 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 // the end, a read of it failed, or the body closed (at once for a
 // response without a body and a protocol switch). A connection failure, a
 // failure status (WithFailureStatus; by default adapter.HTTPResult's: a
-// 5xx but 501 and 504), a body that breaks off (a reset) or the
-// request's deadline passing before the body's
+// 5xx but 501 and 504), a body that breaks off (reset, cut by
+// WithBodyTimeout) or the request's deadline passing before the body's
 // end counts against it; any other answer, closed early or not, for it.
 // Its latency runs to the body's end (to the last byte read, for a body
 // closed early; the time waited, for a deadline). A 504 (a timeout of the
@@ -140,6 +140,7 @@ type Transport struct {
 	base         http.RoundTripper
 	maxRetries   int
 	tryTimeout   time.Duration // 0: none (WithTryTimeout)
+	bodyTimeout  time.Duration // 0: none (WithBodyTimeout)
 	retryUnsent  bool
 	passthrough  bool
 	instanceHost bool

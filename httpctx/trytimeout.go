@@ -22,7 +22,8 @@ var ErrTryTimeout = errors.New("httpctx: no response within the try timeout")
 // within WithMaxRetries, as after a lost connection. A request that is
 // not idempotent is not sent again (the instance may have acted on it).
 // The request's own context still bounds the whole request. The body of a
-// response is not bounded by d. d <= 0 (the default) sets no try timeout.
+// response is not bounded by d (WithBodyTimeout bounds it). d <= 0 (the
+// default) sets no try timeout.
 //
 // Without a try timeout an instance that accepts connections and never
 // answers (a black hole) holds each request sent to it until the
