@@ -35,9 +35,9 @@ func WithBodyTimeout(d time.Duration) TransportOption {
 }
 
 // answered returns resp, the answer to the try c whose call is call, with
-// its body wrapped in c.b so that the call ends with the body (see body).
-// cancel releases the try's context (WithTryTimeout; nil when none); clone
-// is the TLS clone that sent it (nil when none).
+// c as its body, so that the call ends with the body (see body). cancel
+// releases the try's context (WithTryTimeout; nil when none); clone is the
+// TLS clone that sent it (nil when none).
 //
 // A response without a body (http.NoBody: HEAD, 204, 304) ends at once;
 // so does a protocol switch (101), whose body is the connection of
@@ -55,13 +55,12 @@ func (t *Transport) answered(c *requestCopy, resp *http.Response, call adapter.C
 		return resp
 	}
 	b := &c.b
-	b.rc, b.cancel, b.ctx = resp.Body, cancel, c.r.Context()
-	if rw, ok := resp.Body.(io.ReadWriteCloser); ok { // a protocol switch: the caller owns the connection
+	b.rc, b.cancel = resp.Body, cancel
+	if _, ok := resp.Body.(io.ReadWriteCloser); ok { // a protocol switch: the caller owns the connection
 		call.End(r)
 		if cancel != nil {
-			b.w = rw
 			b.state.Store(bodyEnded)
-			resp.Body = bodyRW{b}
+			resp.Body = bodyRW{c}
 		}
 		return resp
 	}
@@ -70,14 +69,14 @@ func (t *Transport) answered(c *requestCopy, resp *http.Response, call adapter.C
 		b.last.Store(clock())
 	}
 	if t.bodyTimeout > 0 {
-		b.timer = time.AfterFunc(t.bodyTimeout, b.cut)
+		b.timer = time.AfterFunc(t.bodyTimeout, c.cut)
 	}
-	resp.Body = b
+	resp.Body = c
 	return resp
 }
 
-// body is the body of a response whose call ends with it, as the caller
-// is done with it, whichever comes first:
+// body is the state of a try's response body, whose call ends with it,
+// as the caller is done with it, whichever comes first:
 //   - read to its end (io.EOF): the answer's result (its status's), its
 //     duration to the end;
 //   - a read fails: the caller's context ended (adapter.ResultOf of its
@@ -91,14 +90,14 @@ func (t *Transport) answered(c *requestCopy, resp *http.Response, call adapter.C
 //     failed read).
 //
 // It then releases the try's context and, for a TLS clone dropped
-// meanwhile, the connection it pooled.
+// meanwhile, the connection it pooled. The try's requestCopy is the body
+// the caller reads (its request's context is the caller's): one
+// allocation for the request and its response's body.
 type body struct {
 	rc     io.ReadCloser
-	w      io.Writer // a protocol switch's connection (bodyRW); nil otherwise
 	call   adapter.Call
 	answer adapter.Result
 	track  bool               // the call reports something (adapter.Call.Tracked)
-	ctx    context.Context    // the caller's
 	cancel context.CancelFunc // the try's context; nil when none
 	clone  *tlsClone          // nil when none
 	timer  *time.Timer        // WithBodyTimeout's; nil when none
@@ -118,7 +117,8 @@ var epoch = time.Now()
 // clock returns the monotonic time since epoch, in nanoseconds (> 0).
 func clock() int64 { return int64(time.Since(epoch)) }
 
-func (b *body) Read(p []byte) (int, error) {
+func (c *requestCopy) Read(p []byte) (int, error) {
+	b := &c.b
 	n, err := b.rc.Read(p)
 	switch {
 	case err == nil:
@@ -126,32 +126,33 @@ func (b *body) Read(p []byte) (int, error) {
 			b.last.Store(clock())
 		}
 	case err == io.EOF:
-		b.end(b.answer, false)
-		b.finish()
+		c.end(b.answer, false)
+		c.finish()
 	default:
-		b.end(b.failure(), false)
+		c.end(c.failure(), false)
 		if b.state.Load()&bodyCut != 0 {
 			err = &bodyTimeoutError{err: err}
 		}
-		b.finish()
+		c.finish()
 	}
 	return n, err
 }
 
-func (b *body) Close() error {
-	if r, done := callerDone(b.ctx); done {
-		b.end(r, false)
+func (c *requestCopy) Close() error {
+	if r, done := callerDone(c.r.Context()); done {
+		c.end(r, false)
 	} else {
-		b.end(b.answer, true)
+		c.end(c.b.answer, true)
 	}
-	err := b.close()
-	b.finish()
+	err := c.close()
+	c.finish()
 	return err
 }
 
 // cut is the body timeout's: it ends the call unless it has ended, and
 // closes the body under its reader.
-func (b *body) cut() {
+func (c *requestCopy) cut() {
+	b := &c.b
 	for {
 		s := b.state.Load()
 		if s&bodyEnded != 0 {
@@ -162,13 +163,14 @@ func (b *body) cut() {
 		}
 	}
 	b.call.End(adapter.DeadlineNoAnswer)
-	b.close()
-	b.finish()
+	c.close()
+	c.finish()
 }
 
 // end ends the call with r unless it has ended: at the last byte read when
 // early (the body was closed before its end), else now.
-func (b *body) end(r adapter.Result, early bool) {
+func (c *requestCopy) end(r adapter.Result, early bool) {
+	b := &c.b
 	if b.state.Or(bodyEnded)&bodyEnded != 0 {
 		return
 	}
@@ -184,29 +186,29 @@ func (b *body) end(r adapter.Result, early bool) {
 
 // failure is the result of a read that failed: how the caller's context
 // ended, else a failure of the instance.
-func (b *body) failure() adapter.Result {
-	if r, done := callerDone(b.ctx); done {
+func (c *requestCopy) failure() adapter.Result {
+	if r, done := callerDone(c.r.Context()); done {
 		return r
 	}
 	return adapter.Failed
 }
 
-// close closes rc once.
-func (b *body) close() error {
-	if b.state.Or(bodyClosed)&bodyClosed != 0 {
+// close closes the body once.
+func (c *requestCopy) close() error {
+	if c.b.state.Or(bodyClosed)&bodyClosed != 0 {
 		return nil
 	}
-	return b.rc.Close()
+	return c.b.rc.Close()
 }
 
 // finish releases what the try holds once its body ended: its context,
 // and the pooled connection of a TLS clone dropped meanwhile.
-func (b *body) finish() {
-	if b.cancel != nil {
-		b.cancel()
+func (c *requestCopy) finish() {
+	if c.b.cancel != nil {
+		c.b.cancel()
 	}
-	if b.clone != nil {
-		b.clone.release()
+	if c.b.clone != nil {
+		c.b.clone.release()
 	}
 }
 
@@ -223,10 +225,11 @@ func callerDone(ctx context.Context) (adapter.Result, bool) {
 	return adapter.OK, false
 }
 
-// bodyRW is the body of a protocol switch, which stays writable.
-type bodyRW struct{ *body }
+// bodyRW is the body of a protocol switch, the connection, which stays
+// writable.
+type bodyRW struct{ *requestCopy }
 
-func (b bodyRW) Write(p []byte) (int, error) { return b.w.Write(p) }
+func (b bodyRW) Write(p []byte) (int, error) { return b.b.rc.(io.Writer).Write(p) }
 
 // bodyTimeoutError is the error of a read of a body the body timeout cut:
 // it wraps ErrBodyTimeout and the read's error.

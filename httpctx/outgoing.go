@@ -54,7 +54,7 @@ func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter
 }
 
 // requestCopy is an outgoing request, its URL, and the body of its
-// response (see Transport.answered): one allocation per try.
+// response (see Transport.answered, body): one allocation per try.
 type requestCopy struct {
 	r http.Request
 	u url.URL
