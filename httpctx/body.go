@@ -96,13 +96,15 @@ func (t *Transport) answered(c *requestCopy, resp *http.Response, call adapter.C
 type body struct {
 	rc     io.ReadCloser
 	call   adapter.Call
-	answer adapter.Result
-	track  bool               // the call reports something (adapter.Call.Tracked)
 	cancel context.CancelFunc // the try's context; nil when none
 	clone  *tlsClone          // nil when none
 	timer  *time.Timer        // WithBodyTimeout's; nil when none
 	last   atomic.Int64       // when the last byte came (clock), while track
 	state  atomic.Uint32      // body* bits
+	answer adapter.Result
+	track  bool // the call reports something (adapter.Call.Tracked)
+	// The small fields last, beside state: padding between them would
+	// push the request copy's allocation into the next size class.
 }
 
 const (
