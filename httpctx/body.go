@@ -141,10 +141,12 @@ func (c *requestCopy) Read(p []byte) (int, error) {
 }
 
 func (c *requestCopy) Close() error {
-	if r, done := callerDone(c.r.Context()); done {
-		c.end(r, false)
-	} else {
-		c.end(c.b.answer, true)
+	if c.b.state.Load()&bodyEnded == 0 {
+		if r, done := callerDone(c.r.Context()); done {
+			c.end(r, false)
+		} else {
+			c.end(c.b.answer, true)
+		}
 	}
 	err := c.close()
 	c.finish()
@@ -173,7 +175,7 @@ func (c *requestCopy) cut() {
 // early (the body was closed before its end), else now.
 func (c *requestCopy) end(r adapter.Result, early bool) {
 	b := &c.b
-	if b.state.Or(bodyEnded)&bodyEnded != 0 {
+	if b.state.Load()&bodyEnded != 0 || b.state.Or(bodyEnded)&bodyEnded != 0 {
 		return
 	}
 	if b.timer != nil {
@@ -197,7 +199,7 @@ func (c *requestCopy) failure() adapter.Result {
 
 // close closes the body once.
 func (c *requestCopy) close() error {
-	if c.b.state.Or(bodyClosed)&bodyClosed != 0 {
+	if c.b.state.Load()&bodyClosed != 0 || c.b.state.Or(bodyClosed)&bodyClosed != 0 {
 		return nil
 	}
 	return c.b.rc.Close()
