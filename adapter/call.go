@@ -96,6 +96,8 @@ type Call struct {
 	b        *Balancer
 	stats    *policy.Stats
 	start    int64 // on graylb's monotonic clock; 0 when neither Stats nor a CallObserver are kept
+	// retryAfter is the pause an overloaded instance asked for (WithRetryAfter).
+	retryAfter time.Duration
 }
 
 // End ends the call with its result. It ends the call's in-flight count
@@ -114,18 +116,30 @@ type Call struct {
 //     after the deadline, is ejected and avoided).
 //   - Overloaded: to the CallObserver as failed; to the Stats as neither:
 //     P2C prices the instance as after a failure and outlier detection
-//     pauses it (graylb.OutlierConfig.OverloadPause) without counting
-//     toward its ejection. EndOverloaded passes the pause it asked for.
+//     pauses it (graylb.OutlierConfig.OverloadPause, or what
+//     WithRetryAfter gave) without counting toward its ejection.
 //
-// A Result of another value is Failed. Call End exactly once per call.
-func (c Call) End(r Result) { c.end(r, 0) }
+// A Result of another value is Failed. Call End or EndAt exactly once per
+// call.
+func (c Call) End(r Result) { c.end(r, time.Time{}, false) }
 
-// EndOverloaded ends the call as Overloaded, with the time the instance
-// asked its callers to wait (an HTTP Retry-After, see ParseRetryAfter;
-// 0 when it named none).
-func (c Call) EndOverloaded(retryAfter time.Duration) { c.end(Overloaded, retryAfter) }
+// EndAt ends the call as End does, its duration measured to at instead of
+// now: for a call whose instance's part ended before its caller was done
+// with it (an HTTP body closed before its end, at its last byte read). An
+// at before the call's start is its start.
+func (c Call) EndAt(r Result, at time.Time) { c.end(r, at, true) }
 
-func (c Call) end(r Result, retryAfter time.Duration) {
+// WithRetryAfter returns c with the time its instance asked its callers to
+// wait (an HTTP Retry-After, see ParseRetryAfter; gRPC's
+// grpc-retry-pushback-ms), which End and EndAt read for an Overloaded
+// result: the instance's pause (0: the default pause).
+func (c Call) WithRetryAfter(d time.Duration) Call {
+	c.retryAfter = d
+	return c
+}
+
+// end is End, at at when byAt (never after now).
+func (c Call) end(r Result, at time.Time, byAt bool) {
 	stats := c.stats
 	a, callOK := engine.AnswerOK, true
 	switch r {
@@ -142,11 +156,18 @@ func (c Call) end(r Result, retryAfter time.Duration) {
 	default: // Failed, DeadlineNoAnswer, any other
 		a, callOK = engine.AnswerFailed, false
 	}
-	switch {
-	case c.b != nil && c.b.e().CallObserved():
-		c.b.e().DoneObserved(c.Service, c.Instance, c.served, c.Kind, stats, c.start, a, retryAfter, callOK)
-	case stats != nil:
-		engine.End(stats, c.start, c.Kind, a, retryAfter)
+	observed := c.b != nil && c.b.e().CallObserved()
+	if stats == nil && !observed {
+		return
+	}
+	end := engine.Now()
+	if byAt {
+		end = min(max(engine.At(at), c.start), end)
+	}
+	if observed {
+		c.b.e().DoneObserved(c.Service, c.Instance, c.served, c.Kind, stats, c.start, end, a, c.retryAfter, callOK)
+	} else {
+		engine.End(stats, c.start, end, c.Kind, a, c.retryAfter)
 	}
 }
 

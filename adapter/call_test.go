@@ -60,6 +60,39 @@ func TestCall_End(t *testing.T) {
 	assert.False(t, adapter.Call{}.Tracked())
 }
 
+// Call.EndAt measures the call's duration to the moment given, for the
+// Stats and the CallObserver alike: never before the call's start nor
+// after now.
+func TestCall_EndAt(t *testing.T) {
+	var took []time.Duration
+	lb := newLB(t, graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: 100}),
+		graylb.WithCallObserver(func(_ string, _ graylb.Instance, _ graylb.Kind, _ bool, d time.Duration) { took = append(took, d) }))
+	rt, err := adapter.For(lb).Route(context.Background(), "svc", gray("false"))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name     string
+		at       func(start time.Time) time.Time
+		min, max time.Duration
+	}{
+		{"at the last byte", func(s time.Time) time.Time { return s.Add(20 * time.Millisecond) }, 15 * time.Millisecond, 30 * time.Millisecond},
+		{"before the start", func(s time.Time) time.Time { return s.Add(-time.Hour) }, 0, 10 * time.Millisecond},
+		{"zero", func(time.Time) time.Time { return time.Time{} }, 0, 10 * time.Millisecond},
+		{"after now", func(s time.Time) time.Time { return s.Add(time.Hour) }, 60 * time.Millisecond, time.Minute},
+	} {
+		took = nil
+		start := time.Now()
+		call := rt.Start()
+		time.Sleep(60 * time.Millisecond) // the caller holds on after the instance's part ended
+		call.EndAt(adapter.OK, c.at(start))
+		require.Len(t, took, 1, c.name)
+		assert.GreaterOrEqual(t, took[0], c.min, c.name)
+		assert.Less(t, took[0], c.max, c.name)
+		assert.EqualValues(t, 0, call.Stats().InFlight(), c.name)
+	}
+	rt.Start().EndAt(adapter.Cancelled, time.Now())
+	adapter.Call{}.EndAt(adapter.Failed, time.Now()) // the zero Call: nothing to do
+}
+
 // ResultOf reads what an error says without the transport.
 func TestResultOf(t *testing.T) {
 	for _, c := range []struct {

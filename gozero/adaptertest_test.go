@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter/adaptertest"
@@ -42,6 +43,13 @@ func TestConformanceRest(t *testing.T) {
 			require.NoError(t, conf.FillDefault(&c))
 			quiet(&c.ServiceConf, "adaptertest")
 			c.Host, c.Port = "127.0.0.1", freePort(t)
+			// go-zero's timeout handler runs the route in a goroutine of its
+			// own, and its writer's Flush writes to the connection from there
+			// without its lock: a streamed answer (CallEnds) whose caller
+			// left races with the server finishing the request (the race
+			// detector reports it). Without it the route runs as net/http
+			// runs a handler.
+			c.Timeout = 0
 			s, err := rest.NewServer(c)
 			require.NoError(t, err)
 			logx.Disable()
@@ -56,8 +64,7 @@ func TestConformanceRest(t *testing.T) {
 					http.Error(w, err.Error(), http.StatusInternalServerError)
 					return
 				}
-				w.Header().Set("Content-Type", "application/json")
-				w.Write(a.Encode())
+				adaptertest.WriteHTTP(w, r, o, a)
 			}})
 			addr := net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
 			done := start(t, addr, s.Start)
@@ -68,6 +75,11 @@ func TestConformanceRest(t *testing.T) {
 			base := &http.Transport{}
 			t.Cleanup(base.CloseIdleConnections)
 			return httpClient(&http.Client{Transport: httpctx.NewTransport(lb, httpctx.WithBase(base))}, "http://"+service+"/call")
+		},
+		Stream: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.StreamClient {
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			return adaptertest.HTTPStream(&http.Client{Transport: httpctx.NewTransport(lb, httpctx.WithBase(base))}, "http://"+service+"/call")
 		},
 		Direct: func(t *testing.T, addr string) adaptertest.Client {
 			base := &http.Transport{}
@@ -110,19 +122,10 @@ func TestConformanceZrpc(t *testing.T) {
 			adaptertest.Proxy(l, addr)
 		},
 		Dial: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.Client {
-			c := clientConf(t, gozero.Target(service))
-			// go-zero's client breaker is one per target and method in the
-			// process (TestZrpcBreakerIsSharedByKinds): the suite's subtests
-			// dial the same service names one after another, and the
-			// failures one subtest provokes made the breaker refuse calls of
-			// a later one before any pick (CallObserver/P2C saw 1 of its 2
-			// failing calls in a fresh-clone CI run). A program's breaker
-			// sees one program's calls.
-			c.Middlewares.Breaker = false
-			cli, err := gozero.NewClient(lb, c, zrpc.WithDialOption(grpc.WithDefaultServiceConfig(retryOnUnavailable)))
-			require.NoError(t, err)
-			t.Cleanup(func() { cli.Conn().Close() })
-			return zrpcCall(testgrpc.NewTestServiceClient(cli.Conn()))
+			return zrpcCall(conformanceClient(t, lb, service))
+		},
+		Stream: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.StreamClient {
+			return zrpcStream(conformanceClient(t, lb, service))
 		},
 		Direct: func(t *testing.T, addr string) adaptertest.Client {
 			c := clientConf(t, "")
@@ -134,6 +137,24 @@ func TestConformanceZrpc(t *testing.T) {
 		},
 		MaxAllocs: 4,
 	})
+}
+
+// conformanceClient is gozero.NewClient of service over lb with go-zero's default
+// client configuration, its breaker off.
+func conformanceClient(t *testing.T, lb *graylb.LoadBalancer, service string) testgrpc.TestServiceClient {
+	c := clientConf(t, gozero.Target(service))
+	// go-zero's client breaker is one per target and method in the
+	// process (TestZrpcBreakerIsSharedByKinds): the suite's subtests
+	// dial the same service names one after another, and the
+	// failures one subtest provokes made the breaker refuse calls of
+	// a later one before any pick (CallObserver/P2C saw 1 of its 2
+	// failing calls in a fresh-clone CI run). A program's breaker
+	// sees one program's calls.
+	c.Middlewares.Breaker = false
+	cli, err := gozero.NewClient(lb, c, zrpc.WithDialOption(grpc.WithDefaultServiceConfig(retryOnUnavailable)))
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Conn().Close() })
+	return testgrpc.NewTestServiceClient(cli.Conn())
 }
 
 // middlewareOptions are httpctx's options for o.
@@ -195,6 +216,66 @@ func (s *zrpcAnswering) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &testgrpc.SimpleResponse{ServerId: string(a.Encode())}, nil
+}
+
+// StreamingOutputCall answers with adaptertest.Respond: the Answer as its
+// first message, then a second one as adaptertest.RestOf says.
+func (s *zrpcAnswering) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+	ctx := stream.Context()
+	md, _ := metadata.FromIncomingContext(ctx)
+	a, err := adaptertest.Respond(ctx, s.o, md)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if err := stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: a.Encode()}}); err != nil {
+		return err
+	}
+	switch adaptertest.RestOf(s.o) {
+	case adaptertest.RestLate:
+		select {
+		case <-time.After(adaptertest.RestDelay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case adaptertest.RestStall:
+		<-ctx.Done()
+		return ctx.Err()
+	case adaptertest.RestBreak:
+		return status.Error(codes.Unavailable, "adaptertest: the answer breaks off")
+	}
+	return stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte("rest")}})
+}
+
+// zrpcStream calls StreamingOutputCall with c, the keys as outgoing
+// metadata: the Answer is the first message; whole reads the stream to its
+// end, else the stream is cancelled.
+func zrpcStream(c testgrpc.TestServiceClient) adaptertest.StreamClient {
+	return func(ctx context.Context, keys map[string]string, whole bool) (adaptertest.Answer, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for k, v := range keys {
+			ctx = metadata.AppendToOutgoingContext(ctx, k, v)
+		}
+		st, err := c.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		m, err := st.Recv()
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		a, err := adaptertest.ParseAnswer(m.GetPayload().GetBody())
+		if err != nil || !whole {
+			return a, err // cancelled before its end
+		}
+		for {
+			if _, err := st.Recv(); err == io.EOF {
+				return a, nil
+			} else if err != nil {
+				return a, err
+			}
+		}
+	}
 }
 
 // zrpcCall calls UnaryCall with c, the keys as outgoing metadata.

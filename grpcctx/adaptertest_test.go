@@ -2,8 +2,10 @@ package grpcctx_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter/adaptertest"
@@ -31,6 +33,9 @@ func TestConformance(t *testing.T) {
 		},
 		Dial: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.Client {
 			return dialClient(t, "graylb:///"+service, append(grpcctx.DialOptions(lb), grpc.WithDefaultServiceConfig(idempotent))...)
+		},
+		Stream: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.StreamClient {
+			return streamClient(t, "graylb:///"+service, append(grpcctx.DialOptions(lb), grpc.WithDefaultServiceConfig(idempotent))...)
 		},
 		Direct: func(t *testing.T, addr string) adaptertest.Client {
 			return dialClient(t, "passthrough:///"+addr)
@@ -91,6 +96,73 @@ func (s *answering) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &testgrpc.SimpleResponse{ServerId: string(a.Encode())}, nil
+}
+
+// StreamingOutputCall answers with adaptertest.Respond: the Answer as its
+// first message, then a second one as adaptertest.RestOf says.
+func (s *answering) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+	ctx := stream.Context()
+	md, _ := metadata.FromIncomingContext(ctx)
+	a, err := adaptertest.Respond(ctx, s.o, md)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if err := stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: a.Encode()}}); err != nil {
+		return err
+	}
+	switch adaptertest.RestOf(s.o) {
+	case adaptertest.RestLate:
+		select {
+		case <-time.After(adaptertest.RestDelay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case adaptertest.RestStall:
+		<-ctx.Done()
+		return ctx.Err()
+	case adaptertest.RestBreak:
+		return status.Error(codes.Unavailable, "adaptertest: the answer breaks off")
+	}
+	return stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte("rest")}})
+}
+
+// streamClient connects to target and calls StreamingOutputCall, the keys
+// as outgoing metadata: the Answer is the first message; whole reads the
+// stream to its end, else the stream is cancelled.
+func streamClient(t *testing.T, target string, opts ...grpc.DialOption) adaptertest.StreamClient {
+	t.Helper()
+	conn, err := grpc.NewClient(target, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := testgrpc.NewTestServiceClient(conn)
+	return func(ctx context.Context, keys map[string]string, whole bool) (adaptertest.Answer, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for k, v := range keys {
+			ctx = metadata.AppendToOutgoingContext(ctx, k, v)
+		}
+		st, err := c.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		m, err := st.Recv()
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		a, err := adaptertest.ParseAnswer(m.GetPayload().GetBody())
+		if err != nil || !whole {
+			return a, err // cancelled before its end
+		}
+		for {
+			if _, err := st.Recv(); err == io.EOF {
+				return a, nil
+			} else if err != nil {
+				return a, err
+			}
+		}
+	}
 }
 
 // dialClient connects to target and calls UnaryCall, the keys as outgoing

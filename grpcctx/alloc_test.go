@@ -31,14 +31,14 @@ func TestCallDone_EndsTheCallAndIsReused(t *testing.T) {
 	call := rt.Call(0)
 	require.NotNil(t, call.Stats())
 	require.EqualValues(t, 1, call.Stats().InFlight())
-	newCallDone(p, call)(balancer.DoneInfo{})
+	newCallDone(p, call, context.Background())(balancer.DoneInfo{})
 	assert.EqualValues(t, 0, call.Stats().InFlight(), "Done ended the call")
 	assert.Positive(t, call.Stats().Latency(), "and fed its latency")
 
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop objects at random")
 	}
-	allocs := testing.AllocsPerRun(1000, func() { newCallDone(p, adapter.Call{})(balancer.DoneInfo{}) })
+	allocs := testing.AllocsPerRun(1000, func() { newCallDone(p, adapter.Call{}, context.Background())(balancer.DoneInfo{}) })
 	assert.Zero(t, allocs, "a pick's Done allocates")
 }
 

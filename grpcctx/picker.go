@@ -1,6 +1,7 @@
 package grpcctx
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -43,10 +44,13 @@ import (
 // wait counts against the instances it waited for (see waits), so such an
 // instance is ejected and a gray RPC then falls back to prod.
 //
-// An RPC whose deadline passed before the server sent anything (a
-// DeadlineExceeded status grpc-go made, DoneInfo.BytesReceived false)
-// counts against the instance, with the time waited as its latency; a
-// DeadlineExceeded status the server sent is an answer.
+// An RPC ends when grpc-go calls its pick's Done, at its status (a server
+// stream's too, however long it ran). One whose deadline passed before
+// its status (grpc-go made the DeadlineExceeded: the server sent nothing,
+// or headers or messages and then nothing, a stream that stalls) counts
+// against the instance, with the time waited as its latency; a
+// DeadlineExceeded status the server sent before the deadline is an
+// answer.
 //
 // When the request's kind has no instance left that has not failed,
 // grpc-go's convention applies: while a candidate is connecting the RPC
@@ -93,7 +97,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	rt, err := p.live.Load().Route(info.Ctx, handler{})
 	if err == nil {
 		if e, call, ok := rt.Start(); ok {
-			return p.result(e, call), nil
+			return p.result(info, e, call), nil
 		}
 		if connecting(rt.Handles()) {
 			p.wait(info, rt)
@@ -113,7 +117,7 @@ func (p *picker) pickFailed(info balancer.PickInfo) (balancer.PickResult, error)
 		return balancer.PickResult{}, status.Error(codes.Unavailable, err.Error())
 	}
 	if e, call, ok := rt.Start(); ok {
-		return p.result(e, call), nil
+		return p.result(info, e, call), nil
 	}
 	if rt.Len() == 0 || connecting(rt.Handles()) {
 		p.wait(info, rt)
@@ -170,16 +174,16 @@ func lastErr(list []endpoint) error {
 	return err
 }
 
-// result is the pick of e, started as call.
-func (p *picker) result(e endpoint, call adapter.Call) balancer.PickResult {
+// result is the pick of e for the RPC of info, started as call.
+func (p *picker) result(info balancer.PickInfo, e endpoint, call adapter.Call) balancer.PickResult {
 	res := balancer.PickResult{SubConn: e.sc}
 	if call.Tracked() {
-		res.Done = newCallDone(p, call)
+		res.Done = newCallDone(p, call, info.Ctx)
 	}
 	return res
 }
 
-// callDone is the Done of one RPC: it carries the RPC's Call. grpc-go
+// callDone is the Done of one RPC: it carries the RPC's Call and context. grpc-go
 // calls a pick's Done at most once (when the attempt finishes, or at once
 // when the picked connection turned out not to be ready), so once it has
 // run the object serves another pick: a pool of them keeps the pick from
@@ -187,6 +191,7 @@ func (p *picker) result(e endpoint, call adapter.Call) balancer.PickResult {
 type callDone struct {
 	p    *picker
 	call adapter.Call
+	ctx  context.Context         // the RPC's
 	fn   func(balancer.DoneInfo) // t.done, made once per object
 }
 
@@ -200,22 +205,22 @@ func init() {
 	}
 }
 
-// newCallDone returns the Done of an RPC picked as call.
-func newCallDone(p *picker, call adapter.Call) func(balancer.DoneInfo) {
+// newCallDone returns the Done of an RPC with context ctx picked as call.
+func newCallDone(p *picker, call adapter.Call, ctx context.Context) func(balancer.DoneInfo) {
 	t := callDones.Get().(*callDone)
-	t.p, t.call = p, call
+	t.p, t.call, t.ctx = p, call, ctx
 	return t.fn
 }
 
 func (t *callDone) done(di balancer.DoneInfo) {
-	p, call := t.p, t.call
-	t.p, t.call = nil, adapter.Call{}
+	p, call, ctx := t.p, t.call, t.ctx
+	t.p, t.call, t.ctx = nil, adapter.Call{}, nil
 	callDones.Put(t)
-	if r := p.resultOf(di); r != adapter.Overloaded {
-		call.End(r)
-	} else {
-		call.EndOverloaded(pushback(di.Trailer))
+	r := p.resultOf(ctx, di)
+	if r == adapter.Overloaded {
+		call = call.WithRetryAfter(pushback(di.Trailer))
 	}
+	call.End(r)
 }
 
 // pushback is the pause a server asked for in its trailers
@@ -233,17 +238,18 @@ func pushback(md metadata.MD) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// resultOf is the result of an RPC that ended as di says: what
-// adapter.ResultOf reads of its error, else by its status code: Canceled
-// is Cancelled; DeadlineExceeded, unless a failure code, is
-// DeadlineAnswered when the server sent something (a status of its own,
-// headers: grpc-go sets DoneInfo.BytesReceived once a HEADERS frame of the
-// stream arrives) and DeadlineNoAnswer when the deadline passed before any
-// answer (a status grpc-go made); a failure code (the balancer config's)
-// is Failed; ResourceExhausted, unless a failure code, is Overloaded;
-// any other is OK. With DefaultFailureCodes an answered code
-// reads as adapter.GRPCResult reads it, the reading every adapter shares.
-func (p *picker) resultOf(di balancer.DoneInfo) adapter.Result {
+// resultOf is the result of an RPC with context ctx that ended as di says:
+// what adapter.ResultOf reads of its error, else by its status code:
+// Canceled is Cancelled; DeadlineExceeded, unless a failure code, is
+// DeadlineAnswered when the server sent it (something came, grpc-go
+// setting DoneInfo.BytesReceived once a HEADERS frame of the stream
+// arrives, and the RPC's deadline had not passed) and DeadlineNoAnswer
+// when grpc-go made it as the deadline passed, whatever came before; a
+// failure code (the balancer config's) is Failed; ResourceExhausted,
+// unless a failure code, is Overloaded; any other is OK. With
+// DefaultFailureCodes an answered code reads as adapter.GRPCResult reads
+// it, the reading every adapter shares.
+func (p *picker) resultOf(ctx context.Context, di balancer.DoneInfo) adapter.Result {
 	err := di.Err
 	if r, ok := adapter.ResultOf(err); ok {
 		return r
@@ -253,7 +259,7 @@ func (p *picker) resultOf(di balancer.DoneInfo) adapter.Result {
 		return adapter.Cancelled
 	case codes.DeadlineExceeded:
 		if !p.failures.failed(err) {
-			if di.BytesReceived {
+			if di.BytesReceived && !deadlinePassed(ctx) {
 				return adapter.DeadlineAnswered
 			}
 			return adapter.DeadlineNoAnswer
@@ -264,6 +270,16 @@ func (p *picker) resultOf(di balancer.DoneInfo) adapter.Result {
 		}
 	}
 	return adapter.Answer(p.failures.failed(err))
+}
+
+// deadlinePassed reports whether ctx (nil: none) has a deadline that has
+// passed.
+func deadlinePassed(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // errPicker fails every RPC with err.

@@ -20,6 +20,10 @@ import (
 func TestPicker_ResultOf(t *testing.T) {
 	p := &picker{failures: defaultFailureCodes}
 	withDeadline := &picker{failures: newFailureSet([]codes.Code{codes.Unavailable, codes.DeadlineExceeded})}
+	late, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	soon, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
 	for _, c := range []struct {
 		p        *picker
 		err      error
@@ -40,8 +44,14 @@ func TestPicker_ResultOf(t *testing.T) {
 		{p, status.Error(codes.ResourceExhausted, "x"), false, adapter.Overloaded},
 		{withDeadline, status.Error(codes.ResourceExhausted, "x"), true, adapter.Overloaded},
 	} {
-		assert.Equal(t, c.want, c.p.resultOf(balancer.DoneInfo{Err: c.err, BytesReceived: c.answered}), "%v, answered %v", c.err, c.answered)
+		di := balancer.DoneInfo{Err: c.err, BytesReceived: c.answered}
+		assert.Equal(t, c.want, c.p.resultOf(soon, di), "%v, answered %v", c.err, c.answered)
 	}
+	// The RPC's deadline passed: grpc-go made the DeadlineExceeded, though
+	// headers or messages came first (a stream that stalled).
+	dead := balancer.DoneInfo{Err: status.Error(codes.DeadlineExceeded, "x"), BytesReceived: true}
+	assert.Equal(t, adapter.DeadlineNoAnswer, p.resultOf(late, dead))
+	assert.Equal(t, adapter.Failed, withDeadline.resultOf(late, dead))
 }
 
 // Every status code a server sends is read as package adapter reads it
@@ -58,7 +68,7 @@ func TestPicker_ResultAgreesWithAdapter(t *testing.T) {
 			err = nil
 		}
 		assert.Equal(t, want == adapter.Failed, defaultFailureCodes.failed(err), "%v (HTTP %d): a failure code", codes.Code(c), adapter.GRPCStatusHTTP(c))
-		assert.Equal(t, want, p.resultOf(balancer.DoneInfo{Err: err, BytesReceived: true}), "%v (HTTP %d), answered", codes.Code(c), adapter.GRPCStatusHTTP(c))
+		assert.Equal(t, want, p.resultOf(context.Background(), balancer.DoneInfo{Err: err, BytesReceived: true}), "%v (HTTP %d), answered", codes.Code(c), adapter.GRPCStatusHTTP(c))
 	}
 	custom := newFailureSet([]codes.Code{codes.Unavailable})
 	assert.False(t, custom.failed(status.Error(codes.Code(17), "x")), "a code beyond gRPC's counts as Unknown does, which is not in the set")

@@ -32,6 +32,11 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(base.CloseIdleConnections)
 			return client(&http.Client{Transport: httpctx.NewTransport(lb, httpctx.WithBase(base))}, "http://"+service+"/")
 		},
+		Stream: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.StreamClient {
+			base := &http.Transport{}
+			t.Cleanup(base.CloseIdleConnections)
+			return adaptertest.HTTPStream(&http.Client{Transport: httpctx.NewTransport(lb, httpctx.WithBase(base))}, "http://"+service+"/")
+		},
 		Direct: func(t *testing.T, addr string) adaptertest.Client {
 			base := &http.Transport{}
 			t.Cleanup(base.CloseIdleConnections)
@@ -56,8 +61,9 @@ func middlewareOptions(o adaptertest.ServerOptions) []httpctx.MiddlewareOption {
 	return opts
 }
 
-// answering answers each request with adaptertest.Respond (a fault's
-// status for a fault, a 500 for another error).
+// answering answers each request with adaptertest.Respond, written with
+// adaptertest.WriteHTTP (a fault's status for a fault, a 500 for another
+// error).
 func answering(o adaptertest.ServerOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, err := adaptertest.Respond(r.Context(), o, r.Header)
@@ -69,8 +75,7 @@ func answering(o adaptertest.ServerOptions) http.Handler {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(a.Encode())
+		adaptertest.WriteHTTP(w, r, o, a)
 	})
 }
 

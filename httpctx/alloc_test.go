@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/graylb/graylb"
 	"github.com/stretchr/testify/assert"
@@ -64,6 +65,68 @@ func TestTransport_AllocationsPerRequest(t *testing.T) {
 		})
 	}
 }
+
+// A response with a body adds no allocation: the body that ends the call
+// with it lives in the request copy's allocation. With a try timeout, the
+// body wrapper is that same one (the try's context is released with it);
+// a body timeout adds its timer.
+func TestTransport_AllocationsPerRequestWithABody(t *testing.T) {
+	reg := graylb.NewRegistry()
+	require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", 8080, nil)))
+	lb, err := graylb.New(reg, graylb.WithOutlierDetection(graylb.OutlierConfig{}))
+	require.NoError(t, err)
+	defer lb.Close()
+	body := &rewindable{data: "ok"}
+	resp := &http.Response{StatusCode: 200}
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		body.off = 0
+		resp.Body = body
+		return resp, nil
+	})
+	req, _ := http.NewRequest(http.MethodGet, "http://svc/x", nil)
+	do := func(rt http.RoundTripper) func() {
+		return func() {
+			r, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+		}
+	}
+	plain := testing.AllocsPerRun(200, do(base))
+	for _, c := range []struct {
+		name string
+		opts []TransportOption
+		max  float64
+	}{
+		{"defaults", nil, 1},
+		{"try timeout", []TransportOption{WithTryTimeout(time.Minute)}, 8},   // 9 with a wrapper of its own
+		{"body timeout", []TransportOption{WithBodyTimeout(time.Minute)}, 3}, // its timer
+	} {
+		tr := NewTransport(lb, append(c.opts, WithBase(base))...)
+		extra := testing.AllocsPerRun(200, do(tr)) - plain
+		t.Logf("%s: %.0f allocations per request over the base", c.name, extra)
+		assert.LessOrEqual(t, extra, c.max, c.name)
+	}
+}
+
+// rewindable is a body read from off.
+type rewindable struct {
+	data string
+	off  int
+}
+
+func (r *rewindable) Read(p []byte) (int, error) {
+	if r.off >= len(r.data) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.data[r.off:])
+	r.off += n
+	return n, nil
+}
+
+func (r *rewindable) Close() error { return nil }
 
 // isServiceName tells names from IP addresses as net.ParseIP does,
 // without parsing a name.

@@ -22,15 +22,16 @@ func has(h http.Header, k string, folded bool) bool {
 	return false
 }
 
-// outgoing is the request sent to the instance at addr: a shallow copy of
-// req (as Request.WithContext makes; a RoundTripper does not modify the
-// request it sends) with its own URL holding the instance's address, the
-// Host it gets and the propagated headers, both in one allocation. The
-// header is req's own until something is written to it, then a clone.
+// outgoing is the request sent to the instance at addr (c.r): a shallow
+// copy of req (as Request.WithContext makes; a RoundTripper does not
+// modify the request it sends) with its own URL holding the instance's
+// address, the Host it gets and the propagated headers, in one allocation
+// with the body its response will have. The header is req's own until
+// something is written to it, then a clone.
 //
 // folded: req's header has keys not in canonical form, which the copy's
 // written keys must not stand beside.
-func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter.Route, untrusted, folded bool) *http.Request {
+func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter.Route, untrusted, folded bool) *requestCopy {
 	c := &requestCopy{r: *req, u: *req.URL}
 	out := &c.r
 	out.URL = &c.u
@@ -49,13 +50,15 @@ func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter
 		out.Host = addr
 	}
 	t.propagate(req, out, route, untrusted, owned, folded)
-	return out
+	return c
 }
 
-// requestCopy is an outgoing request and its URL.
+// requestCopy is an outgoing request, its URL, and the body of its
+// response (see Transport.answered, body): one allocation per try.
 type requestCopy struct {
 	r http.Request
 	u url.URL
+	b body
 }
 
 // propagate sets the incoming propagated headers the caller did not set,

@@ -148,23 +148,20 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 			return nil, cerr
 		}
 		call = next.Call(i)
-		out := t.outgoing(req, host, t.addrs.of(call.Instance), next, untrusted, !canonicalKeys(req.Header))
+		c := t.outgoing(req, host, t.addrs.of(call.Instance), next, untrusted, !canonicalKeys(req.Header))
 		if req.GetBody != nil {
 			body, gerr := req.GetBody()
 			if gerr != nil {
 				call.End(adapter.Cancelled) // never sent
 				return nil, fmt.Errorf("httpctx: %s %s: replaying the body: %w", methodOf(req), host, gerr)
 			}
-			out.Body = body
+			c.r.Body = body
 		}
-		var resp *http.Response
-		if resp, err = t.send(rt, out); err == nil {
-			t.endAnswered(call, resp)
-			if clone != nil {
-				clone.release(resp)
-			}
-			return resp, nil
+		resp, cancel, serr := t.send(rt, &c.r)
+		if serr == nil {
+			return t.answered(c, resp, call, clone, cancel), nil
 		}
+		err = serr
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -167,27 +166,13 @@ func (c *tlsClones) closeIdle() {
 	}
 }
 
-// release makes sure a clone dropped while resp was in flight closes the
-// connection resp returns to its pool, once the body is closed.
-func (e *tlsClone) release(resp *http.Response) {
-	if !e.evicted.Load() || resp.Body == nil {
-		return
+// release makes sure a clone dropped while a response it sent was in
+// flight closes the connection that response returns to its pool: called
+// once the response's body ended.
+func (e *tlsClone) release() {
+	if e.evicted.Load() {
+		e.tr.CloseIdleConnections()
 	}
-	if _, ok := resp.Body.(io.Writer); ok { // a protocol switch: the caller owns the connection
-		return
-	}
-	resp.Body = &closeIdleBody{ReadCloser: resp.Body, tr: e.tr}
-}
-
-type closeIdleBody struct {
-	io.ReadCloser
-	tr *http.Transport
-}
-
-func (b *closeIdleBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.tr.CloseIdleConnections()
-	return err
 }
 
 // cloneFor returns a copy of base that verifies certificates against

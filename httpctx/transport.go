@@ -77,16 +77,20 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 // through *url.Error.
 //
 // Each try's result is reported for the instance that served it (see
-// adapter.Route.Call): a connection failure, a failure status
-// (WithFailureStatus; by default adapter.HTTPResult's: a 5xx but 501 and
-// 504) or the request's deadline passing before the response's headers
-// came (the instance hangs, or answers too late) counts against it, any
-// other answer for it, and its latency is the time to the response's
-// headers (the time waited, for a deadline). A 504 (a timeout of the
+// adapter.Route.Call) when the caller is done with it: its body read to
+// the end, a read of it failed, or the body closed (at once for a
+// response without a body and a protocol switch). A connection failure, a
+// failure status (WithFailureStatus; by default adapter.HTTPResult's: a
+// 5xx but 501 and 504), a body that breaks off (reset, cut by
+// WithBodyTimeout) or the request's deadline passing before the body's
+// end counts against it; any other answer, closed early or not, for it.
+// Its latency runs to the body's end (to the last byte read, for a body
+// closed early; the time waited, for a deadline). A 504 (a timeout of the
 // instance's own) counts for it but is told to the CallObserver as
-// failed; a 499 is told to neither, as a cancelled request.
-// With graylb.WithOutlierDetection this ejects an instance that keeps
-// failing, one that hangs included.
+// failed; a 499 is told to neither, as a cancelled request. A body never
+// read to its end nor closed keeps its call in flight, as it keeps its
+// connection. With graylb.WithOutlierDetection this ejects an instance
+// that keeps failing, one that hangs or stalls included.
 //
 // Retries. A try that gets no response because its connection failed is
 // reported against its instance (see above) and, when the policy below
@@ -136,6 +140,7 @@ type Transport struct {
 	base         http.RoundTripper
 	maxRetries   int
 	tryTimeout   time.Duration // 0: none (WithTryTimeout)
+	bodyTimeout  time.Duration // 0: none (WithBodyTimeout)
 	retryUnsent  bool
 	passthrough  bool
 	instanceHost bool
@@ -193,17 +198,6 @@ func (t *Transport) resultOf(status int) adapter.Result {
 		return adapter.OK
 	}
 	return r
-}
-
-// endAnswered ends call, which resp answered: an overloaded answer (429)
-// with the pause its Retry-After asks for.
-func (t *Transport) endAnswered(call adapter.Call, resp *http.Response) {
-	r := t.resultOf(resp.StatusCode)
-	if r == adapter.Overloaded {
-		call.EndOverloaded(adapter.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()))
-		return
-	}
-	call.End(r)
 }
 
 // TransportOption configures a Transport.
@@ -309,15 +303,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	call := route.Start()
-	resp, err := t.send(rt, t.outgoing(req, host, t.addrs.of(call.Instance), route, untrusted, folded))
+	c := t.outgoing(req, host, t.addrs.of(call.Instance), route, untrusted, folded)
+	resp, cancel, err := t.send(rt, &c.r)
 	if err != nil {
 		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, untrusted, call, err)
 	}
-	t.endAnswered(call, resp)
-	if clone != nil {
-		clone.release(resp)
-	}
-	return resp, nil
+	return t.answered(c, resp, call, clone, cancel), nil
 }
 
 // isServiceName: no port, not an IP address. (An IPv4 address is digits

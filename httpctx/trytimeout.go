@@ -3,7 +3,6 @@ package httpctx
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptrace"
 	"sync"
@@ -23,7 +22,8 @@ var ErrTryTimeout = errors.New("httpctx: no response within the try timeout")
 // within WithMaxRetries, as after a lost connection. A request that is
 // not idempotent is not sent again (the instance may have acted on it).
 // The request's own context still bounds the whole request. The body of a
-// response is not bounded by d. d <= 0 (the default) sets no try timeout.
+// response is not bounded by d (WithBodyTimeout bounds it). d <= 0 (the
+// default) sets no try timeout.
 //
 // Without a try timeout an instance that accepts connections and never
 // answers (a black hole) holds each request sent to it until the
@@ -43,10 +43,13 @@ func WithTryTimeout(d time.Duration) TransportOption {
 // and the dialer, as Envoy's per-try timer starts once the request is
 // sent). Its error wraps ErrTryTimeout when the timeout ended the try (and
 // not the request's own context); a response whose headers came as the
-// timeout fired is dropped then too, since its body is cut off.
-func (t *Transport) send(rt http.RoundTripper, out *http.Request) (*http.Response, error) {
+// timeout fired is dropped then too, since its body is cut off. cancel
+// releases the try's context once its response is done with (nil without
+// a try timeout).
+func (t *Transport) send(rt http.RoundTripper, out *http.Request) (_ *http.Response, cancel context.CancelFunc, _ error) {
 	if t.tryTimeout <= 0 {
-		return rt.RoundTrip(out)
+		resp, err := rt.RoundTrip(out)
+		return resp, nil, err
 	}
 	parent := out.Context()
 	ctx, cancel := context.WithCancel(parent)
@@ -60,20 +63,15 @@ func (t *Transport) send(rt http.RoundTripper, out *http.Request) (*http.Respons
 	case err != nil:
 		cancel()
 		if expired && parent.Err() == nil {
-			return nil, &tryTimeoutError{err: err}
+			return nil, nil, &tryTimeoutError{err: err}
 		}
-		return nil, err
+		return nil, nil, err
 	case expired && parent.Err() == nil:
 		resp.Body.Close()
 		cancel()
-		return nil, &tryTimeoutError{err: context.Canceled}
+		return nil, nil, &tryTimeoutError{err: context.Canceled}
 	}
-	if rw, ok := resp.Body.(io.ReadWriteCloser); ok { // a protocol switch (101): the body is the connection
-		resp.Body = &cancelOnCloseRW{ReadWriteCloser: rw, cancel: cancel}
-	} else {
-		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	}
-	return resp, nil
+	return resp, cancel, nil
 }
 
 // tryTimer is the timer of one try: armed once the request is written,
@@ -120,28 +118,3 @@ type tryTimeoutError struct{ err error }
 
 func (e *tryTimeoutError) Error() string   { return ErrTryTimeout.Error() + ": " + e.err.Error() }
 func (e *tryTimeoutError) Unwrap() []error { return []error{ErrTryTimeout, e.err} }
-
-// cancelOnClose releases a try's context when the response body is closed.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (c *cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel()
-	return err
-}
-
-// cancelOnCloseRW is cancelOnClose for the body of a protocol switch,
-// which stays writable.
-type cancelOnCloseRW struct {
-	io.ReadWriteCloser
-	cancel context.CancelFunc
-}
-
-func (c *cancelOnCloseRW) Close() error {
-	err := c.ReadWriteCloser.Close()
-	c.cancel()
-	return err
-}

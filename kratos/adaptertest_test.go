@@ -3,6 +3,7 @@ package graylbkratos_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -19,7 +20,10 @@ import (
 	"github.com/graylb/graylb/adapter/adaptertest"
 	graylbkratos "github.com/graylb/graylb/kratos"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // The conformance suite over Kratos' HTTP transport: servers are Kratos
@@ -51,6 +55,14 @@ func kratosDriver(name, scheme string) adaptertest.Driver {
 				return c(context.WithValue(ctx, builderKey{}, b), keys)
 			}
 		},
+		Stream: func(t *testing.T, reg *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.StreamClient {
+			b := graylbkratos.NewBuilder(lb)
+			t.Cleanup(b.Close)
+			c := kratosStream(t, scheme, "discovery:///"+service, graylbkratos.NewDiscovery(reg), graylbkratos.Client(lb))
+			return func(ctx context.Context, keys map[string]string, whole bool) (adaptertest.Answer, error) {
+				return c(context.WithValue(ctx, builderKey{}, b), keys, whole)
+			}
+		},
 		Direct: func(t *testing.T, addr string) adaptertest.Client {
 			c := kratosClient(t, scheme, addr, nil)
 			return func(ctx context.Context, keys map[string]string) (adaptertest.Answer, error) {
@@ -66,9 +78,13 @@ func kratosDriver(name, scheme string) adaptertest.Driver {
 
 // lacks are what Kratos' clients cannot do, by scheme.
 var lacks = map[string]map[adaptertest.Capability]string{
-	"http": {adaptertest.RetryOnDeath: "Kratos' HTTP client sends a call once, and its selector is handed the nodes " +
-		"discovery lists: an instance that died but is still listed keeps being picked, its calls refused, " +
-		"until outlier detection ejects it"},
+	"http": {
+		adaptertest.RetryOnDeath: "Kratos' HTTP client sends a call once, and its selector is handed the nodes " +
+			"discovery lists: an instance that died but is still listed keeps being picked, its calls refused, " +
+			"until outlier detection ejects it",
+		adaptertest.Abandon: "Kratos' HTTP client reads and decodes the whole body inside Invoke: its caller " +
+			"cannot abandon an answer part-way",
+	},
 }
 
 // dispatcher is the test binary's global selector. Kratos' clients take
@@ -187,7 +203,8 @@ func serveKratos(t *testing.T, scheme string, l net.Listener, o adaptertest.Serv
 			if err != nil {
 				return err
 			}
-			return c.Result(200, out)
+			adaptertest.WriteHTTP(c.Response(), c.Request(), o, out.(adaptertest.Answer))
+			return nil
 		})
 		start, stop = srv.Start, srv.Stop
 	case "grpc":
@@ -220,6 +237,80 @@ func (s *kratosAnswering) UnaryCall(ctx context.Context, _ *testgrpc.SimpleReque
 		return nil, err
 	}
 	return &testgrpc.SimpleResponse{ServerId: string(a.Encode())}, nil
+}
+
+// StreamingOutputCall answers with respond: the Answer as its first
+// message, then a second one as adaptertest.RestOf says.
+func (s *kratosAnswering) StreamingOutputCall(_ *testgrpc.StreamingOutputCallRequest, stream testgrpc.TestService_StreamingOutputCallServer) error {
+	ctx := stream.Context()
+	a, err := respond(ctx, s.o)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: a.Encode()}}); err != nil {
+		return err
+	}
+	switch adaptertest.RestOf(s.o) {
+	case adaptertest.RestLate:
+		select {
+		case <-time.After(adaptertest.RestDelay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case adaptertest.RestStall:
+		<-ctx.Done()
+		return ctx.Err()
+	case adaptertest.RestBreak:
+		return status.Error(codes.Unavailable, "adaptertest: the answer breaks off")
+	}
+	return stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte("rest")}})
+}
+
+// kratosStream returns a StreamClient of scheme to endpoint through d: over
+// HTTP, Invoke of GET /call, which reads the whole body (it cannot abandon
+// one); over gRPC, StreamingOutputCall (the Answer is the first message;
+// whole reads the stream to its end, else it is cancelled).
+func kratosStream(t *testing.T, scheme, endpoint string, d *graylbkratos.Discovery, ms ...middleware.Middleware) adaptertest.StreamClient {
+	t.Helper()
+	if scheme == "http" {
+		c := kratosClient(t, scheme, endpoint, d, ms...)
+		return func(ctx context.Context, keys map[string]string, _ bool) (adaptertest.Answer, error) {
+			return c(ctx, keys)
+		}
+	}
+	conn, err := kgrpc.DialInsecure(context.Background(), kgrpc.WithEndpoint(endpoint), kgrpc.WithDiscovery(d), kgrpc.WithSubset(0),
+		kgrpc.WithMiddleware(append([]middleware.Middleware{withKeys}, ms...)...), kgrpc.WithOptions(grpc.WithDefaultServiceConfig(idempotent)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := testgrpc.NewTestServiceClient(conn)
+	return func(ctx context.Context, keys map[string]string, whole bool) (adaptertest.Answer, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		for k, v := range keys {
+			ctx = metadata.AppendToOutgoingContext(ctx, k, v)
+		}
+		st, err := c.StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		m, err := st.Recv()
+		if err != nil {
+			return adaptertest.Answer{}, err
+		}
+		a, err := adaptertest.ParseAnswer(m.GetPayload().GetBody())
+		if err != nil || !whole {
+			return a, err // cancelled before its end
+		}
+		for {
+			if _, err := st.Recv(); err == io.EOF {
+				return a, nil
+			} else if err != nil {
+				return a, err
+			}
+		}
+	}
 }
 
 // idempotent is Kratos' own service config (its selector balancer, health

@@ -3,6 +3,7 @@ package graylbkratos
 import (
 	"context"
 	"errors"
+	"time"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/selector"
@@ -58,20 +59,49 @@ func resultOf(err error) result {
 	return adapter.HTTPResult(int(kerrors.FromError(err).Code))
 }
 
-// resultOfDone is the result of a call that ended as di says: resultOf
-// its error, except that a gRPC DeadlineExceeded status of which no byte
-// came from the node (di.BytesReceived false) is DeadlineNoAnswer, as
-// grpcctx reads it: grpc-go made it when the caller's deadline passed
-// before any answer, so the node hung (it counts against it). An HTTP
-// call's error is Kratos' own (*errors.Error, decoded from an answer): a
-// 504 there was answered.
-func resultOfDone(di selector.DoneInfo) result {
+// resultOfDone is the result of a call with context ctx that ended as di
+// says: resultOf its error, except that a gRPC DeadlineExceeded status is
+// DeadlineNoAnswer, as grpcctx reads it, when no byte of it came from the
+// node (di.BytesReceived false) or the call's deadline had passed: grpc-go
+// made it at the caller's deadline, whatever came before (a stream that
+// stalled), so the node did not answer in time (it counts against it). An
+// HTTP call's error is Kratos' own (*errors.Error, decoded from an
+// answer): a 504 there was answered.
+func resultOfDone(ctx context.Context, di selector.DoneInfo) result {
 	r := resultOf(di.Err)
 	var ke *kerrors.Error
-	if r == adapter.DeadlineAnswered && !di.BytesReceived && !errors.As(di.Err, &ke) {
+	if r == adapter.DeadlineAnswered && (!di.BytesReceived || deadlinePassed(ctx)) && !errors.As(di.Err, &ke) {
 		return adapter.DeadlineNoAnswer
 	}
 	return r
+}
+
+// bodyResult is the result of an HTTP call with context ctx whose
+// headers, a success, read as r, and whose body's read and decode returned
+// err: r when err is nil, else how the caller's context ended, else a
+// failure of the node, as gRPC counts a message it cannot decode
+// (Internal).
+func bodyResult(ctx context.Context, r result, err error) result {
+	if err == nil {
+		return r
+	}
+	if r, ok := adapter.ResultOf(err); ok {
+		return r
+	}
+	if deadlinePassed(ctx) {
+		return adapter.DeadlineNoAnswer
+	}
+	return adapter.Failed
+}
+
+// deadlinePassed reports whether ctx (nil: none) has a deadline that has
+// passed.
+func deadlinePassed(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // versionKeyOf is the instance metadata key the LoadBalancer's version

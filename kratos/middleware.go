@@ -9,6 +9,7 @@ import (
 
 	kmetadata "github.com/go-kratos/kratos/v2/metadata"
 	"github.com/go-kratos/kratos/v2/middleware"
+	"github.com/go-kratos/kratos/v2/selector"
 	"github.com/go-kratos/kratos/v2/transport"
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
 	"github.com/graylb/graylb"
@@ -276,6 +277,13 @@ func stripBaggage(ctx context.Context, hdr transport.Header, drop func(string) b
 // Selector then reads that key, so the decision is made once per call and
 // every later hop — Kratos, httpctx or grpcctx — routes the same way. A
 // nil lb only passes the kept values on.
+//
+// An HTTP call (Invoke) ends for the node's Stats and the CallObserver
+// when Kratos' client has read and decoded its body, not when its headers
+// came: a body that fails, does not decode or outlives the caller's
+// deadline counts against the node, and the call's duration runs to its
+// end. (Kratos' Client.Do hands the body to its caller: its calls end at
+// their headers.)
 func Client(lb *graylb.LoadBalancer) middleware.Middleware {
 	b := balancerOf(lb)
 	grayCanon := textproto.CanonicalMIMEHeaderKey(lb.Keys().Gray)
@@ -303,10 +311,36 @@ func Client(lb *graylb.LoadBalancer) middleware.Middleware {
 				if p.VersionKey != "" {
 					hdr.Set(p.VersionKey, p.Version)
 				}
+				if httpRequest(tr) != nil {
+					return awaitBody(ctx, req, next)
+				}
 			}
 			return next(ctx, req)
 		}
 	}
+}
+
+// awaitBody makes the HTTP call of ctx with next and ends it once next
+// returns, its body read and decoded, rather than when Kratos' client
+// calls the Select's done at the response's headers (see callDone): a
+// body that stalls or breaks off counts against the node, and the call's
+// duration runs to its end. Without a selector.Peer (Kratos' Client.Do,
+// which hands the body to its caller) the call ends at its headers.
+func awaitBody(ctx context.Context, req interface{}, next middleware.Handler) (interface{}, error) {
+	p, ok := selector.FromPeerContext(ctx)
+	if !ok || p.Node != nil {
+		return next(ctx, req)
+	}
+	p.Node = awaitingBody{}
+	reply, err := next(ctx, req)
+	switch n := p.Node.(type) {
+	case *callDone:
+		p.Node = n.node
+		n.bodyRead(ctx, err)
+	case awaitingBody: // no call was tracked
+		p.Node = nil
+	}
+	return reply, err
 }
 
 // httpRequest is the request of a Kratos HTTP client call (nil for

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	kerrors "github.com/go-kratos/kratos/v2/errors"
 	"github.com/go-kratos/kratos/v2/selector"
@@ -54,9 +55,10 @@ func TestResultOf(t *testing.T) {
 	}
 }
 
-// resultOfDone reads a gRPC DeadlineExceeded of which no byte came as no
-// answer (grpc-go made it at the caller's deadline), and one the node sent
-// as an answer; a Kratos error (an HTTP call's) as resultOf does.
+// resultOfDone reads a gRPC DeadlineExceeded of which no byte came, or
+// that came past the call's deadline, as no answer (grpc-go made it at the
+// caller's deadline), and one the node sent as an answer; a Kratos error
+// (an HTTP call's) as resultOf does.
 func TestResultOfDone(t *testing.T) {
 	for _, c := range []struct {
 		di   selector.DoneInfo
@@ -70,8 +72,55 @@ func TestResultOfDone(t *testing.T) {
 		{selector.DoneInfo{Err: status.Error(codes.Unimplemented, "x"), BytesReceived: true}, adapter.OK},
 		{selector.DoneInfo{}, adapter.OK},
 	} {
-		if got := resultOfDone(c.di); got != c.want {
+		if got := resultOfDone(context.Background(), c.di); got != c.want {
 			t.Errorf("%v (bytes received %v): %v, want %v", c.di.Err, c.di.BytesReceived, got, c.want)
 		}
+	}
+	// The call's deadline passed: grpc-go made the DeadlineExceeded,
+	// though something came first (a stream that stalled).
+	late, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	if got := resultOfDone(late, selector.DoneInfo{Err: status.Error(codes.DeadlineExceeded, "x"), BytesReceived: true}); got != adapter.DeadlineNoAnswer {
+		t.Errorf("a DeadlineExceeded past the call's deadline: %v, want %v", got, adapter.DeadlineNoAnswer)
+	}
+	if got := resultOfDone(late, selector.DoneInfo{Err: kerrors.GatewayTimeout("TIMEOUT", "x")}); got != adapter.DeadlineAnswered {
+		t.Errorf("an HTTP 504 past the call's deadline: %v, want %v", got, adapter.DeadlineAnswered)
+	}
+}
+
+// An HTTP call whose body Client awaits ends with what its body gave: a
+// body read and decoded is the headers' answer; one that failed (a
+// decode error, a reset) counts against the node, one its caller's
+// deadline cut is no answer in time, a cancelled one says nothing; an
+// error status, whose body Kratos read before done, is read as its
+// status.
+func TestBodyRead(t *testing.T) {
+	late, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	bg := context.Background()
+	for _, c := range []struct {
+		name    string
+		ctx     context.Context
+		headers error // done's
+		body    error // Kratos' client's, after the body
+		want    adapter.Result
+	}{
+		{"read", bg, nil, nil, adapter.OK},
+		{"decode error", bg, nil, errors.New("json: cannot unmarshal"), adapter.Failed},
+		{"reset", bg, nil, errors.New("read: connection reset by peer"), adapter.Failed},
+		{"deadline", late, nil, errors.New("read: i/o timeout"), adapter.DeadlineNoAnswer},
+		{"cancelled", bg, nil, fmt.Errorf("read: %w", context.Canceled), adapter.Cancelled},
+		{"404", bg, kerrors.NotFound("NOPE", "x"), kerrors.NotFound("NOPE", "x"), adapter.OK},
+		{"503", bg, kerrors.ServiceUnavailable("DOWN", "x"), kerrors.ServiceUnavailable("DOWN", "x"), adapter.Failed},
+		{"504 past the deadline", late, kerrors.GatewayTimeout("TIMEOUT", "x"), kerrors.GatewayTimeout("TIMEOUT", "x"), adapter.DeadlineAnswered},
+	} {
+		d := &callDone{node: awaitingBody{}}
+		d.done(c.ctx, selector.DoneInfo{Err: c.headers})
+		if r := d.bodyResult(c.ctx, c.body); r != c.want {
+			t.Errorf("%s: %v, want %v", c.name, r, c.want)
+		}
+	}
+	if r := (&callDone{node: awaitingBody{}}).bodyResult(bg, context.Canceled); r != adapter.Cancelled {
+		t.Errorf("done never ran: %v, want %v", r, adapter.Cancelled)
 	}
 }

@@ -195,12 +195,14 @@ func (s *Selector) current() *snapshot {
 // read from the call's error (see resultOf, resultOfDone): nil is OK; a
 // cancelled call (context.Canceled, Kratos' 499) reports nothing; a call
 // past its caller's deadline is DeadlineNoAnswer when the error is
-// context.DeadlineExceeded or a gRPC DeadlineExceeded of which no byte
-// came (the node hung); else the HTTP code Kratos maps the error to is
-// read by adapter.HTTPResult, as every adapter reads an answer: 504 (an
-// HTTP 504, a gRPC DeadlineExceeded status) is DeadlineAnswered, another
-// 5xx but 501 (Unimplemented) is a failure of the node, anything else
-// OK. Without Stats and a CallObserver done does nothing.
+// context.DeadlineExceeded or a gRPC DeadlineExceeded grpc-go made (no
+// byte came, or the deadline passed: the node hung or stalled); else the
+// HTTP code Kratos maps the error to is read by adapter.HTTPResult, as
+// every adapter reads an answer: 504 (an HTTP 504, a gRPC DeadlineExceeded
+// status) is DeadlineAnswered, another 5xx but 501 (Unimplemented) is a
+// failure of the node, anything else OK. Without Stats and a CallObserver
+// done does nothing. An HTTP call made through Client ends when its body
+// was read, not at this done (see Client).
 func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (selector.Node, selector.DoneFunc, error) {
 	sn := s.current()
 	if sn == nil {
@@ -236,14 +238,30 @@ func (s *Selector) Select(ctx context.Context, opts ...selector.SelectOption) (s
 		return nil, nil, fmt.Errorf("%w: %w", selector.ErrNoAvailable, graylb.ErrNoInstance)
 	}
 	node := rt.Handles()[j]
-	if p, ok := selector.FromPeerContext(ctx); ok {
-		p.Node = node
-	}
+	p, _ := selector.FromPeerContext(ctx)
 	c := rt.Call(j)
 	if !c.Tracked() {
+		if p != nil {
+			p.Node = node
+		}
 		return node, noDone, nil
 	}
-	return node, newCallDone(c), nil
+	d := newCallDone(c)
+	if p != nil {
+		if prev, ok := p.Node.(*callDone); ok { // a retry inside Client: the previous try is over
+			prev.bodyRead(ctx, nil)
+			p.Node = awaitingBody{}
+		}
+		if _, ok := p.Node.(awaitingBody); ok {
+			// Client ends the call once Kratos' HTTP client has read and
+			// decoded the body; p holds it until then.
+			d.node = node
+			p.Node = d
+		} else {
+			p.Node = node
+		}
+	}
+	return node, d.fn, nil
 }
 
 // filtered applies the call's NodeFilters to the candidates and picks one
@@ -278,10 +296,30 @@ func noDone(context.Context, selector.DoneInfo) {}
 // when the call ends, so once it has run the object serves another call:
 // a pool of them keeps Select from allocating. One whose done never runs
 // is left to the collector.
+//
+// Kratos' HTTP client calls done when the response's headers came, before
+// it reads the body: for a call made through Client's middleware, which
+// marks the call's selector.Peer (awaitingBody), done only keeps the
+// headers' result, the Peer holds the callDone (a selector.Node standing
+// for node), and Client ends the call with bodyRead once the body was
+// read and decoded.
 type callDone struct {
 	c  call
 	fn selector.DoneFunc // d.done, made once per object
+
+	node   selector.Node // the picked node, while Client awaits the body; nil otherwise
+	answer result        // the result done read
+	state  doneState
 }
+
+// doneState is how far a call whose body Client awaits has come.
+type doneState uint8
+
+const (
+	awaiting doneState = iota // done has not run
+	headers                   // done ran with no error: the body is to be read
+	ended                     // done ran with an error: Kratos read the error's body
+)
 
 var callDones sync.Pool // of *callDone
 
@@ -294,18 +332,68 @@ func init() {
 }
 
 // newCallDone returns the done of a call started as c.
-func newCallDone(c call) selector.DoneFunc {
+func newCallDone(c call) *callDone {
 	d := callDones.Get().(*callDone)
 	d.c = c
-	return d.fn
+	return d
 }
 
-func (d *callDone) done(_ context.Context, di selector.DoneInfo) {
+func (d *callDone) done(ctx context.Context, di selector.DoneInfo) {
+	if d.node != nil {
+		d.answer, d.state = resultOfDone(ctx, di), headers
+		if di.Err != nil {
+			d.state = ended
+		}
+		return
+	}
 	c := d.c
 	d.c = call{}
 	callDones.Put(d)
-	c.End(resultOfDone(di))
+	c.End(resultOfDone(ctx, di))
 }
+
+// bodyRead ends a call whose body Client awaited, err being what Kratos'
+// client returned: done's result when done had an error (Kratos read the
+// error's body before it), else what reading and decoding the body made
+// of it (see bodyResult); resultOf(err) when done never ran.
+func (d *callDone) bodyRead(ctx context.Context, err error) {
+	r := d.bodyResult(ctx, err)
+	c := d.c
+	d.c, d.node, d.answer, d.state = call{}, nil, 0, awaiting
+	callDones.Put(d)
+	c.End(r)
+}
+
+// bodyResult is the result bodyRead ends the call with.
+func (d *callDone) bodyResult(ctx context.Context, err error) result {
+	switch d.state {
+	case awaiting:
+		return resultOf(err)
+	case headers:
+		return bodyResult(ctx, d.answer, err)
+	}
+	return d.answer
+}
+
+// The Node methods of a callDone a Peer holds are its node's.
+func (d *callDone) Scheme() string              { return d.node.Scheme() }
+func (d *callDone) Address() string             { return d.node.Address() }
+func (d *callDone) ServiceName() string         { return d.node.ServiceName() }
+func (d *callDone) InitialWeight() *int64       { return d.node.InitialWeight() }
+func (d *callDone) Version() string             { return d.node.Version() }
+func (d *callDone) Metadata() map[string]string { return d.node.Metadata() }
+
+// awaitingBody is what Client sets on an HTTP call's selector.Peer before
+// the call: the call's Select then leaves its end to Client (see
+// callDone). It stands for no node.
+type awaitingBody struct{}
+
+func (awaitingBody) Scheme() string              { return "" }
+func (awaitingBody) Address() string             { return "" }
+func (awaitingBody) ServiceName() string         { return "" }
+func (awaitingBody) InitialWeight() *int64       { return nil }
+func (awaitingBody) Version() string             { return "" }
+func (awaitingBody) Metadata() map[string]string { return nil }
 
 // instanceOf is the graylb instance of node n of service, n's Version
 // under versionKey of its metadata unless the metadata has one.
@@ -339,4 +427,6 @@ const weightKey = "weight"
 var (
 	_ selector.Builder  = (*Builder)(nil)
 	_ selector.Selector = (*Selector)(nil)
+	_ selector.Node     = (*callDone)(nil)
+	_ selector.Node     = awaitingBody{}
 )

@@ -12,8 +12,10 @@
 // values, a LoadBalancer with no option at all, renamed keys, match rules
 // and their lanes, the trust boundary, the CallObserver under every
 // policy, outlier ejection, how an instance's answers count (server
-// errors, timeouts of its own, not implemented, client errors), an
-// instance's abrupt death, and the
+// errors, timeouts of its own, not implemented, client errors), a call
+// that ends when its caller is done with its answer (a body or stream
+// that comes late, stalls, breaks off or is abandoned), an instance's
+// abrupt death, and the
 // allocations a call adds. Each subtest's doc comment (suite.go: routing,
 // keys and the trust boundary; calls.go: what calls report and how
 // instances fail) says what it holds the adapter to. What an adapter legitimately cannot do its
@@ -34,6 +36,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/graylb/graylb"
 )
@@ -78,6 +81,11 @@ type Driver struct {
 	// the server's share cancelling out).
 	MaxAllocs float64
 
+	// Stream returns a StreamClient of service, as Dial returns a Client,
+	// over the same client side: the CallEnds subtest, which is skipped
+	// when Stream is nil, calls with it.
+	Stream func(t *testing.T, reg *graylb.Registry, lb *graylb.LoadBalancer, service string) StreamClient
+
 	// Lacks names what the adapter legitimately cannot do, each with why;
 	// the subtests that need it are skipped with that reason.
 	Lacks map[Capability]string
@@ -94,6 +102,9 @@ const (
 	// stops picking the dead instance before the next call, so that no
 	// call made after the death fails (AbruptDeath).
 	RetryOnDeath Capability = "retry-on-death"
+	// Abandon: a StreamClient can abandon an answer after its first part
+	// (close the body, cancel the stream) (CallEnds).
+	Abandon Capability = "abandon"
 )
 
 // ServerOptions is how Serve configures one instance's server side.
@@ -123,6 +134,11 @@ type ServerOptions struct {
 	// call with it (Respond returns a *FaultError; the driver answers
 	// its status, see FaultOf). Nil: never.
 	Fault *atomic.Uint32
+	// Rest, while it holds a Rest other than RestAtOnce, is how the
+	// answer to a streamed call goes on after its first part: an HTTP
+	// body after the Answer's line (WriteHTTP), a gRPC server stream after
+	// its first message. Nil: at once.
+	Rest *atomic.Uint32
 	// Next, when not nil, is called by Respond with the served call's
 	// context and no keys of its own, as a handler calls the next service;
 	// its answer is the Answer's Next.
@@ -136,6 +152,43 @@ type ServerOptions struct {
 // the server's Answer, or an error when the call failed or was answered
 // with a server error.
 type Client func(ctx context.Context, keys map[string]string) (Answer, error)
+
+// StreamClient makes one idempotent call whose answer comes in two parts,
+// with ctx and keys as a Client does: an HTTP GET whose body is the
+// Answer's line and then the rest (WriteHTTP), a gRPC server stream of the
+// Answer's message and then another. It returns the Answer of the first
+// part; with whole it then reads the answer to its end, and returns an
+// error when the rest does not come whole (ctx ended, the connection broke,
+// a failing status); without whole it abandons the rest (closes the body,
+// cancels the stream) once the first part came.
+type StreamClient func(ctx context.Context, keys map[string]string, whole bool) (Answer, error)
+
+// Rest is how a streamed answer goes on after its first part
+// (ServerOptions.Rest).
+type Rest uint32
+
+const (
+	// RestAtOnce: the rest follows at once.
+	RestAtOnce Rest = iota
+	// RestLate: the rest follows RestDelay later.
+	RestLate
+	// RestStall: nothing more comes until the call's context ends.
+	RestStall
+	// RestBreak: the answer breaks off: the HTTP connection is reset, the
+	// gRPC stream fails with Unavailable.
+	RestBreak
+)
+
+// RestDelay is how long a RestLate answer's rest takes.
+const RestDelay = 150 * time.Millisecond
+
+// RestOf returns how o's answer goes on after its first part.
+func RestOf(o ServerOptions) Rest {
+	if o.Rest == nil {
+		return RestAtOnce
+	}
+	return Rest(o.Rest.Load())
+}
 
 // Answer is what a server of the suite answers: which instance answered,
 // the keys it received, and what the next service answered it.

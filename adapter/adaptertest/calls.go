@@ -249,3 +249,93 @@ func allocations(t *testing.T, d *Driver) {
 	t.Logf("%s: %.1f allocations per call, %.1f without graylb: %.1f added (bound %.0f)", d.Name, via, base, via-base, d.MaxAllocs)
 	assert.LessOrEqual(t, via-base, d.MaxAllocs, "%s: the allocations graylb adds to a call", d.Name)
 }
+
+// callEnds: a call ends when its caller is done with it, not when its
+// answer begins (an HTTP response's headers, a gRPC stream's first
+// message). An answer whose rest
+//   - comes late (RestLate) is told ok, with a duration that includes the
+//     rest;
+//   - never comes before its caller's deadline (RestStall) is told failed,
+//     and its instance is ejected, as one that never answered;
+//   - breaks off (RestBreak: a reset connection, Unavailable) is told
+//     failed, and its instance is ejected;
+//   - its caller abandons after the first part (closes the body, cancels
+//     the stream; Capability Abandon) is never told failed, and its
+//     instance is not ejected.
+//
+// Each call leaves the in-flight count once it ended.
+func callEnds(t *testing.T, d *Driver) {
+	if d.Stream == nil {
+		t.Skipf("%s has no streamed calls (Driver.Stream is nil)", d.Name)
+	}
+	const failures = 3
+	for _, c := range []struct {
+		name     string
+		rest     Rest
+		whole    bool
+		deadline time.Duration
+		failed   bool // told failed, and the instance ejected
+	}{
+		{"late", RestLate, true, callTimeout, false},
+		{"stall", RestStall, true, 300 * time.Millisecond, true},
+		{"break", RestBreak, true, callTimeout, true},
+		{"abandoned", RestStall, false, callTimeout, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if why, ok := d.Lacks[Abandon]; ok && !c.whole {
+				t.Skipf("%s lacks %s: %s", d.Name, Abandon, why)
+			}
+			e := newEnv(t, d)
+			var obs observer
+			var rest atomic.Uint32
+			lb, slb := e.lb(graylb.WithCallObserver(obs.observe), graylb.WithOutlierDetection(graylb.OutlierConfig{ConsecutiveFailures: failures})), e.lb()
+			service := "svc-" + c.name // a framework's client breaker is per service
+			in := e.serve(slb, service, "prod-1", nil, ServerOptions{Rest: &rest})
+			stream := d.Stream(t, e.reg, lb, service)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				_, err := stream(ctx, nil, true)
+				cancel()
+				if err == nil {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "%s: streamed calls failed for 10s; the last: %v", d.Name, err)
+			}
+			stats := statsOf(t, lb, service, "false")
+			obs.wait(t, 1)
+			obs.reset()
+
+			rest.Store(uint32(c.rest))
+			const calls = 2 * failures
+			for i := 0; i < calls || c.failed && (obs.count() < calls || !stats.Ejected()); i++ {
+				require.Less(t, i, 40, "%s: an answer whose rest is %s: 40 calls, %d of them told to the CallObserver, and its instance was not ejected", d.Name, c.name, obs.count())
+				ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
+				a, err := stream(ctx, nil, c.whole)
+				cancel()
+				if c.failed {
+					require.Error(t, err, "%s: an answer whose rest is %s: the call succeeded with %+v", d.Name, c.name, a)
+					continue
+				}
+				require.NoError(t, err, "%s: an answer whose rest is %s", d.Name, c.name)
+				require.Equal(t, "prod-1", a.Instance)
+			}
+			waitUntil(t, func() bool { return stats.InFlight() == 0 }, "%s: an answer whose rest is %s: %d calls still in flight", d.Name, c.name, stats.InFlight())
+			seen := obs.seen()
+			switch {
+			case c.failed:
+				assert.Equal(t, []string{in.inst.Addr() + " prod error"}, keysOf(seen), "%s: an answer whose rest is %s: the CallObserver was told %v", d.Name, c.name, seen)
+				assert.True(t, stats.Ejected(), "%s: an answer whose rest is %s: its instance was not ejected", d.Name, c.name)
+			case c.whole:
+				obs.wait(t, calls)
+				assert.Equal(t, map[string]int{in.inst.Addr() + " prod ok": calls}, obs.seen(), "%s: an answer whose rest is %s", d.Name, c.name)
+				for _, took := range obs.durations() {
+					assert.GreaterOrEqual(t, took, RestDelay, "%s: an answer whose rest came %v late was told with a duration without it", d.Name, RestDelay)
+				}
+				assert.False(t, stats.Ejected(), "%s: an answer whose rest is %s: its instance was ejected", d.Name, c.name)
+			default:
+				assert.NotContains(t, seen, in.inst.Addr()+" prod error", "%s: an answer abandoned after its first part was told failed", d.Name)
+				assert.False(t, stats.Ejected(), "%s: answers abandoned after their first part ejected their instance", d.Name)
+			}
+		})
+	}
+}

@@ -144,14 +144,15 @@ func addrOf(list []*instance, id string) string {
 }
 
 // observer is a CallObserver that counts what it is told, by
-// "addr kind ok|error".
+// "addr kind ok|error", and keeps the durations it is told.
 type observer struct {
-	mu sync.Mutex
-	m  map[string]int
-	n  int
+	mu   sync.Mutex
+	m    map[string]int
+	n    int
+	took []time.Duration
 }
 
-func (o *observer) observe(_ string, inst graylb.Instance, kind graylb.Kind, ok bool, _ time.Duration) {
+func (o *observer) observe(_ string, inst graylb.Instance, kind graylb.Kind, ok bool, took time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
@@ -163,6 +164,14 @@ func (o *observer) observe(_ string, inst graylb.Instance, kind graylb.Kind, ok 
 	}
 	o.m[inst.Addr()+" "+kind.String()+" "+res]++
 	o.n++
+	o.took = append(o.took, took)
+}
+
+// durations returns the durations told since the last reset.
+func (o *observer) durations() []time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]time.Duration(nil), o.took...)
 }
 
 // count returns how many calls were told since the last reset.
@@ -175,7 +184,7 @@ func (o *observer) count() int {
 func (o *observer) reset() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.m, o.n = map[string]int{}, 0
+	o.m, o.n, o.took = map[string]int{}, 0, nil
 }
 
 func (o *observer) seen() map[string]int {

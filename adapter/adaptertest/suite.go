@@ -28,6 +28,7 @@ func Run(t *testing.T, d Driver) {
 	t.Run("CallsTracked", func(t *testing.T) { callsTracked(t, &d) })
 	t.Run("Ejection", func(t *testing.T) { ejection(t, &d) })
 	t.Run("Answers", func(t *testing.T) { answers(t, &d) })
+	t.Run("CallEnds", func(t *testing.T) { callEnds(t, &d) })
 	t.Run("AbruptDeath", func(t *testing.T) { abruptDeath(t, &d) })
 	t.Run("Allocations", func(t *testing.T) { allocations(t, &d) })
 }

@@ -177,7 +177,7 @@ func (c started) Done(ok bool) {
 	if !ok {
 		a = AnswerFailed
 	}
-	c.End(a, 0)
+	c.endAt(monoNow(), a, 0)
 }
 
 // End reports the call's result. It ends the call's in-flight count,
@@ -187,12 +187,14 @@ func (c started) Done(ok bool) {
 // begun after the instance went out of rotation for that kind readmits it
 // at once; an overloaded answer pauses it for retryAfter (0: unknown).
 // Call End, Done or Discard exactly once per call.
-func (c started) End(a Answer, retryAfter time.Duration) {
+func (c started) End(a Answer, retryAfter time.Duration) { c.endAt(monoNow(), a, retryAfter) }
+
+// endAt is End for a call that ended at now (on monoNow's clock).
+func (c started) endAt(now int64, a Answer, retryAfter time.Duration) {
 	s := c.stats
 	if s == nil {
 		return
 	}
-	now := monoNow()
 	if s.pending.Load() != 0 {
 		s.pending.Store(0)
 	}

@@ -89,17 +89,17 @@ func (lb *LoadBalancer) Report(service string, inst Instance, ok bool, latency t
 	lb.report(service, inst, ok, latency)
 }
 
-// DoneObserved reports a call done when a CallObserver is set: to the
-// instance's Stats (when s is not nil) as End does, and to the
-// CallObserver as callOK with the call's duration from start (on Now's
-// clock). served is the kind of the instances that served it, requested
-// the request's.
-func (lb *LoadBalancer) DoneObserved(service string, inst Instance, served, requested Kind, s *Stats, start int64, a Answer, retryAfter time.Duration, callOK bool) {
+// DoneObserved reports a call done at end when a CallObserver is set: to
+// the instance's Stats (when s is not nil) as End does, and to the
+// CallObserver as callOK with the call's duration from start to end (on
+// Now's clock). served is the kind of the instances that served it,
+// requested the request's.
+func (lb *LoadBalancer) DoneObserved(service string, inst Instance, served, requested Kind, s *Stats, start, end int64, a Answer, retryAfter time.Duration, callOK bool) {
 	if s != nil {
-		started{stats: s, start: start, kind: requested}.End(a, retryAfter)
+		started{stats: s, start: start, kind: requested}.endAt(end, a, retryAfter)
 	}
 	if o := lb.calls; o != nil {
-		o(service, inst, served, callOK, time.Duration(monoNow()-start))
+		o(service, inst, served, callOK, time.Duration(end-start))
 	}
 }
 
@@ -134,10 +134,11 @@ func (lb *LoadBalancer) VersionHeader() string { return lb.versionHeader() }
 // when it has none.
 func (lb *LoadBalancer) VersionMetadataKey() string { return lb.versionMeta }
 
-// End ends a call of a request of kind k begun with Candidates.Begin with
-// its answer (retryAfter: an overloaded answer's Retry-After, 0 when none).
-func End(s *Stats, start int64, k Kind, a Answer, retryAfter time.Duration) {
-	started{stats: s, start: start, kind: k}.End(a, retryAfter)
+// End ends a call of a request of kind k begun with Candidates.Begin at
+// end (on Now's clock) with its answer (retryAfter: an overloaded
+// answer's Retry-After, 0 when none).
+func End(s *Stats, start, end int64, k Kind, a Answer, retryAfter time.Duration) {
+	started{stats: s, start: start, kind: k}.endAt(end, a, retryAfter)
 }
 
 // Discard ends a call begun with Candidates.Begin without a result.
@@ -145,6 +146,9 @@ func Discard(s *Stats) { started{stats: s}.Discard() }
 
 // Now is a call's start time on the clock Done measures with.
 func Now() int64 { return monoNow() }
+
+// At is t on Now's clock.
+func At(t time.Time) int64 { return int64(t.Sub(epoch)) }
 
 // Route runs the router's chain for the request in ctx.
 func (r Router) Route(ctx context.Context, call ContextHandler) (Decision, Candidates, error) {
