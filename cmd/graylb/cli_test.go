@@ -259,6 +259,56 @@ func TestFlagsAnywhereAndEnv(t *testing.T) {
 	}
 }
 
+// Global flags go before the command as well as after it (and between a
+// group and its subcommand); a command's own flags go after it. A flag
+// before the command that is not a global one is refused, saying so.
+func TestGlobalFlagsBeforeTheCommand(t *testing.T) {
+	f := newFakeNacos(t)
+	for _, tc := range []struct {
+		args  []string
+		group string
+		want  string // in the stored document
+	}{
+		{[]string{"--nacos", f.addr(), "canary", "3"}, "DEFAULT_GROUP", `"canaryPercent": 3`},
+		{[]string{"--nacos=" + f.addr(), "--group", "G", "canary", "4", "--dry-run"}, "G", ""},
+		{[]string{"--nacos", f.addr(), "--group", "G", "canary", "4"}, "G", `"canaryPercent": 4`},
+		{[]string{"-o", "json", "--nacos", f.addr(), "canary", "--group", "G", "6"}, "G", `"canaryPercent": 6`},
+		{[]string{"--nacos", f.addr(), "users", "--group", "G", "add", "u1"}, "G", `"u1"`},
+		{[]string{"--group", "G", "rules", "--nacos", f.addr(), "get"}, "G", `"u1"`},
+	} {
+		code, out, errOut := runCLI(t, nil, tc.args...)
+		if code != exitOK {
+			t.Fatalf("%q: exit %d:\n%s%s", tc.args, code, out, errOut)
+		}
+		if got := f.get(tc.group, "graylb-rules.json"); !strings.Contains(got, tc.want) {
+			t.Fatalf("%q: %s holds %q, want %s in it", tc.args, tc.group, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--dry-run", "canary", "5"}, exitUsage, "not defined: -dry-run (before COMMAND only the flags every command takes; a command's own flags go after it)"},
+		{[]string{"--frob", "canary", "5"}, exitUsage, "flag provided but not defined: -frob"},
+		{[]string{"--nacos"}, exitUsage, "flag needs an argument: -nacos"},
+		{[]string{"--nacos", f.addr()}, exitUsage, "Commands:"},
+		{[]string{"--nacos", f.addr(), "--help"}, exitOK, "Commands:"},
+		{[]string{"--nacos", f.addr(), "frob"}, exitUsage, `unknown command "frob"`},
+		{[]string{"--timeout", "nope", "canary", "5"}, exitUsage, "invalid value"},
+	} {
+		code, out, errOut := runCLI(t, nil, tc.args...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("%q: exit %d (want %d), want %q in:\n%s%s", tc.args, code, tc.code, tc.want, out, errOut)
+		}
+	}
+	// The usage says where the flags go.
+	_, out, _ := runCLI(t, nil, "--help")
+	if !strings.Contains(out, "Usage: graylb [FLAG...] COMMAND [ARG...] [FLAG...]") || !strings.Contains(out, "--nacos") {
+		t.Errorf("the usage does not say that flags go before or after the command:\n%s", out)
+	}
+}
+
 func TestShortcutsNacos(t *testing.T) {
 	f := newFakeNacos(t)
 	f.set("DEFAULT_GROUP", "graylb-rules.json", `{"grayAddresses": ["10.0.0.7"], "matches": [{"key": "x-lane", "exact": "a", "version": "v2"}]}`)
