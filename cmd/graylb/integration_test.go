@@ -47,8 +47,6 @@ const releasedService = "user-service"
 // and returns its base URL.
 func startPrometheus(t *testing.T, targets ...string) string {
 	t.Helper()
-	bin := need(t, "prometheus", "prometheus")
-	dir := t.TempDir()
 	quoted := make([]string, len(targets))
 	for i, tg := range targets {
 		quoted[i] = strconv.Quote(tg)
@@ -56,6 +54,28 @@ func startPrometheus(t *testing.T, targets ...string) string {
 	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n" +
 		"scrape_configs:\n  - job_name: callers\n    scrape_interval: 1s\n    scrape_timeout: 900ms\n" +
 		"    static_configs:\n      - targets: [" + strings.Join(quoted, ", ") + "]\n"
+	base := startPrometheusWith(t, cfg, "")
+	// A rollout starts on callers Prometheus scrapes already, as in
+	// production: a caller first scraped in a step counts only what its
+	// series grow by after that (see grown).
+	q := "count(count by (instance) (" + defaultMetric + "_count))"
+	p := &prometheus{base: base, client: &http.Client{Timeout: 5 * time.Second}}
+	eventually(t, 30*time.Second, "prometheus has scraped the callers' metrics", func() bool {
+		n, err := p.query(context.Background(), q, "", time.Time{})
+		return err == nil && n[""] == float64(len(targets))
+	})
+	return base
+}
+
+// startPrometheusWith runs a Prometheus server with configuration cfg on
+// the data in dataDir (a new folder when empty) and returns its base URL.
+func startPrometheusWith(t *testing.T, cfg, dataDir string) string {
+	t.Helper()
+	bin := need(t, "prometheus", "prometheus")
+	dir := t.TempDir()
+	if dataDir == "" {
+		dataDir = filepath.Join(dir, "data")
+	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -65,7 +85,7 @@ func startPrometheus(t *testing.T, targets ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+dataDir,
 		"--web.listen-address="+addr, "--storage.tsdb.retention.time=1h")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

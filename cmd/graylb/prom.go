@@ -23,6 +23,8 @@ const (
 	labelKind      = "graylb_kind"
 	labelOutcome   = "graylb_call_outcome"
 	outcomeError   = "error"
+	labelJob       = "job"      // a scrape target's labels, as Prometheus sets them
+	labelInstance  = "instance" //
 	maxPromAnswer  = 16 << 20
 	maxPromVectors = 1000
 )
@@ -42,12 +44,13 @@ type series struct {
 	value  float64
 }
 
-// query runs an instant query and returns the vector's values by the
-// label byLabel. Garbage, an error status, a non-vector answer, more
-// series than can be meant or two series with one value of byLabel fail;
-// NaN values are kept (the judge treats them as no data).
-func (p *prometheus) query(ctx context.Context, q, byLabel string) (map[string]float64, error) {
-	vec, err := p.vector(ctx, q)
+// query runs an instant query at time at (zero: Prometheus' now) and
+// returns the vector's values by the label byLabel. Garbage, an error
+// status, a non-vector answer, more series than can be meant or two series
+// with one value of byLabel fail; NaN values are kept (the judge treats
+// them as no data).
+func (p *prometheus) query(ctx context.Context, q, byLabel string, at time.Time) (map[string]float64, error) {
+	vec, err := p.vector(ctx, q, at)
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +66,12 @@ func (p *prometheus) query(ctx context.Context, q, byLabel string) (map[string]f
 }
 
 // vector runs an instant query and returns its vector (see query).
-func (p *prometheus) vector(ctx context.Context, q string) ([]series, error) {
-	u := p.base + "/api/v1/query?" + url.Values{"query": {q}}.Encode()
+func (p *prometheus) vector(ctx context.Context, q string, at time.Time) ([]series, error) {
+	params := url.Values{"query": {q}}
+	if !at.IsZero() {
+		params.Set("time", strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64))
+	}
+	u := p.base + "/api/v1/query?" + params.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -134,23 +141,31 @@ type promQueries struct {
 // count grew by); see grown.
 func queriesFor(metric, service string, window time.Duration) promQueries {
 	sel := labelService + "=" + promString(service)
+	scraped := "group by (" + labelJob + ", " + labelInstance + ") (" + metric + "_count offset " + promDuration(window) + ")"
 	return promQueries{
-		requests: "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+"}", window) + ")",
-		errors:   "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+","+labelOutcome+"="+promString(outcomeError)+"}", window) + ")",
-		buckets:  "sum by (" + labelKind + ", le) (" + grown(metric+"_bucket{"+sel+"}", window) + ")",
+		requests: "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+"}", scraped, window) + ")",
+		errors:   "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+","+labelOutcome+"="+promString(outcomeError)+"}", scraped, window) + ")",
+		buckets:  "sum by (" + labelKind + ", le) (" + grown(metric+"_bucket{"+sel+"}", scraped, window) + ")",
 	}
 }
 
-// grown is what each counter series of selector grew by over window: its
-// whole value for a series that had no sample when the window began (it
-// was born in it: a kind's first failed call makes its error series), the
-// increase over the window for the others. increase alone misses what a
-// series born in the window counted before its first sample: the errors
-// of a gray build went uncounted for the first step, and the build that
-// failed every fifth call was judged healthy.
-func grown(selector string, window time.Duration) string {
+// grown is what each counter series of selector grew by in the step, the
+// window up to now:
+//   - a series that had a sample when the window began: its increase;
+//   - one that had none, of a target (job, instance) that had samples of
+//     the histogram then (scraped): its whole value, since it was born in
+//     the step (a kind's first failed call makes its error series;
+//     increase would miss what it counted before its first sample);
+//   - one that had none, of a target that had none either (first
+//     scraped in the step: found late, or back from failed scrapes): what
+//     it grew by after its first sample, its increase; its value then is
+//     calls made before, maybe long before, the step.
+//
+// scraped is the targets scraped when the window began.
+func grown(selector, scraped string, window time.Duration) string {
 	d := promDuration(window)
-	return "(" + selector + " unless " + selector + " offset " + d + ") or increase(" + selector + "[" + d + "])"
+	return "((" + selector + " unless " + selector + " offset " + d + ") and on (" + labelJob + ", " + labelInstance + ") " + scraped +
+		") or increase(" + selector + "[" + d + "])"
 }
 
 // promString quotes s as a PromQL string literal.
@@ -187,17 +202,18 @@ func promDuration(d time.Duration) string {
 // maxBuckets bounds a histogram's buckets per kind.
 const maxBuckets = 200
 
-// compare reads both kinds' samples for service.
-func (p *prometheus) compare(ctx context.Context, q promQueries) (gray, prod sample, err error) {
-	req, err := p.query(ctx, q.requests, labelKind)
+// compare reads both kinds' samples for service, as they were at time at
+// (zero: Prometheus' now).
+func (p *prometheus) compare(ctx context.Context, q promQueries, at time.Time) (gray, prod sample, err error) {
+	req, err := p.query(ctx, q.requests, labelKind, at)
 	if err != nil {
 		return gray, prod, err
 	}
-	errs, err := p.query(ctx, q.errors, labelKind)
+	errs, err := p.query(ctx, q.errors, labelKind, at)
 	if err != nil {
 		return gray, prod, err
 	}
-	vec, err := p.vector(ctx, q.buckets)
+	vec, err := p.vector(ctx, q.buckets, at)
 	if err != nil {
 		return gray, prod, err
 	}

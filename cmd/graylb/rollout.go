@@ -191,7 +191,7 @@ func (r *rollout) run(ctx context.Context) int {
 				r.res.Steps = append(r.res.Steps, step)
 				return r.changedByOthers(ch, fmt.Sprintf("during step %d (canary %v%%)", i+1, p))
 			}
-			gray, prod, err := r.prom.compare(ctx, queriesFor(r.f.metric, r.f.service, stepWindow(elapsed, r.f.window)))
+			gray, prod, err := r.prom.compare(ctx, queriesFor(r.f.metric, r.f.service, stepWindow(elapsed, r.f.window)), time.Time{})
 			var v verdict
 			var why string
 			if err != nil {

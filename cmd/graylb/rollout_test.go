@@ -151,9 +151,9 @@ func Example_queriesFor() {
 	fmt.Println(q.errors)
 	fmt.Println(q.buckets)
 	// Output:
-	// sum by (graylb_kind) ((graylb_client_call_duration_seconds_count{graylb_service="user-service"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service"} offset 300s) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
-	// sum by (graylb_kind) ((graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} offset 300s) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
-	// sum by (graylb_kind, le) ((graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} unless graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} offset 300s) or increase(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s]))
+	// sum by (graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service="user-service"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
+	// sum by (graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
+	// sum by (graylb_kind, le) (((graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} unless graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s]))
 }
 
 func Example_diffDocs() {
@@ -238,7 +238,7 @@ func TestPromHostileAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := fakeProm(t, func(string) string { return tc.body })
 			p := &prometheus{base: srv.URL, client: &http.Client{Timeout: 10 * time.Second}}
-			gray, prod, err := p.compare(context.Background(), queriesFor(defaultMetric, "svc", time.Minute))
+			gray, prod, err := p.compare(context.Background(), queriesFor(defaultMetric, "svc", time.Minute), time.Time{})
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -3,11 +3,13 @@ package e2etest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,6 +162,28 @@ func startPrometheus(t testing.TB, targets ...string) string {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
+	})
+	// A rollout starts on callers Prometheus scrapes already, as in
+	// production: the rollout counts only what the series of a caller first
+	// scraped in a step grow by after that.
+	q := url.Values{"query": {"count(count by (instance) (graylb_client_call_duration_seconds_count))"}}.Encode()
+	waitFor(t, 30*time.Second, "prometheus has scraped the callers' metrics", func() bool {
+		resp, err := http.Get(base + "/api/v1/query?" + q)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var ans struct {
+			Data struct {
+				Result []struct {
+					Value [2]any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&ans) != nil || len(ans.Data.Result) != 1 {
+			return false
+		}
+		return ans.Data.Result[0].Value[1] == strconv.Itoa(len(targets))
 	})
 	return base
 }
