@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,7 +41,8 @@ type fakeNacos struct {
 
 	mu        sync.Mutex
 	configs   map[string]string // group/dataId → content
-	hosts     string            // the instance list's JSON answer (of every service)
+	hosts     string            // the instance list's JSON answer (of every service not in hostsOf)
+	hostsOf   map[string]string // the instance list's JSON answer by service
 	services  []string          // the service list's names
 	publishes int
 	// beforePublish runs (unlocked) before a publish of the rules (not of
@@ -112,11 +114,48 @@ func (f *fakeNacos) serve(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/nacos/v1/ns/instance/list":
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if h, ok := f.hostsOf[r.Form.Get("serviceName")]; ok {
+			w.Write([]byte(h))
+			return
+		}
 		w.Write([]byte(f.hosts))
 	default:
 		http.NotFound(w, r)
 	}
 }
+
+// register makes hosts (the instance list's JSON answer) the instances of
+// service, and lists it among the services.
+func (f *fakeNacos) register(service, hosts string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hostsOf == nil {
+		f.hostsOf = map[string]string{}
+	}
+	f.hostsOf[service] = hosts
+	if !slices.Contains(f.services, service) {
+		f.services = append(f.services, service)
+	}
+}
+
+// mirror registers ins in f, by service: for tests whose callers take
+// their instances from graylb's in-memory registry, since a rollout reads
+// the registry.
+func (f *fakeNacos) mirror(ins ...graylb.Instance) {
+	by := map[string][]nacosInstance{}
+	for _, in := range ins {
+		by[in.Service] = append(by[in.Service], nacosInstance{IP: in.Host, Port: in.Port, Weight: in.Weight,
+			Healthy: in.Healthy, Enabled: in.Enabled, Metadata: in.Metadata})
+	}
+	for svc, list := range by {
+		b, _ := json.Marshal(map[string]any{"hosts": list})
+		f.register(svc, string(b))
+	}
+}
+
+// prodAndGray is an instance list of a prod and a gray instance.
+const prodAndGray = `{"hosts":[{"ip":"127.0.0.1","port":9001,"weight":1,"healthy":true,"enabled":true,"metadata":{}},
+ {"ip":"127.0.0.1","port":9002,"weight":1,"healthy":true,"enabled":true,"metadata":{"gray":"true"}}]}`
 
 func (f *fakeNacos) set(group, dataID, content string) {
 	f.mu.Lock()

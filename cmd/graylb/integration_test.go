@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -251,6 +252,32 @@ func rolloutFlagsFor(prom string) []string {
 		"--min-requests", "30", "--max-wait", "60s"}
 }
 
+// registerPersistent registers a prod and a gray instance of service in
+// group of the Nacos server at addr, as persistent instances (no client
+// keeps them alive), until the test ends.
+func registerPersistent(t *testing.T, addr, group, service string) {
+	t.Helper()
+	for i, md := range []string{`{}`, `{"gray":"true"}`} {
+		form := url.Values{"serviceName": {service}, "groupName": {group}, "ip": {"127.0.0.1"}, "port": {strconv.Itoa(9001 + i)},
+			"ephemeral": {"false"}, "metadata": {md}, "weight": {"1"}, "healthy": {"true"}, "enabled": {"true"}}
+		resp, err := http.PostForm("http://"+addr+"/nacos/v1/ns/instance", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("registering %s in %s: %d %s", service, group, resp.StatusCode, body)
+		}
+		t.Cleanup(func() {
+			req, _ := http.NewRequest(http.MethodDelete, "http://"+addr+"/nacos/v1/ns/instance?"+form.Encode(), nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
 // integration skips the test under -race (see above).
 func integration(t *testing.T) {
 	t.Helper()
@@ -304,16 +331,18 @@ func TestIntegration_RolloutRedis(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: addr})
 			defer rdb.Close()
 			rdb.Set(context.Background(), key, `{"grayUsers": ["qa-1"]}`, 0)
-			reg := graylb.NewRegistry()
+			reg, registry := graylb.NewRegistry(), newFakeNacos(t)
 			for i, b := range []*backend{startBackend(t, 0), startBackend(t, 0), startBackend(t, tc.errEvery)} {
 				host, port := b.hostPort(t)
 				md := map[string]string{}
 				if i == 2 {
 					md["gray"] = "true"
 				}
-				if err := reg.Register(graylb.NewInstance(releasedService, host, port, md)); err != nil {
+				in := graylb.NewInstance(releasedService, host, port, md)
+				if err := reg.Register(in); err != nil {
 					t.Fatal(err)
 				}
+				registry.mirror(in)
 			}
 			src, err := redisrules.New(rdb, redisrules.WithDocument(key), redisrules.WithPollInterval(200*time.Millisecond))
 			if err != nil {
@@ -323,7 +352,7 @@ func TestIntegration_RolloutRedis(t *testing.T) {
 			c := startCaller(t, reg, src)
 			prom := startPrometheus(t, c.metrics)
 
-			code, out, errOut := rolloutRun(t, append(rolloutFlagsFor(prom), "--redis", addr)...)
+			code, out, errOut := rolloutRun(t, append(rolloutFlagsFor(prom), "--redis", addr, "--nacos", registry.addr())...)
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d:\n%s%s", code, tc.code, out, errOut)
 			}

@@ -67,6 +67,10 @@ func runRollout(ctx context.Context, g *globals, e env, f *rolloutFlags) int {
 		fmt.Fprintf(e.stderr, "graylb rollout: %v\n", err)
 		return exitUsage
 	}
+	reg, err := g.nacosAPI(e)
+	if err != nil {
+		return fail(e, err)
+	}
 	st, err := g.openStore(e)
 	if err != nil {
 		return fail(e, err)
@@ -78,7 +82,7 @@ func runRollout(ctx context.Context, g *globals, e env, f *rolloutFlags) int {
 	}
 	pc := *c
 	pc.Timeout = g.timeout
-	r := &rollout{g: g, e: e, f: f, st: st, steps: steps,
+	r := &rollout{g: g, e: e, f: f, st: st, reg: reg, steps: steps,
 		prom: &prometheus{base: f.prometheus, client: &pc},
 		th: thresholds{MinRequests: f.minRequests, MaxErrorIncrease: f.maxErrorIncrease,
 			MaxLatencyRatio: f.maxLatencyRatio, LatencySlack: f.latencySlack, FailureLimit: f.failureLimit},
@@ -100,6 +104,7 @@ type rollout struct {
 	e     env
 	f     *rolloutFlags
 	st    store
+	reg   *nacosAPI // the registry: the instances of the services
 	steps []float64
 	prom  *prometheus
 	th    thresholds
@@ -126,7 +131,13 @@ func (r *rollout) run(ctx context.Context) int {
 			}
 		}
 	}
+	if err == nil {
+		err = r.checkReleased(ctx, rules)
+	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return r.interrupted(ctx)
+		}
 		r.res.Outcome, r.res.Message = "failed", "rollout not started: "+err.Error()
 		return exitFailed
 	}
@@ -237,6 +248,45 @@ func (r *rollout) run(ctx context.Context) int {
 		r.res.Next = "continue: graylb rollout --steps " + strconv.FormatFloat(last, 'f', -1, 64) + ",...,100, or promote"
 	}
 	return exitOK
+}
+
+// Why a rollout does not start on the service it is given.
+var (
+	errNotRegistered = errors.New("no instance registered")
+	errNoGray        = errors.New("no gray instance takes requests")
+)
+
+// checkReleased fails unless the released service has instances in the
+// registry, gray ones among them that take requests under rules (gray by
+// metadata or address; healthy, enabled, weighted): a canary written for
+// a service that is not there (a typo) sends its share of every chain's
+// requests to the gray instances of other services, and judges nothing.
+func (r *rollout) checkReleased(ctx context.Context, rules graylb.Rules) error {
+	list, err := r.reg.instances(ctx, r.f.service, r.g.group)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("%s: %w in %s: is the name right? (graylb status lists the services registered)", r.f.service, errNotRegistered, r.registryPlace())
+	}
+	s, err := classify(ctx, r.f.service, list, rules, r.g.grayKey, r.g.versionKey)
+	if err != nil {
+		return err
+	}
+	if s.Gray == 0 {
+		return fmt.Errorf("%s: %w (%d registered in %s; gray by the %s=true metadata or the rules' grayAddresses, and healthy, enabled, weight above 0): register the gray build first",
+			r.f.service, errNoGray, len(list), r.registryPlace(), r.g.grayKey)
+	}
+	return nil
+}
+
+// registryPlace names where the instances are read.
+func (r *rollout) registryPlace() string {
+	where := "group " + r.g.group
+	if r.g.namespace != "" {
+		where += " (namespace " + r.g.namespace + ")"
+	}
+	return where + " of Nacos at " + r.reg.describe()
 }
 
 // changedError: the rules are not those the rollout last wrote (or read,

@@ -279,7 +279,15 @@ func storedRules(t testing.TB, f *fakeNacos) graylb.Rules {
 	return r
 }
 
+// rolloutArgs are a rollout of svc (a prod and a gray instance registered
+// in f, unless the test registered others) with short steps.
 func rolloutArgs(f *fakeNacos, prom string, more ...string) []string {
+	f.mu.Lock()
+	_, ok := f.hostsOf["svc"]
+	f.mu.Unlock()
+	if !ok {
+		f.register("svc", prodAndGray)
+	}
 	return append([]string{"rollout", "--service", "svc", "--nacos", f.addr(), "--prometheus", prom,
 		"--steps", "1,5,100", "--interval", "100ms", "--poll", "20ms", "--window", "5s", "--min-requests", "50", "--max-wait", "300ms"}, more...)
 }
@@ -491,5 +499,41 @@ func TestRolloutStopsWhenRoutingSwitchedOffDuringAStep(t *testing.T) {
 	}
 	if r := storedRules(t, f); r.Enabled == nil || *r.Enabled || r.CanaryPercent != 1 {
 		t.Fatalf("stored %+v, want routing off at canary 1 as it was left", r)
+	}
+}
+
+// A rollout of a service with no instance registered (a typo) or none gray
+// writes nothing, not even its lease, and says why: a canary written for a
+// service that is not there sends its share of every chain's requests to
+// whatever gray instances are registered, and judges nothing.
+func TestRolloutRefusesAServiceNotRegistered(t *testing.T) {
+	for _, tc := range []struct {
+		name, hosts string
+		want        []string
+	}{
+		{"no instance", "", []string{"ledgr: no instance registered in group DEFAULT_GROUP of Nacos at 127.0.0.1:", "is the name right?"}},
+		{"no gray instance", `{"hosts":[{"ip":"127.0.0.1","port":9001,"weight":1,"healthy":true,"enabled":true,"metadata":{}},
+		  {"ip":"127.0.0.1","port":9002,"weight":1,"healthy":false,"enabled":true,"metadata":{"gray":"true"}}]}`,
+			[]string{"ledgr: no gray instance takes requests (2 registered", "register the gray build first"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNacos(t)
+			f.register("ledger", prodAndGray)
+			if tc.hosts != "" {
+				f.register("ledgr", tc.hosts)
+			}
+			prom := promTraffic(t, 500, 0, 5000, 0)
+			args := rolloutArgs(f, prom.URL)
+			args[2] = "ledgr"
+			code, out, errOut := runCLI(t, nil, args...)
+			if code != exitFailed || f.publishes != 0 || f.get("DEFAULT_GROUP", leaseDataID) != "" {
+				t.Fatalf("exit %d, %d writes, lease %q:\n%s%s", code, f.publishes, f.get("DEFAULT_GROUP", leaseDataID), out, errOut)
+			}
+			for _, w := range append(tc.want, "rollout not started") {
+				if !strings.Contains(out, w) {
+					t.Fatalf("the output lacks %q:\n%s%s", w, out, errOut)
+				}
+			}
+		})
 	}
 }
