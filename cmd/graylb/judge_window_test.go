@@ -171,10 +171,12 @@ func TestIntegration_StepCountsOnlyItsCalls(t *testing.T) {
 		{"ledger-bad", bad, verdictUnhealthy},
 	} {
 		t.Run(tc.service, func(t *testing.T) {
-			gray, prod, err := p.compare(context.Background(), queriesFor(defaultMetric, tc.service, stepLen*time.Second), end)
+			// Both services in one query, as a rollout judging both reads them.
+			got, err := p.compare(context.Background(), queriesFor(defaultMetric, []string{"ledger-healthy", "ledger-bad"}, stepLen*time.Second), end)
 			if err != nil {
 				t.Fatal(err)
 			}
+			gray, prod := got[tc.service].gray, got[tc.service].prod
 			check := func(what string, got float64, kind, outcome string) {
 				t.Helper()
 				lo, hi := stepWant(tc.ss, tc.service, kind, outcome)

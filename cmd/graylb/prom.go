@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ const (
 	labelJob       = "job"      // a scrape target's labels, as Prometheus sets them
 	labelInstance  = "instance" //
 	maxPromAnswer  = 16 << 20
-	maxPromVectors = 1000
+	maxPromVectors = 20000
 )
 
 // prometheus reads instant queries from Prometheus' HTTP API.
@@ -135,18 +136,32 @@ type promQueries struct {
 	requests, errors, buckets string
 }
 
-// queriesFor builds the queries for service over window, the time since
-// the step's write: calls and failed calls by kind (what the histogram's
-// count grew by), and the histogram's buckets by kind (what each bucket's
-// count grew by); see grown.
-func queriesFor(metric, service string, window time.Duration) promQueries {
-	sel := labelService + "=" + promString(service)
+// queriesFor builds the queries for services over window, the time since
+// the step's write: calls and failed calls by service and kind (what the
+// histogram's count grew by), and the histogram's buckets by service and
+// kind (what each bucket's count grew by); see grown.
+func queriesFor(metric string, services []string, window time.Duration) promQueries {
+	sel := serviceSelector(services)
 	scraped := "group by (" + labelJob + ", " + labelInstance + ") (" + metric + "_count offset " + promDuration(window) + ")"
+	by := labelService + ", " + labelKind
 	return promQueries{
-		requests: "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+"}", scraped, window) + ")",
-		errors:   "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+","+labelOutcome+"="+promString(outcomeError)+"}", scraped, window) + ")",
-		buckets:  "sum by (" + labelKind + ", le) (" + grown(metric+"_bucket{"+sel+"}", scraped, window) + ")",
+		requests: "sum by (" + by + ") (" + grown(metric+"_count{"+sel+"}", scraped, window) + ")",
+		errors:   "sum by (" + by + ") (" + grown(metric+"_count{"+sel+","+labelOutcome+"="+promString(outcomeError)+"}", scraped, window) + ")",
+		buckets:  "sum by (" + by + ", le) (" + grown(metric+"_bucket{"+sel+"}", scraped, window) + ")",
 	}
+}
+
+// serviceSelector is the label matcher of the series of services (one at
+// least).
+func serviceSelector(services []string) string {
+	if len(services) == 1 {
+		return labelService + "=" + promString(services[0])
+	}
+	quoted := make([]string, len(services))
+	for i, s := range services {
+		quoted[i] = regexp.QuoteMeta(s)
+	}
+	return labelService + "=~" + promString(strings.Join(quoted, "|"))
 }
 
 // grown is what each counter series of selector grew by in the step, the
@@ -202,40 +217,90 @@ func promDuration(d time.Duration) string {
 // maxBuckets bounds a histogram's buckets per kind.
 const maxBuckets = 200
 
-// compare reads both kinds' samples for service, as they were at time at
-// (zero: Prometheus' now).
-func (p *prometheus) compare(ctx context.Context, q promQueries, at time.Time) (gray, prod sample, err error) {
-	req, err := p.query(ctx, q.requests, labelKind, at)
-	if err != nil {
-		return gray, prod, err
-	}
-	errs, err := p.query(ctx, q.errors, labelKind, at)
-	if err != nil {
-		return gray, prod, err
+// kindSamples are what one service's callers saw of each kind.
+type kindSamples struct {
+	gray, prod sample
+}
+
+// compare reads the samples of each service and kind as they were at
+// time at (zero: Prometheus' now). A service without series is absent.
+func (p *prometheus) compare(ctx context.Context, q promQueries, at time.Time) (map[string]kindSamples, error) {
+	out := map[string]kindSamples{}
+	get := func(svc string) kindSamples { return out[svc] }
+	for _, c := range []struct {
+		query string
+		set   func(s *sample, v float64)
+	}{
+		{q.requests, func(s *sample, v float64) { s.Requests = v }},
+		{q.errors, func(s *sample, v float64) { s.Errors = v }},
+	} {
+		vec, err := p.vector(ctx, c.query, at)
+		if err != nil {
+			return nil, err
+		}
+		seen := map[[2]string]bool{}
+		for _, r := range vec {
+			svc, kind := r.labels[labelService], r.labels[labelKind]
+			if seen[[2]string{svc, kind}] {
+				return nil, fmt.Errorf("%w: query %s: two series for %s=%q, %s=%q", errPromUnreachable, c.query, labelService, svc, labelKind, kind)
+			}
+			seen[[2]string{svc, kind}] = true
+			ks := get(svc)
+			switch kind {
+			case "gray":
+				c.set(&ks.gray, r.value)
+			case "prod":
+				c.set(&ks.prod, r.value)
+			default:
+				continue
+			}
+			out[svc] = ks
+		}
 	}
 	vec, err := p.vector(ctx, q.buckets, at)
 	if err != nil {
-		return gray, prod, err
+		return nil, err
 	}
-	buckets := map[string][]bucket{}
-	seen := map[[2]string]bool{}
+	seen := map[[3]string]bool{}
 	for _, r := range vec {
-		kind, le := r.labels[labelKind], r.labels["le"]
+		svc, kind, le := r.labels[labelService], r.labels[labelKind], r.labels["le"]
 		bound, perr := strconv.ParseFloat(le, 64)
 		if perr != nil {
-			return gray, prod, fmt.Errorf("%w: query %s: bucket bound le=%q", errPromUnreachable, q.buckets, firstLine(le, 40))
+			return nil, fmt.Errorf("%w: query %s: bucket bound le=%q", errPromUnreachable, q.buckets, firstLine(le, 40))
 		}
-		if seen[[2]string{kind, le}] {
-			return gray, prod, fmt.Errorf("%w: query %s: two series for %s=%q, le=%q", errPromUnreachable, q.buckets, labelKind, kind, le)
+		if seen[[3]string{svc, kind, le}] {
+			return nil, fmt.Errorf("%w: query %s: two series for %s=%q, %s=%q, le=%q", errPromUnreachable, q.buckets, labelService, svc, labelKind, kind, le)
 		}
-		seen[[2]string{kind, le}] = true
-		if len(buckets[kind]) >= maxBuckets {
-			return gray, prod, fmt.Errorf("%w: query %s: more than %d buckets", errPromUnreachable, q.buckets, maxBuckets)
+		seen[[3]string{svc, kind, le}] = true
+		ks := get(svc)
+		var s *sample
+		switch kind {
+		case "gray":
+			s = &ks.gray
+		case "prod":
+			s = &ks.prod
+		default:
+			continue
 		}
-		buckets[kind] = append(buckets[kind], bucket{Le: bound, Count: r.value})
+		if len(s.Buckets) >= maxBuckets {
+			return nil, fmt.Errorf("%w: query %s: more than %d buckets", errPromUnreachable, q.buckets, maxBuckets)
+		}
+		s.Buckets = append(s.Buckets, bucket{Le: bound, Count: r.value})
+		out[svc] = ks
 	}
-	get := func(m map[string]float64, k string) float64 { return m[k] }
-	gray = sample{Requests: get(req, "gray"), Errors: get(errs, "gray"), Buckets: buckets["gray"]}
-	prod = sample{Requests: get(req, "prod"), Errors: get(errs, "prod"), Buckets: buckets["prod"]}
-	return gray, prod, nil
+	return out, nil
+}
+
+// withSeries returns which of services Prometheus has series of metric's
+// count for now (of any kind, any caller).
+func (p *prometheus) withSeries(ctx context.Context, metric string, services []string) (map[string]bool, error) {
+	vec, err := p.vector(ctx, "count by ("+labelService+") ("+metric+"_count{"+serviceSelector(services)+"})", time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, r := range vec {
+		out[r.labels[labelService]] = r.value > 0
+	}
+	return out, nil
 }

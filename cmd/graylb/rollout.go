@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -12,16 +14,17 @@ import (
 )
 
 const rolloutLong = `Steps canaryPercent through --steps, one step every --interval. Between steps it compares
-the gray kind with prod for --service as the callers see them, on the calls made since the step's
-write: the error ratios and the call durations of the callers' graylb metrics (otelgraylb's
-graylb.client.call.duration histogram, graylb_client_call_duration_seconds in Prometheus), read
-from Prometheus' HTTP API. Each check tests for a difference beyond the thresholds (errors: a
+the gray kind with prod as the callers see them, on the calls made since the step's write, for
+--service and for every other service with gray instances registered in Nacos at the step (the
+canary draws requests: each of them takes the step's share): the error ratios and the call
+durations of the callers' graylb metrics (otelgraylb's graylb.client.call.duration histogram,
+graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP API. Each check tests for a difference beyond the thresholds (errors: a
 test for two proportions; durations: a rank test over the histograms and a test of the tail);
 a check finds gray worse at 1 % significance (docs/operations.md).
 
   - gray worse than prod beyond the thresholds (once gray completed --min-requests calls in the
-    step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one: it rolls back by
-    itself (closed: true) and exits 3 with the evidence;
+    step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one, for any service
+    judged: it rolls back by itself (closed: true) and exits 3 with the evidence;
   - healthy at the last step: it prints the next step (promote) and exits 0;
   - Prometheus unreachable or too little traffic: it waits and says so, never advances blind;
     after --max-wait past a step's interval without a verdict it exits 4, the rules left as
@@ -41,8 +44,13 @@ type stepReport struct {
 	Canary  float64 `json:"canaryPercent"`
 	Verdict string  `json:"verdict"`
 	Reason  string  `json:"reason"`
-	Gray    *sample `json:"gray,omitempty"`
-	Prod    *sample `json:"prod,omitempty"`
+	// Gray and Prod are the released service's samples.
+	Gray *sample `json:"gray,omitempty"`
+	Prod *sample `json:"prod,omitempty"`
+	// Services are every service judged in the step (the released one
+	// first); NotJudged says why services with gray instances were not.
+	Services  []serviceReport   `json:"services,omitempty"`
+	NotJudged map[string]string `json:"notJudged,omitempty"`
 }
 
 // rolloutResult is what rollout prints at its end.
@@ -134,6 +142,10 @@ func (r *rollout) run(ctx context.Context) int {
 	if err == nil {
 		err = r.checkReleased(ctx, rules)
 	}
+	var set judgedSet
+	if err == nil {
+		set, err = r.discover(ctx, rules)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return r.interrupted(ctx)
@@ -166,6 +178,18 @@ func (r *rollout) run(ctx context.Context) int {
 	r.expected = rules
 	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s, lease %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus, l.item.describe())
 	for i, p := range r.steps {
+		if i > 0 {
+			// The services whose gray instances take the step's share:
+			// those registered now (a failed read keeps the last ones).
+			if next, err := r.discover(ctx, r.expected); err != nil {
+				if ctx.Err() != nil {
+					return r.interrupted(ctx)
+				}
+				r.logf("step %d/%d: reading which services have gray instances failed: %v; judging those of the last step", i+1, len(r.steps), err)
+			} else {
+				set = next
+			}
+		}
 		res, err := modify(ctx, r.st, false, stepTo(p, r.expected))
 		var ch *changedError
 		if errors.As(err, &ch) {
@@ -183,10 +207,16 @@ func (r *rollout) run(ctx context.Context) int {
 		r.res.Canary = p
 		l.at(i+1, p)
 		nudge()
-		r.logf("step %d/%d: canary %v%% set", i+1, len(r.steps), p)
+		r.logf("step %d/%d: canary %v%% set; judging %s", i+1, len(r.steps), p, set.describe())
+		for _, svc := range slices.Sorted(maps.Keys(set.notJudged)) {
+			r.logf("step %d/%d: %s: not judged: %s", i+1, len(r.steps), svc, set.notJudged[svc])
+		}
 		start := time.Now()
-		step := stepReport{Canary: p}
-		sj := newStepJudge(r.th)
+		step := stepReport{Canary: p, NotJudged: set.notJudged}
+		judges := map[string]*stepJudge{}
+		for _, svc := range set.services {
+			judges[svc] = newStepJudge(r.th)
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -202,7 +232,7 @@ func (r *rollout) run(ctx context.Context) int {
 				r.res.Steps = append(r.res.Steps, step)
 				return r.changedByOthers(ch, fmt.Sprintf("during step %d (canary %v%%)", i+1, p))
 			}
-			gray, prod, err := r.prom.compare(ctx, queriesFor(r.f.metric, r.f.service, stepWindow(elapsed, r.f.window)), time.Time{})
+			got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, stepWindow(elapsed, r.f.window)), time.Time{})
 			var v verdict
 			var why string
 			if err != nil {
@@ -211,8 +241,8 @@ func (r *rollout) run(ctx context.Context) int {
 				}
 				v, why = verdictWait, err.Error()
 			} else {
-				v, why = sj.check(gray, prod)
-				step.Gray, step.Prod = &gray, &prod
+				v, why, step.Services = judgeAll(set, judges, got)
+				step.Gray, step.Prod = step.Services[0].Gray, step.Services[0].Prod
 			}
 			step.Verdict, step.Reason = v.String(), why
 			switch {
@@ -232,7 +262,7 @@ func (r *rollout) run(ctx context.Context) int {
 					(r.f.interval + r.f.maxWait - elapsed).Round(time.Second))
 				continue
 			default:
-				r.logf("step %d/%d: canary %v%%: %s of %s: %s: %s", i+1, len(r.steps), p, elapsed.Round(time.Second), r.f.interval, v, why)
+				r.logf("step %d/%d: canary %v%%: %s of %s: %s", i+1, len(r.steps), p, elapsed.Round(time.Second), r.f.interval, why)
 				continue
 			}
 			break
@@ -241,7 +271,7 @@ func (r *rollout) run(ctx context.Context) int {
 	}
 	last := r.steps[len(r.steps)-1]
 	r.res.Outcome = "healthy"
-	r.res.Message = fmt.Sprintf("%s: gray healthy through canary %v%%; the rules stay at canary %v%% in %s", r.f.service, last, last, r.st.describe())
+	r.res.Message = fmt.Sprintf("%s: gray healthy through canary %v%% (and every service judged with it); the rules stay at canary %v%% in %s", r.f.service, last, last, r.st.describe())
 	if last == 100 {
 		r.res.Next = "promote: deploy the gray build as prod (its instances without gray=true), then set the canary back to 0 (graylb canary 0) for the next release"
 	} else {
@@ -396,8 +426,8 @@ func (r *rollout) rollback(ctx context.Context, why string) int {
 		return exitFailed
 	}
 	r.res.Outcome, r.res.Closed = "rolled-back", true
-	r.res.Message = fmt.Sprintf("%s rolled back at canary %v%%: %s; the rules are closed (closed: true, canary %v%% kept) in %s",
-		r.f.service, r.res.Canary, why, r.res.Canary, r.st.describe())
+	r.res.Message = fmt.Sprintf("rolled back at canary %v%% (the rollout of %s): %s; the rules are closed (closed: true, canary %v%% kept) in %s",
+		r.res.Canary, r.f.service, why, r.res.Canary, r.st.describe())
 	r.res.Next = "fix the gray build; graylb resume reopens the rules at the same canary (or graylb canary 0 first)"
 	return exitRollback
 }

@@ -146,14 +146,16 @@ func Example_judge() {
 }
 
 func Example_queriesFor() {
-	q := queriesFor(defaultMetric, "user-service", 5*time.Minute)
+	q := queriesFor(defaultMetric, []string{"user-service"}, 5*time.Minute)
 	fmt.Println(q.requests)
 	fmt.Println(q.errors)
 	fmt.Println(q.buckets)
+	fmt.Println(queriesFor(defaultMetric, []string{"user-service", "orders.http"}, time.Minute).requests)
 	// Output:
-	// sum by (graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service="user-service"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
-	// sum by (graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
-	// sum by (graylb_kind, le) (((graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} unless graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s]))
+	// sum by (graylb_service, graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service="user-service"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
+	// sum by (graylb_service, graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
+	// sum by (graylb_service, graylb_kind, le) (((graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} unless graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s]))
+	// sum by (graylb_service, graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service=~"user-service|orders\\.http"} unless graylb_client_call_duration_seconds_count{graylb_service=~"user-service|orders\\.http"} offset 60s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 60s)) or increase(graylb_client_call_duration_seconds_count{graylb_service=~"user-service|orders\\.http"}[60s]))
 }
 
 func Example_diffDocs() {
@@ -199,20 +201,37 @@ func fakeProm(t testing.TB, fn func(query string) string) *httptest.Server {
 	return srv
 }
 
-func vector(pairs ...any) string {
+// vector is Prometheus' answer to a query by kind of svc's calls: kinds
+// and values in pairs.
+func vector(pairs ...any) string { return vectorOf("svc", pairs...) }
+
+func vectorOf(service string, pairs ...any) string {
 	var parts []string
 	for i := 0; i+1 < len(pairs); i += 2 {
-		parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_kind":%q},"value":[1700000000.1,%q]}`, pairs[i], pairs[i+1]))
+		parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_service":%q,"graylb_kind":%q},"value":[1700000000.1,%q]}`, service, pairs[i], pairs[i+1]))
 	}
 	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(parts, ",") + `]}}`
 }
 
-// bucketVector is Prometheus' answer to the buckets query.
-func bucketVector(gray, prod []bucket) string {
+// bucketVectorOf is Prometheus' answer to the buckets query of service.
+func bucketVectorOf(service string, gray, prod []bucket) string {
 	var parts []string
 	for kind, bs := range map[string][]bucket{"gray": gray, "prod": prod} {
 		for _, b := range bs {
-			parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_kind":%q,"le":%q},"value":[1700000000.1,"%g"]}`, kind, strconv.FormatFloat(b.Le, 'g', -1, 64), b.Count))
+			parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_service":%q,"graylb_kind":%q,"le":%q},"value":[1700000000.1,"%g"]}`,
+				service, kind, strconv.FormatFloat(b.Le, 'g', -1, 64), b.Count))
+		}
+	}
+	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(parts, ",") + `]}}`
+}
+
+// joinVectors merges answers of vectorOf and bucketVectorOf.
+func joinVectors(answers ...string) string {
+	var parts []string
+	for _, a := range answers {
+		a = strings.TrimPrefix(a, `{"status":"success","data":{"resultType":"vector","result":[`)
+		if a = strings.TrimSuffix(a, `]}}`); a != "" {
+			parts = append(parts, a)
 		}
 	}
 	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(parts, ",") + `]}}`
@@ -238,7 +257,8 @@ func TestPromHostileAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := fakeProm(t, func(string) string { return tc.body })
 			p := &prometheus{base: srv.URL, client: &http.Client{Timeout: 10 * time.Second}}
-			gray, prod, err := p.compare(context.Background(), queriesFor(defaultMetric, "svc", time.Minute), time.Time{})
+			got, err := p.compare(context.Background(), queriesFor(defaultMetric, []string{"svc"}, time.Minute), time.Time{})
+			gray, prod := got["svc"].gray, got["svc"].prod
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -258,15 +278,33 @@ func TestPromHostileAnswers(t *testing.T) {
 // promTraffic serves a fake Prometheus whose gray and prod callers made
 // calls with the given error ratios.
 func promTraffic(t testing.TB, grayCalls, grayErrRatio, prodCalls, prodErrRatio float64) *httptest.Server {
+	return promTrafficOf(t, traffic{"svc", grayCalls, grayErrRatio, prodCalls, prodErrRatio})
+}
+
+// traffic is what one service's callers made of it.
+type traffic struct {
+	service                 string
+	grayCalls, grayErrRatio float64
+	prodCalls, prodErrRatio float64
+}
+
+// promTrafficOf serves a fake Prometheus whose callers made calls of
+// several services (whatever services a query names).
+func promTrafficOf(t testing.TB, ts ...traffic) *httptest.Server {
 	return fakeProm(t, func(q string) string {
-		switch {
-		case strings.Contains(q, "_bucket"):
-			return bucketVector(histOf(int(grayCalls), func(int) float64 { return 0.02 }), histOf(int(prodCalls), func(int) float64 { return 0.02 }))
-		case strings.Contains(q, `outcome="error"`):
-			return vector("gray", fmt.Sprint(grayCalls*grayErrRatio), "prod", fmt.Sprint(prodCalls*prodErrRatio))
-		default:
-			return vector("gray", fmt.Sprint(grayCalls), "prod", fmt.Sprint(prodCalls))
+		var answers []string
+		for _, tr := range ts {
+			switch {
+			case strings.Contains(q, "_bucket"):
+				answers = append(answers, bucketVectorOf(tr.service, histOf(int(tr.grayCalls), func(int) float64 { return 0.02 }),
+					histOf(int(tr.prodCalls), func(int) float64 { return 0.02 })))
+			case strings.Contains(q, `outcome="error"`):
+				answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls*tr.grayErrRatio), "prod", fmt.Sprint(tr.prodCalls*tr.prodErrRatio)))
+			default:
+				answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls), "prod", fmt.Sprint(tr.prodCalls)))
+			}
 		}
+		return joinVectors(answers...)
 	})
 }
 
@@ -288,7 +326,12 @@ func rolloutArgs(f *fakeNacos, prom string, more ...string) []string {
 	if !ok {
 		f.register("svc", prodAndGray)
 	}
-	return append([]string{"rollout", "--service", "svc", "--nacos", f.addr(), "--prometheus", prom,
+	return rolloutArgsOf(f, "svc", prom, more...)
+}
+
+// rolloutArgsOf are a rollout of service with short steps.
+func rolloutArgsOf(f *fakeNacos, service, prom string, more ...string) []string {
+	return append([]string{"rollout", "--service", service, "--nacos", f.addr(), "--prometheus", prom,
 		"--steps", "1,5,100", "--interval", "100ms", "--poll", "20ms", "--window", "5s", "--min-requests", "50", "--max-wait", "300ms"}, more...)
 }
 
@@ -523,9 +566,7 @@ func TestRolloutRefusesAServiceNotRegistered(t *testing.T) {
 				f.register("ledgr", tc.hosts)
 			}
 			prom := promTraffic(t, 500, 0, 5000, 0)
-			args := rolloutArgs(f, prom.URL)
-			args[2] = "ledgr"
-			code, out, errOut := runCLI(t, nil, args...)
+			code, out, errOut := runCLI(t, nil, rolloutArgsOf(f, "ledgr", prom.URL)...)
 			if code != exitFailed || f.publishes != 0 || f.get("DEFAULT_GROUP", leaseDataID) != "" {
 				t.Fatalf("exit %d, %d writes, lease %q:\n%s%s", code, f.publishes, f.get("DEFAULT_GROUP", leaseDataID), out, errOut)
 			}
@@ -535,5 +576,44 @@ func TestRolloutRefusesAServiceNotRegistered(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The canary draws requests, so every service with gray instances takes
+// the step's share: a rollout judges each one registered at the step, not
+// only --service, and rolls back when any is worse than its prod. A
+// service without gray instances is not judged, nor one that nobody's
+// calls are scraped for (its gray instances consume records), which it
+// says.
+func TestRolloutJudgesEveryServiceWithGrayInstances(t *testing.T) {
+	f := newFakeNacos(t)
+	f.register("ledger", prodAndGray)
+	f.register("billing", `{"hosts":[{"ip":"127.0.0.1","port":9001,"weight":1,"healthy":true,"enabled":true,"metadata":{}}]}`)
+	f.register("audit", prodAndGray)
+	// The gray build of orders registers once step 1 is written: step 2
+	// judges it.
+	var publishes atomic.Int64
+	f.afterPublish = func() {
+		if publishes.Add(1) == 1 {
+			f.register("orders", prodAndGray)
+		}
+	}
+	prom := promTrafficOf(t, traffic{"ledger", 500, 0.002, 5000, 0.001}, traffic{"orders", 500, 0.2, 5000, 0.001},
+		traffic{"billing", 0, 0, 5000, 0.001})
+	code, out, errOut := runCLI(t, nil, rolloutArgsOf(f, "ledger", prom.URL)...)
+	if code != exitRollback || !strings.Contains(out, "rolled back at canary 5%") || !strings.Contains(out, "orders: gray error ratio 20.00%") {
+		t.Fatalf("exit %d, want 3 at canary 5%% for orders:\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"step 1/3: canary 1% set; judging ledger\n", "step 2/3: canary 5% set; judging ledger, orders\n",
+		"audit: not judged: it has gray instances but Prometheus has no series of graylb_client_call_duration_seconds_count for it"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the log lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "billing") {
+		t.Errorf("billing, which has no gray instance, is named:\n%s", errOut)
+	}
+	if r := storedRules(t, f); !r.Closed || r.CanaryPercent != 5 {
+		t.Fatalf("stored %+v, want closed at canary 5", r)
 	}
 }
