@@ -352,7 +352,16 @@ func TestIntegration_RolloutRedis(t *testing.T) {
 			c := startCaller(t, reg, src)
 			prom := startPrometheus(t, c.metrics)
 
-			code, out, errOut := rolloutRun(t, append(rolloutFlagsFor(prom), "--redis", addr, "--nacos", registry.addr())...)
+			// Steps shorter than two scrapes are refused, as Prometheus' targets
+			// give the callers' scrape interval, before anything is written.
+			code, out, errOut := rolloutRun(t, append(rolloutFlagsFor(prom), "--redis", addr, "--nacos", registry.addr(), "--interval", "1500ms")...)
+			if code != exitUsage || !strings.Contains(out, `scraped every 1s (job="callers", instance="`+c.metrics+`")`) {
+				t.Fatalf("a step of 1.5s over callers scraped every second: exit %d, want 2 saying why:\n%s%s", code, out, errOut)
+			}
+			code, out, errOut = rolloutRun(t, append(rolloutFlagsFor(prom), "--redis", addr, "--nacos", registry.addr())...)
+			if strings.Contains(errOut, "cannot tell how often") {
+				t.Errorf("the scrape interval was not read from Prometheus:\n%s", errOut)
+			}
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d:\n%s%s", code, tc.code, out, errOut)
 			}

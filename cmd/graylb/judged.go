@@ -83,16 +83,20 @@ func (s judgedSet) describe() string {
 }
 
 // judgeAll judges one check of every judged service (judges by service;
-// got are the samples read) and returns the step's verdict: unhealthy
-// when one service is (its reason), else worse when one is, else wait
-// when one has too few calls, else healthy; and each service's report.
-func judgeAll(set judgedSet, judges map[string]*stepJudge, got map[string]kindSamples) (verdict, string, []serviceReport) {
+// got are the samples read; notes add to a service's reason) and returns
+// the step's verdict: unhealthy when one service is (its reason), else
+// worse when one is, else wait when one has too few calls, else healthy;
+// and each service's report.
+func judgeAll(set judgedSet, judges map[string]*stepJudge, got map[string]kindSamples, notes map[string]string) (verdict, string, []serviceReport) {
 	overall := verdictHealthy
 	var parts, bad []string
 	reports := make([]serviceReport, 0, len(set.services))
 	for _, svc := range set.services {
 		k := got[svc]
 		v, why := judges[svc].check(k.gray, k.prod)
+		if n := notes[svc]; n != "" {
+			why += "; " + n
+		}
 		gray, prod := k.gray, k.prod
 		reports = append(reports, serviceReport{Service: svc, Verdict: v.String(), Reason: why, Gray: &gray, Prod: &prod})
 		parts = append(parts, svc+": "+v.String()+": "+why)

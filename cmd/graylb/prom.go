@@ -304,3 +304,21 @@ func (p *prometheus) withSeries(ctx context.Context, metric string, services []s
 	}
 	return out, nil
 }
+
+// seriesByKind returns how many series of metric's count Prometheus has
+// now of each of services, by kind.
+func (p *prometheus) seriesByKind(ctx context.Context, metric string, services []string) (map[string]map[string]float64, error) {
+	vec, err := p.vector(ctx, "count by ("+labelService+", "+labelKind+") ("+metric+"_count{"+serviceSelector(services)+"})", time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]float64{}
+	for _, r := range vec {
+		svc := r.labels[labelService]
+		if out[svc] == nil {
+			out[svc] = map[string]float64{}
+		}
+		out[svc][r.labels[labelKind]] += r.value
+	}
+	return out, nil
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/graylb/graylb"
@@ -30,6 +31,11 @@ a check finds gray worse at 1 % significance (docs/operations.md).
     after --max-wait past a step's interval without a verdict it exits 4, the rules left as
     they are;
   - interrupted (SIGINT, SIGTERM): the rules stay as they are, it says where, exit 130.
+
+It writes nothing, not even its lease, and says why, on closed rules; on a --service that has no
+instance registered in Nacos, or none gray that takes requests; when Prometheus does not answer or
+has no series of the service's calls (exit 1); or when --interval or --window is shorter than two
+scrapes of the callers, as Prometheus' targets give their scrape interval (exit 2).
 
 One rollout at a time: it holds a lease beside the rules (renewed every third of --lease-ttl);
 a second rollout refuses at once and names the holder; a lease not renewed for --lease-ttl (its
@@ -146,12 +152,16 @@ func (r *rollout) run(ctx context.Context) int {
 	if err == nil {
 		set, err = r.discover(ctx, rules)
 	}
+	code := exitFailed
+	if err == nil {
+		code, err = r.checkJudgeable(ctx, set)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return r.interrupted(ctx)
 		}
 		r.res.Outcome, r.res.Message = "failed", "rollout not started: "+err.Error()
-		return exitFailed
+		return code
 	}
 	l, note, err := acquireLease(ctx, r.st, newLeaseRecord(r.f.service, r.steps, time.Now()), r.f.leaseTTL)
 	if err != nil {
@@ -241,7 +251,7 @@ func (r *rollout) run(ctx context.Context) int {
 				}
 				v, why = verdictWait, err.Error()
 			} else {
-				v, why, step.Services = judgeAll(set, judges, got)
+				v, why, step.Services = judgeAll(set, judges, got, r.noCallsNotes(ctx, set, got))
 				step.Gray, step.Prod = step.Services[0].Gray, step.Services[0].Prod
 			}
 			step.Verdict, step.Reason = v.String(), why
@@ -308,6 +318,85 @@ func (r *rollout) checkReleased(ctx context.Context, rules graylb.Rules) error {
 			r.f.service, errNoGray, len(list), r.registryPlace(), r.g.grayKey)
 	}
 	return nil
+}
+
+// Why a rollout does not start on what Prometheus holds.
+var (
+	errNoSeries    = errors.New("no series")
+	errFewScrapes  = errors.New("fewer than two scrapes of a caller")
+	errPromAtStart = errors.New("reading Prometheus")
+)
+
+// checkJudgeable fails (exitFailed) unless Prometheus answers and has
+// series of the released service's calls, and refuses (exitUsage) a step
+// (--interval) or window (--window) shorter than two scrapes of the
+// judged services' callers: a step's calls are counted from a caller's
+// samples, and a window that never holds two of them counts none. When
+// Prometheus does not say how often it scrapes them, it logs that and
+// goes on.
+func (r *rollout) checkJudgeable(ctx context.Context, set judgedSet) (int, error) {
+	has, err := r.prom.withSeries(ctx, r.f.metric, []string{r.f.service})
+	if err != nil {
+		return exitFailed, fmt.Errorf("%w: %w", errPromAtStart, err)
+	}
+	if !has[r.f.service] {
+		return exitFailed, fmt.Errorf("%w of %s_count for service %s in Prometheus at %s: are its callers scraped, and do they record otelgraylb's call metrics (--metric names the histogram)?",
+			errNoSeries, r.f.metric, r.f.service, r.f.prometheus)
+	}
+	every, which, err := r.prom.scrapeInterval(ctx, r.f.metric, set.services)
+	switch {
+	case errors.Is(err, errScrapeUnknown):
+		r.logf("%v: make sure --interval and --window are at least twice the scrape interval, or no step can be judged", err)
+		return exitOK, nil
+	case err != nil:
+		return exitFailed, fmt.Errorf("%w: %w", errPromAtStart, err)
+	}
+	for _, s := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--interval", r.f.interval}, {"--window", r.f.window}} {
+		if s.d < 2*every {
+			return exitUsage, fmt.Errorf("%s %s: the callers of %s are scraped every %s (%s), so a step's window of %s holds %w and counts no call: set --interval (and --window, when given) to at least %s, or scrape the callers more often",
+				s.flag, s.d, strings.Join(set.services, ", "), every, which, s.d, errFewScrapes, 2*every)
+		}
+	}
+	return exitOK, nil
+}
+
+// noCallsNotes says, of each judged service whose gray calls counted none
+// in the step, what Prometheus holds of it: no series at all (its callers
+// are not scraped), none of gray calls (no call reached a gray instance),
+// or gray series that did not grow. Nil when Prometheus does not answer.
+func (r *rollout) noCallsNotes(ctx context.Context, set judgedSet, got map[string]kindSamples) map[string]string {
+	var none []string
+	for _, svc := range set.services {
+		if !(got[svc].gray.Requests > 0) {
+			none = append(none, svc)
+		}
+	}
+	if len(none) == 0 {
+		return nil
+	}
+	byKind, err := r.prom.seriesByKind(ctx, r.f.metric, none)
+	if err != nil {
+		return nil
+	}
+	notes := map[string]string{}
+	for _, svc := range none {
+		total := 0.0
+		for _, n := range byKind[svc] {
+			total += n
+		}
+		switch {
+		case total == 0:
+			notes[svc] = fmt.Sprintf("no series of %s_count for service %s in Prometheus: are its callers scraped?", r.f.metric, svc)
+		case byKind[svc]["gray"] == 0:
+			notes[svc] = fmt.Sprintf("Prometheus has %.0f series of %s_count for %s, none of gray calls: no call has reached a gray instance of %s", total, r.f.metric, svc, svc)
+		default:
+			notes[svc] = fmt.Sprintf("Prometheus has %.0f series of %s's gray calls, which grew by none in the step", byKind[svc]["gray"], svc)
+		}
+	}
+	return notes
 }
 
 // registryPlace names where the instances are read.

@@ -370,19 +370,55 @@ func TestRolloutHealthy(t *testing.T) {
 }
 
 func TestRolloutNeverAdvancesBlind(t *testing.T) {
+	// Prometheus answers the checks before the first step (the callers
+	// have series), then as judge(q) says.
+	started := func(t testing.TB, judge func(q string) string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query().Get("query")
+			switch {
+			case r.URL.Path != "/api/v1/query":
+				http.NotFound(w, r)
+			case strings.HasPrefix(q, "count by (graylb_service) ("):
+				w.Write([]byte(vector("prod", "4")))
+			case strings.HasPrefix(q, "group by ("):
+				w.Write([]byte(vector("prod", "1")))
+			default:
+				body := judge(q)
+				if body == "" { // the connection dropped
+					c, _, err := w.(http.Hijacker).Hijack()
+					if err == nil {
+						c.Close()
+					}
+					return
+				}
+				w.Write([]byte(body))
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
 	for _, tc := range []struct {
 		name string
 		prom func(t testing.TB) string
 		says string
 	}{
 		{"too little traffic", func(t testing.TB) string { return promTraffic(t, 10, 0, 5000, 0).URL }, "at least 50 needed"},
-		{"no series", func(t testing.TB) string { return fakeProm(t, func(string) string { return vector() }).URL }, "0 calls"},
-		{"garbage", func(t testing.TB) string { return fakeProm(t, func(string) string { return "garbage" }).URL }, "prometheus unreachable"},
-		{"unreachable", func(t testing.TB) string {
-			srv := httptest.NewServer(http.NotFoundHandler())
-			srv.Close()
-			return srv.URL
-		}, "prometheus unreachable"},
+		{"no gray calls yet", func(t testing.TB) string {
+			return started(t, func(q string) string {
+				switch {
+				case strings.HasPrefix(q, "count by (graylb_service, graylb_kind) ("):
+					return vector("prod", "4")
+				case strings.Contains(q, "_bucket"):
+					return vector()
+				}
+				return vector("prod", "5000")
+			})
+		}, "gray completed 0 calls in the step, at least 50 needed to judge; Prometheus has 4 series of graylb_client_call_duration_seconds_count for svc, none of gray calls: no call has reached a gray instance of svc"},
+		{"the series are gone", func(t testing.TB) string {
+			return started(t, func(q string) string { return vector() })
+		}, "gray completed 0 calls in the step, at least 50 needed to judge; no series of graylb_client_call_duration_seconds_count for service svc in Prometheus: are its callers scraped?"},
+		{"garbage", func(t testing.TB) string { return started(t, func(string) string { return "garbage" }) }, "prometheus unreachable"},
+		{"unreachable", func(t testing.TB) string { return started(t, func(string) string { return "" }) }, "prometheus unreachable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNacos(t)
@@ -400,11 +436,102 @@ func TestRolloutNeverAdvancesBlind(t *testing.T) {
 	}
 }
 
+// A rollout that cannot judge writes nothing (not even its lease) and says
+// why: Prometheus unreachable, or no series of the released service's
+// calls (its callers are not scraped, or --metric names another histogram).
+func TestRolloutRefusesWhatItCannotJudge(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		prom func(t testing.TB) string
+		code int
+		says []string
+	}{
+		{"no series", func(t testing.TB) string { return fakeProm(t, func(string) string { return vector() }).URL }, exitFailed,
+			[]string{"no series of graylb_client_call_duration_seconds_count for service svc in Prometheus at http://127.0.0.1:", "are its callers scraped"}},
+		{"unreachable", func(t testing.TB) string {
+			srv := httptest.NewServer(http.NotFoundHandler())
+			srv.Close()
+			return srv.URL
+		}, exitFailed, []string{"reading Prometheus", "prometheus unreachable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNacos(t)
+			code, out, errOut := runCLI(t, nil, rolloutArgs(f, tc.prom(t))...)
+			if code != tc.code || f.publishes != 0 || f.get("DEFAULT_GROUP", leaseDataID) != "" {
+				t.Fatalf("exit %d (want %d), %d writes, lease %q:\n%s%s", code, tc.code, f.publishes, f.get("DEFAULT_GROUP", leaseDataID), out, errOut)
+			}
+			for _, w := range append(tc.says, "rollout not started") {
+				if !strings.Contains(out, w) {
+					t.Fatalf("the output lacks %q:\n%s%s", w, out, errOut)
+				}
+			}
+		})
+	}
+}
+
+// Steps that cannot hold two scrapes of a caller can never be judged: a
+// rollout with --interval 15s over callers scraped every 20 s waited out
+// --max-wait and said gray completed 0 calls while ~600 gray calls had
+// been made and scraped. It refuses such settings before writing
+// anything, saying what to set: the scrape interval is that of the
+// callers' targets in Prometheus' /api/v1/targets.
+func TestRolloutRefusesStepsShorterThanTwoScrapes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query().Get("query")
+		switch {
+		case r.URL.Path == "/api/v1/targets":
+			w.Write([]byte(`{"status":"success","data":{"activeTargets":[
+			 {"labels":{"job":"callers","instance":"10.0.0.1:9090"},"scrapeInterval":"20s","health":"up"},
+			 {"labels":{"job":"callers","instance":"10.0.0.2:9090"},"scrapeInterval":"10s","health":"up"},
+			 {"labels":{"job":"other","instance":"10.0.0.3:9090"},"scrapeInterval":"1m","health":"up"}]}}`))
+		case r.URL.Path != "/api/v1/query":
+			http.NotFound(w, r)
+		case strings.HasPrefix(q, "group by (job, instance)"):
+			w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[
+			 {"metric":{"job":"callers","instance":"10.0.0.1:9090"},"value":[1700000000.1,"1"]},
+			 {"metric":{"job":"callers","instance":"10.0.0.2:9090"},"value":[1700000000.1,"1"]}]}}`))
+		case strings.Contains(q, "_bucket"):
+			w.Write([]byte(bucketVectorOf("svc", histOf(500, func(int) float64 { return 0.02 }), histOf(5000, func(int) float64 { return 0.02 }))))
+		default:
+			w.Write([]byte(vector("gray", "500", "prod", "5000")))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name string
+		more []string
+		says string
+	}{
+		{"interval", []string{"--interval", "15s", "--window", "0s"}, "--interval 15s"},
+		{"window", []string{"--interval", "1m", "--window", "30s"}, "--window 30s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNacos(t)
+			code, out, errOut := runCLI(t, nil, rolloutArgs(f, srv.URL, append(tc.more, "--steps", "1")...)...)
+			if code != exitUsage || f.publishes != 0 || f.get("DEFAULT_GROUP", leaseDataID) != "" {
+				t.Fatalf("exit %d, %d writes, lease %q:\n%s%s", code, f.publishes, f.get("DEFAULT_GROUP", leaseDataID), out, errOut)
+			}
+			for _, w := range []string{"rollout not started", tc.says, `the callers of svc are scraped every 20s (job="callers", instance="10.0.0.1:9090")`,
+				"fewer than two scrapes", "at least 40s"} {
+				if !strings.Contains(out, w) {
+					t.Fatalf("the output lacks %q:\n%s%s", w, out, errOut)
+				}
+			}
+		})
+	}
+	// Two scrapes fit: it starts.
+	f := newFakeNacos(t)
+	r := startRollout(t, time.Minute, rolloutArgs(f, srv.URL, "--interval", "40s", "--window", "0s")...)
+	r.untilStep(t, "1/3: canary 1%")
+}
+
 func TestRolloutInterrupted(t *testing.T) {
 	f := newFakeNacos(t)
 	var queries atomic.Int64
 	prom := fakeProm(t, func(q string) string {
-		queries.Add(1)
+		if strings.HasPrefix(q, "sum by") { // a step's check
+			queries.Add(1)
+		}
 		return vector("gray", "1000", "prod", "1000")
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -615,5 +742,15 @@ func TestRolloutJudgesEveryServiceWithGrayInstances(t *testing.T) {
 	}
 	if r := storedRules(t, f); !r.Closed || r.CanaryPercent != 5 {
 		t.Fatalf("stored %+v, want closed at canary 5", r)
+	}
+}
+
+func TestParsePromDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"15s": 15 * time.Second, "1m30s": 90 * time.Second, "500ms": 500 * time.Millisecond,
+		"1d": 24 * time.Hour, "2w": 14 * 24 * time.Hour, "1h0m0s": time.Hour, "": 0, "1x": 0, "0s": 0, "s": 0, "99999999999999y": 0} {
+		got, ok := parsePromDuration(in)
+		if got != want || ok != (want > 0) {
+			t.Errorf("parsePromDuration(%q) = %v, %t; want %v", in, got, ok, want)
+		}
 	}
 }
