@@ -19,9 +19,10 @@ the gray kind with prod as the callers see them, on the calls made since the ste
 --service and for every other service with gray instances registered in Nacos at the step (the
 canary draws requests: each of them takes the step's share): the error ratios and the call
 durations of the callers' graylb metrics (otelgraylb's graylb.client.call.duration histogram,
-graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP API. Each check tests for a difference beyond the thresholds (errors: a
-test for two proportions; durations: a rank test over the histograms and a test of the tail);
-a check finds gray worse at 1 % significance (docs/operations.md).
+graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP API. Each check
+tests for a difference beyond the thresholds (errors: a test for two proportions; durations: a
+rank test over the histograms and a test of the tail); a check finds gray worse at 1 %
+significance (docs/operations.md).
 
   - gray worse than prod beyond the thresholds (once gray completed --min-requests calls in the
     step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one, for any service
