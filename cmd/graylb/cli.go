@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/graylb/graylb"
 )
@@ -80,30 +81,41 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// run is the command line: graylb COMMAND [ARG...] [FLAG...].
+// run is the command line: graylb [FLAG...] COMMAND [ARG...] [FLAG...].
 func run(ctx context.Context, args []string, e env) int {
 	root := commands(e)
-	return dispatch(ctx, root, "graylb", args, e)
+	return dispatch(ctx, root, "graylb", nil, args, e)
 }
 
-func dispatch(ctx context.Context, c *command, path string, args []string, e env) int {
+// dispatch runs command c (path names it) with args; pre are the global
+// flags given before it (before a group's subcommand), passed on to the
+// command that runs.
+func dispatch(ctx context.Context, c *command, path string, pre, args []string, e env) int {
 	if len(c.subs) > 0 {
-		if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		lead, rest, help, err := leadingGlobals(args, e)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "%s: %v\n", path, err)
+			usageOf(c, path, e.stderr)
+			return exitUsage
+		}
+		pre, args = append(pre, lead...), rest
+		if len(args) == 0 || help || args[0] == "help" {
 			usageOf(c, path, e.stdout)
-			if len(args) == 0 {
+			if len(args) == 0 && !help {
 				return exitUsage
 			}
 			return exitOK
 		}
 		for _, s := range c.subs {
 			if s.name == args[0] {
-				return dispatch(ctx, s, path+" "+s.name, args[1:], e)
+				return dispatch(ctx, s, path+" "+s.name, pre, args[1:], e)
 			}
 		}
 		fmt.Fprintf(e.stderr, "%s: unknown command %q\n", path, args[0])
 		usageOf(c, path, e.stderr)
 		return exitUsage
 	}
+	args = append(pre, args...)
 	fs := flag.NewFlagSet(path, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	var g globals
@@ -140,12 +152,67 @@ func dispatch(ctx context.Context, c *command, path string, args []string, e env
 	return c.run(ctx, &g, e, pos)
 }
 
+// leadingGlobals takes the global flags (those every command takes) off
+// the front of args, up to the first argument that is not a flag: they
+// are returned as given, to be parsed by the command that runs. help is
+// true when -h or --help is among them; "--" ends them. Any other flag
+// there is an error: a command's own flags go after it.
+func leadingGlobals(args []string, e env) (flags, rest []string, help bool, err error) {
+	var g globals
+	fs := flag.NewFlagSet("globals", flag.ContinueOnError)
+	g.register(fs, e)
+	for len(args) > 0 {
+		a := args[0]
+		if a == "--" {
+			return flags, args[1:], help, nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			break
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		if name == "h" || name == "help" {
+			help, args = true, args[1:]
+			continue
+		}
+		name, _, hasValue := strings.Cut(name, "=")
+		f := fs.Lookup(name)
+		if f == nil {
+			return nil, nil, false, fmt.Errorf("flag provided but not defined: -%s (before COMMAND only the flags every command takes; a command's own flags go after it)", name)
+		}
+		flags, args = append(flags, a), args[1:]
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); hasValue || (ok && b.IsBoolFlag()) {
+			continue
+		}
+		if len(args) == 0 {
+			return nil, nil, false, fmt.Errorf("flag needs an argument: -%s", name)
+		}
+		flags, args = append(flags, args[0]), args[1:]
+	}
+	return flags, args, help, nil
+}
+
 func usageOf(c *command, path string, w io.Writer) {
-	fmt.Fprintf(w, "Usage: %s COMMAND [ARG...] [FLAG...]\n\n%s\n\nCommands:\n", path, c.long)
+	fmt.Fprintf(w, "Usage: %s [FLAG...] COMMAND [ARG...] [FLAG...]\n\n%s\n\nCommands:\n", path, c.long)
 	for _, s := range c.subs {
 		fmt.Fprintf(w, "  %-16s %s\n", s.name, s.short)
 	}
-	fmt.Fprintf(w, "\nRun '%s COMMAND --help' for a command's flags.\n", path)
+	var g globals
+	fs := flag.NewFlagSet(path, flag.ContinueOnError)
+	g.register(fs, env{getenv: func(string) string { return "" }})
+	fmt.Fprintln(w, "\nFlags every command takes go before or after COMMAND; a command's own flags go after it:")
+	line := " "
+	fs.VisitAll(func(f *flag.Flag) {
+		name := " --" + f.Name
+		if len(f.Name) == 1 {
+			name = " -" + f.Name
+		}
+		if len(line)+len(name) > 96 {
+			fmt.Fprintln(w, line)
+			line = " "
+		}
+		line += name
+	})
+	fmt.Fprintf(w, "%s\nRun '%s COMMAND --help' for a command's flags.\n", line, path)
 }
 
 func commands(e env) *command {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,7 +41,8 @@ type fakeNacos struct {
 
 	mu        sync.Mutex
 	configs   map[string]string // group/dataId → content
-	hosts     string            // the instance list's JSON answer (of every service)
+	hosts     string            // the instance list's JSON answer (of every service not in hostsOf)
+	hostsOf   map[string]string // the instance list's JSON answer by service
 	services  []string          // the service list's names
 	publishes int
 	// beforePublish runs (unlocked) before a publish of the rules (not of
@@ -112,11 +114,48 @@ func (f *fakeNacos) serve(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/nacos/v1/ns/instance/list":
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if h, ok := f.hostsOf[r.Form.Get("serviceName")]; ok {
+			w.Write([]byte(h))
+			return
+		}
 		w.Write([]byte(f.hosts))
 	default:
 		http.NotFound(w, r)
 	}
 }
+
+// register makes hosts (the instance list's JSON answer) the instances of
+// service, and lists it among the services.
+func (f *fakeNacos) register(service, hosts string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hostsOf == nil {
+		f.hostsOf = map[string]string{}
+	}
+	f.hostsOf[service] = hosts
+	if !slices.Contains(f.services, service) {
+		f.services = append(f.services, service)
+	}
+}
+
+// mirror registers ins in f, by service: for tests whose callers take
+// their instances from graylb's in-memory registry, since a rollout reads
+// the registry.
+func (f *fakeNacos) mirror(ins ...graylb.Instance) {
+	by := map[string][]nacosInstance{}
+	for _, in := range ins {
+		by[in.Service] = append(by[in.Service], nacosInstance{IP: in.Host, Port: in.Port, Weight: in.Weight,
+			Healthy: in.Healthy, Enabled: in.Enabled, Metadata: in.Metadata})
+	}
+	for svc, list := range by {
+		b, _ := json.Marshal(map[string]any{"hosts": list})
+		f.register(svc, string(b))
+	}
+}
+
+// prodAndGray is an instance list of a prod and a gray instance.
+const prodAndGray = `{"hosts":[{"ip":"127.0.0.1","port":9001,"weight":1,"healthy":true,"enabled":true,"metadata":{}},
+ {"ip":"127.0.0.1","port":9002,"weight":1,"healthy":true,"enabled":true,"metadata":{"gray":"true"}}]}`
 
 func (f *fakeNacos) set(group, dataID, content string) {
 	f.mu.Lock()
@@ -256,6 +295,56 @@ func TestFlagsAnywhereAndEnv(t *testing.T) {
 	}
 	if got := f.get("G", "graylb-rules.json"); !strings.Contains(got, `"canaryPercent": 5`) {
 		t.Fatalf("stored %q", got)
+	}
+}
+
+// Global flags go before the command as well as after it (and between a
+// group and its subcommand); a command's own flags go after it. A flag
+// before the command that is not a global one is refused, saying so.
+func TestGlobalFlagsBeforeTheCommand(t *testing.T) {
+	f := newFakeNacos(t)
+	for _, tc := range []struct {
+		args  []string
+		group string
+		want  string // in the stored document
+	}{
+		{[]string{"--nacos", f.addr(), "canary", "3"}, "DEFAULT_GROUP", `"canaryPercent": 3`},
+		{[]string{"--nacos=" + f.addr(), "--group", "G", "canary", "4", "--dry-run"}, "G", ""},
+		{[]string{"--nacos", f.addr(), "--group", "G", "canary", "4"}, "G", `"canaryPercent": 4`},
+		{[]string{"-o", "json", "--nacos", f.addr(), "canary", "--group", "G", "6"}, "G", `"canaryPercent": 6`},
+		{[]string{"--nacos", f.addr(), "users", "--group", "G", "add", "u1"}, "G", `"u1"`},
+		{[]string{"--group", "G", "rules", "--nacos", f.addr(), "get"}, "G", `"u1"`},
+	} {
+		code, out, errOut := runCLI(t, nil, tc.args...)
+		if code != exitOK {
+			t.Fatalf("%q: exit %d:\n%s%s", tc.args, code, out, errOut)
+		}
+		if got := f.get(tc.group, "graylb-rules.json"); !strings.Contains(got, tc.want) {
+			t.Fatalf("%q: %s holds %q, want %s in it", tc.args, tc.group, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--dry-run", "canary", "5"}, exitUsage, "not defined: -dry-run (before COMMAND only the flags every command takes; a command's own flags go after it)"},
+		{[]string{"--frob", "canary", "5"}, exitUsage, "flag provided but not defined: -frob"},
+		{[]string{"--nacos"}, exitUsage, "flag needs an argument: -nacos"},
+		{[]string{"--nacos", f.addr()}, exitUsage, "Commands:"},
+		{[]string{"--nacos", f.addr(), "--help"}, exitOK, "Commands:"},
+		{[]string{"--nacos", f.addr(), "frob"}, exitUsage, `unknown command "frob"`},
+		{[]string{"--timeout", "nope", "canary", "5"}, exitUsage, "invalid value"},
+	} {
+		code, out, errOut := runCLI(t, nil, tc.args...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("%q: exit %d (want %d), want %q in:\n%s%s", tc.args, code, tc.code, tc.want, out, errOut)
+		}
+	}
+	// The usage says where the flags go.
+	_, out, _ := runCLI(t, nil, "--help")
+	if !strings.Contains(out, "Usage: graylb [FLAG...] COMMAND [ARG...] [FLAG...]") || !strings.Contains(out, "--nacos") {
+		t.Errorf("the usage does not say that flags go before or after the command:\n%s", out)
 	}
 }
 

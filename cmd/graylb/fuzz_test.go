@@ -38,7 +38,7 @@ func FuzzPrometheusAnswer(f *testing.F) {
 	f.Add(200, []byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"graylb_kind":"gray"},"value":[1,-3]}]}}`))
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
 		p := &prometheus{base: "http://prometheus.invalid", client: &http.Client{Transport: answerWith{status, body}}}
-		got, err := p.query(context.Background(), "q", labelKind)
+		got, err := p.query(context.Background(), "q", labelKind, time.Time{})
 		if err != nil {
 			if !errors.Is(err, errPromUnreachable) {
 				t.Fatalf("an answer failed with %v, not errPromUnreachable", err)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,8 +48,6 @@ const releasedService = "user-service"
 // and returns its base URL.
 func startPrometheus(t *testing.T, targets ...string) string {
 	t.Helper()
-	bin := need(t, "prometheus", "prometheus")
-	dir := t.TempDir()
 	quoted := make([]string, len(targets))
 	for i, tg := range targets {
 		quoted[i] = strconv.Quote(tg)
@@ -56,6 +55,28 @@ func startPrometheus(t *testing.T, targets ...string) string {
 	cfg := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n" +
 		"scrape_configs:\n  - job_name: callers\n    scrape_interval: 1s\n    scrape_timeout: 900ms\n" +
 		"    static_configs:\n      - targets: [" + strings.Join(quoted, ", ") + "]\n"
+	base := startPrometheusWith(t, cfg, "")
+	// A rollout starts on callers Prometheus scrapes already, as in
+	// production: a caller first scraped in a step counts only what its
+	// series grow by after that (see grown).
+	q := "count(count by (instance) (" + defaultMetric + "_count))"
+	p := &prometheus{base: base, client: &http.Client{Timeout: 5 * time.Second}}
+	eventually(t, 30*time.Second, "prometheus has scraped the callers' metrics", func() bool {
+		n, err := p.query(context.Background(), q, "", time.Time{})
+		return err == nil && n[""] == float64(len(targets))
+	})
+	return base
+}
+
+// startPrometheusWith runs a Prometheus server with configuration cfg on
+// the data in dataDir (a new folder when empty) and returns its base URL.
+func startPrometheusWith(t *testing.T, cfg, dataDir string) string {
+	t.Helper()
+	bin := need(t, "prometheus", "prometheus")
+	dir := t.TempDir()
+	if dataDir == "" {
+		dataDir = filepath.Join(dir, "data")
+	}
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -65,7 +86,7 @@ func startPrometheus(t *testing.T, targets ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+dataDir,
 		"--web.listen-address="+addr, "--storage.tsdb.retention.time=1h")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -231,6 +252,32 @@ func rolloutFlagsFor(prom string) []string {
 		"--min-requests", "30", "--max-wait", "60s"}
 }
 
+// registerPersistent registers a prod and a gray instance of service in
+// group of the Nacos server at addr, as persistent instances (no client
+// keeps them alive), until the test ends.
+func registerPersistent(t *testing.T, addr, group, service string) {
+	t.Helper()
+	for i, md := range []string{`{}`, `{"gray":"true"}`} {
+		form := url.Values{"serviceName": {service}, "groupName": {group}, "ip": {"127.0.0.1"}, "port": {strconv.Itoa(9001 + i)},
+			"ephemeral": {"false"}, "metadata": {md}, "weight": {"1"}, "healthy": {"true"}, "enabled": {"true"}}
+		resp, err := http.PostForm("http://"+addr+"/nacos/v1/ns/instance", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("registering %s in %s: %d %s", service, group, resp.StatusCode, body)
+		}
+		t.Cleanup(func() {
+			req, _ := http.NewRequest(http.MethodDelete, "http://"+addr+"/nacos/v1/ns/instance?"+form.Encode(), nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
 // integration skips the test under -race (see above).
 func integration(t *testing.T) {
 	t.Helper()
@@ -284,16 +331,18 @@ func TestIntegration_RolloutRedis(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: addr})
 			defer rdb.Close()
 			rdb.Set(context.Background(), key, `{"grayUsers": ["qa-1"]}`, 0)
-			reg := graylb.NewRegistry()
+			reg, registry := graylb.NewRegistry(), newFakeNacos(t)
 			for i, b := range []*backend{startBackend(t, 0), startBackend(t, 0), startBackend(t, tc.errEvery)} {
 				host, port := b.hostPort(t)
 				md := map[string]string{}
 				if i == 2 {
 					md["gray"] = "true"
 				}
-				if err := reg.Register(graylb.NewInstance(releasedService, host, port, md)); err != nil {
+				in := graylb.NewInstance(releasedService, host, port, md)
+				if err := reg.Register(in); err != nil {
 					t.Fatal(err)
 				}
+				registry.mirror(in)
 			}
 			src, err := redisrules.New(rdb, redisrules.WithDocument(key), redisrules.WithPollInterval(200*time.Millisecond))
 			if err != nil {
@@ -303,7 +352,16 @@ func TestIntegration_RolloutRedis(t *testing.T) {
 			c := startCaller(t, reg, src)
 			prom := startPrometheus(t, c.metrics)
 
-			code, out, errOut := rolloutRun(t, append(rolloutFlagsFor(prom), "--redis", addr)...)
+			// Steps shorter than two scrapes are refused, as Prometheus' targets
+			// give the callers' scrape interval, before anything is written.
+			code, out, errOut := rolloutRun(t, append(rolloutFlagsFor(prom), "--redis", addr, "--nacos", registry.addr(), "--interval", "1500ms")...)
+			if code != exitUsage || !strings.Contains(out, `scraped every 1s (job="callers", instance="`+c.metrics+`")`) {
+				t.Fatalf("a step of 1.5s over callers scraped every second: exit %d, want 2 saying why:\n%s%s", code, out, errOut)
+			}
+			code, out, errOut = rolloutRun(t, append(rolloutFlagsFor(prom), "--redis", addr, "--nacos", registry.addr())...)
+			if strings.Contains(errOut, "cannot tell how often") {
+				t.Errorf("the scrape interval was not read from Prometheus:\n%s", errOut)
+			}
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d:\n%s%s", code, tc.code, out, errOut)
 			}

@@ -51,7 +51,7 @@ func TestIntegration_JudgeRealMetrics(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: addr})
 			defer rdb.Close()
 			rdb.Set(context.Background(), key, `{}`, 0)
-			reg := graylb.NewRegistry()
+			reg, registry := graylb.NewRegistry(), newFakeNacos(t)
 			for i, b := range []http.Handler{timedBackend(0, 1), timedBackend(0, 1), timedBackend(tc.errEvery, tc.slower)} {
 				srv := httptest.NewServer(b)
 				t.Cleanup(srv.Close)
@@ -60,9 +60,11 @@ func TestIntegration_JudgeRealMetrics(t *testing.T) {
 				if i == 2 {
 					md["gray"] = "true"
 				}
-				if err := reg.Register(graylb.NewInstance(releasedService, host, port, md)); err != nil {
+				in := graylb.NewInstance(releasedService, host, port, md)
+				if err := reg.Register(in); err != nil {
 					t.Fatal(err)
 				}
+				registry.mirror(in)
 			}
 			src, err := redisrules.New(rdb, redisrules.WithDocument(key), redisrules.WithPollInterval(200*time.Millisecond))
 			if err != nil {
@@ -78,7 +80,7 @@ func TestIntegration_JudgeRealMetrics(t *testing.T) {
 					r := c.lb.RulesState().Rules
 					return !r.Closed && r.CanaryPercent == 0
 				})
-				code, out, errOut := rolloutRun(t, "rollout", "--service", releasedService, "--prometheus", prom, "--redis", addr,
+				code, out, errOut := rolloutRun(t, "rollout", "--service", releasedService, "--prometheus", prom, "--redis", addr, "--nacos", registry.addr(),
 					"--steps", "10,20", "--interval", "6s", "--poll", "1s", "--max-wait", "30s")
 				switch code {
 				case exitOK:

@@ -34,9 +34,15 @@ func TestIntegration_LeaseOfAKilledRollout(t *testing.T) {
 		flags func(t *testing.T) []string
 	}{
 		{"nacos", func(t *testing.T) []string {
-			return []string{"--nacos", nacosAddr(t), "--group", fmt.Sprintf("graylb-killed-%d", time.Now().UnixNano())}
+			addr, group := nacosAddr(t), fmt.Sprintf("graylb-killed-%d", time.Now().UnixNano())
+			registerPersistent(t, addr, group, "svc")
+			return []string{"--nacos", addr, "--group", group}
 		}},
-		{"redis", func(t *testing.T) []string { return []string{"--redis", startRedis(t)} }},
+		{"redis", func(t *testing.T) []string {
+			registry := newFakeNacos(t)
+			registry.register("svc", prodAndGray)
+			return []string{"--redis", startRedis(t), "--nacos", registry.addr()}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"rollout", "--service", "svc", "--prometheus", prom.URL, "--steps", "1,5",

@@ -183,7 +183,9 @@ func TestRolloutStopsWhenItsLeaseIsTaken(t *testing.T) {
 func TestRedisRolloutLease(t *testing.T) {
 	addr := startRedis(t)
 	prom := fakeProm(t, func(string) string { return vector("gray", "1000", "prod", "1000") })
-	args := []string{"rollout", "--service", "svc", "--redis", addr, "--prometheus", prom.URL,
+	registry := newFakeNacos(t)
+	registry.register("svc", prodAndGray)
+	args := []string{"rollout", "--service", "svc", "--redis", addr, "--nacos", registry.addr(), "--prometheus", prom.URL,
 		"--steps", "1,5", "--interval", "1h", "--poll", "20ms", "--window", "5s", "--min-requests", "50"}
 	first := startRollout(t, time.Minute, args...)
 	first.untilStep(t, "1/2: canary 1%")

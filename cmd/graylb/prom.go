@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +24,10 @@ const (
 	labelKind      = "graylb_kind"
 	labelOutcome   = "graylb_call_outcome"
 	outcomeError   = "error"
+	labelJob       = "job"      // a scrape target's labels, as Prometheus sets them
+	labelInstance  = "instance" //
 	maxPromAnswer  = 16 << 20
-	maxPromVectors = 1000
+	maxPromVectors = 20000
 )
 
 // prometheus reads instant queries from Prometheus' HTTP API.
@@ -42,12 +45,13 @@ type series struct {
 	value  float64
 }
 
-// query runs an instant query and returns the vector's values by the
-// label byLabel. Garbage, an error status, a non-vector answer, more
-// series than can be meant or two series with one value of byLabel fail;
-// NaN values are kept (the judge treats them as no data).
-func (p *prometheus) query(ctx context.Context, q, byLabel string) (map[string]float64, error) {
-	vec, err := p.vector(ctx, q)
+// query runs an instant query at time at (zero: Prometheus' now) and
+// returns the vector's values by the label byLabel. Garbage, an error
+// status, a non-vector answer, more series than can be meant or two series
+// with one value of byLabel fail; NaN values are kept (the judge treats
+// them as no data).
+func (p *prometheus) query(ctx context.Context, q, byLabel string, at time.Time) (map[string]float64, error) {
+	vec, err := p.vector(ctx, q, at)
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +67,12 @@ func (p *prometheus) query(ctx context.Context, q, byLabel string) (map[string]f
 }
 
 // vector runs an instant query and returns its vector (see query).
-func (p *prometheus) vector(ctx context.Context, q string) ([]series, error) {
-	u := p.base + "/api/v1/query?" + url.Values{"query": {q}}.Encode()
+func (p *prometheus) vector(ctx context.Context, q string, at time.Time) ([]series, error) {
+	params := url.Values{"query": {q}}
+	if !at.IsZero() {
+		params.Set("time", strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64))
+	}
+	u := p.base + "/api/v1/query?" + params.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
@@ -128,29 +136,51 @@ type promQueries struct {
 	requests, errors, buckets string
 }
 
-// queriesFor builds the queries for service over window, the time since
-// the step's write: calls and failed calls by kind (what the histogram's
-// count grew by), and the histogram's buckets by kind (what each bucket's
-// count grew by); see grown.
-func queriesFor(metric, service string, window time.Duration) promQueries {
-	sel := labelService + "=" + promString(service)
+// queriesFor builds the queries for services over window, the time since
+// the step's write: calls and failed calls by service and kind (what the
+// histogram's count grew by), and the histogram's buckets by service and
+// kind (what each bucket's count grew by); see grown.
+func queriesFor(metric string, services []string, window time.Duration) promQueries {
+	sel := serviceSelector(services)
+	scraped := "group by (" + labelJob + ", " + labelInstance + ") (" + metric + "_count offset " + promDuration(window) + ")"
+	by := labelService + ", " + labelKind
 	return promQueries{
-		requests: "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+"}", window) + ")",
-		errors:   "sum by (" + labelKind + ") (" + grown(metric+"_count{"+sel+","+labelOutcome+"="+promString(outcomeError)+"}", window) + ")",
-		buckets:  "sum by (" + labelKind + ", le) (" + grown(metric+"_bucket{"+sel+"}", window) + ")",
+		requests: "sum by (" + by + ") (" + grown(metric+"_count{"+sel+"}", scraped, window) + ")",
+		errors:   "sum by (" + by + ") (" + grown(metric+"_count{"+sel+","+labelOutcome+"="+promString(outcomeError)+"}", scraped, window) + ")",
+		buckets:  "sum by (" + by + ", le) (" + grown(metric+"_bucket{"+sel+"}", scraped, window) + ")",
 	}
 }
 
-// grown is what each counter series of selector grew by over window: its
-// whole value for a series that had no sample when the window began (it
-// was born in it: a kind's first failed call makes its error series), the
-// increase over the window for the others. increase alone misses what a
-// series born in the window counted before its first sample: the errors
-// of a gray build went uncounted for the first step, and the build that
-// failed every fifth call was judged healthy.
-func grown(selector string, window time.Duration) string {
+// serviceSelector is the label matcher of the series of services (one at
+// least).
+func serviceSelector(services []string) string {
+	if len(services) == 1 {
+		return labelService + "=" + promString(services[0])
+	}
+	quoted := make([]string, len(services))
+	for i, s := range services {
+		quoted[i] = regexp.QuoteMeta(s)
+	}
+	return labelService + "=~" + promString(strings.Join(quoted, "|"))
+}
+
+// grown is what each counter series of selector grew by in the step, the
+// window up to now:
+//   - a series that had a sample when the window began: its increase;
+//   - one that had none, of a target (job, instance) that had samples of
+//     the histogram then (scraped): its whole value, since it was born in
+//     the step (a kind's first failed call makes its error series;
+//     increase would miss what it counted before its first sample);
+//   - one that had none, of a target that had none either (first
+//     scraped in the step: found late, or back from failed scrapes): what
+//     it grew by after its first sample, its increase; its value then is
+//     calls made before, maybe long before, the step.
+//
+// scraped is the targets scraped when the window began.
+func grown(selector, scraped string, window time.Duration) string {
 	d := promDuration(window)
-	return "(" + selector + " unless " + selector + " offset " + d + ") or increase(" + selector + "[" + d + "])"
+	return "((" + selector + " unless " + selector + " offset " + d + ") and on (" + labelJob + ", " + labelInstance + ") " + scraped +
+		") or increase(" + selector + "[" + d + "])"
 }
 
 // promString quotes s as a PromQL string literal.
@@ -187,39 +217,108 @@ func promDuration(d time.Duration) string {
 // maxBuckets bounds a histogram's buckets per kind.
 const maxBuckets = 200
 
-// compare reads both kinds' samples for service.
-func (p *prometheus) compare(ctx context.Context, q promQueries) (gray, prod sample, err error) {
-	req, err := p.query(ctx, q.requests, labelKind)
-	if err != nil {
-		return gray, prod, err
+// kindSamples are what one service's callers saw of each kind.
+type kindSamples struct {
+	gray, prod sample
+}
+
+// compare reads the samples of each service and kind as they were at
+// time at (zero: Prometheus' now). A service without series is absent.
+func (p *prometheus) compare(ctx context.Context, q promQueries, at time.Time) (map[string]kindSamples, error) {
+	out := map[string]kindSamples{}
+	get := func(svc string) kindSamples { return out[svc] }
+	for _, c := range []struct {
+		query string
+		set   func(s *sample, v float64)
+	}{
+		{q.requests, func(s *sample, v float64) { s.Requests = v }},
+		{q.errors, func(s *sample, v float64) { s.Errors = v }},
+	} {
+		vec, err := p.vector(ctx, c.query, at)
+		if err != nil {
+			return nil, err
+		}
+		seen := map[[2]string]bool{}
+		for _, r := range vec {
+			svc, kind := r.labels[labelService], r.labels[labelKind]
+			if seen[[2]string{svc, kind}] {
+				return nil, fmt.Errorf("%w: query %s: two series for %s=%q, %s=%q", errPromUnreachable, c.query, labelService, svc, labelKind, kind)
+			}
+			seen[[2]string{svc, kind}] = true
+			ks := get(svc)
+			switch kind {
+			case "gray":
+				c.set(&ks.gray, r.value)
+			case "prod":
+				c.set(&ks.prod, r.value)
+			default:
+				continue
+			}
+			out[svc] = ks
+		}
 	}
-	errs, err := p.query(ctx, q.errors, labelKind)
+	vec, err := p.vector(ctx, q.buckets, at)
 	if err != nil {
-		return gray, prod, err
+		return nil, err
 	}
-	vec, err := p.vector(ctx, q.buckets)
-	if err != nil {
-		return gray, prod, err
-	}
-	buckets := map[string][]bucket{}
-	seen := map[[2]string]bool{}
+	seen := map[[3]string]bool{}
 	for _, r := range vec {
-		kind, le := r.labels[labelKind], r.labels["le"]
+		svc, kind, le := r.labels[labelService], r.labels[labelKind], r.labels["le"]
 		bound, perr := strconv.ParseFloat(le, 64)
 		if perr != nil {
-			return gray, prod, fmt.Errorf("%w: query %s: bucket bound le=%q", errPromUnreachable, q.buckets, firstLine(le, 40))
+			return nil, fmt.Errorf("%w: query %s: bucket bound le=%q", errPromUnreachable, q.buckets, firstLine(le, 40))
 		}
-		if seen[[2]string{kind, le}] {
-			return gray, prod, fmt.Errorf("%w: query %s: two series for %s=%q, le=%q", errPromUnreachable, q.buckets, labelKind, kind, le)
+		if seen[[3]string{svc, kind, le}] {
+			return nil, fmt.Errorf("%w: query %s: two series for %s=%q, %s=%q, le=%q", errPromUnreachable, q.buckets, labelService, svc, labelKind, kind, le)
 		}
-		seen[[2]string{kind, le}] = true
-		if len(buckets[kind]) >= maxBuckets {
-			return gray, prod, fmt.Errorf("%w: query %s: more than %d buckets", errPromUnreachable, q.buckets, maxBuckets)
+		seen[[3]string{svc, kind, le}] = true
+		ks := get(svc)
+		var s *sample
+		switch kind {
+		case "gray":
+			s = &ks.gray
+		case "prod":
+			s = &ks.prod
+		default:
+			continue
 		}
-		buckets[kind] = append(buckets[kind], bucket{Le: bound, Count: r.value})
+		if len(s.Buckets) >= maxBuckets {
+			return nil, fmt.Errorf("%w: query %s: more than %d buckets", errPromUnreachable, q.buckets, maxBuckets)
+		}
+		s.Buckets = append(s.Buckets, bucket{Le: bound, Count: r.value})
+		out[svc] = ks
 	}
-	get := func(m map[string]float64, k string) float64 { return m[k] }
-	gray = sample{Requests: get(req, "gray"), Errors: get(errs, "gray"), Buckets: buckets["gray"]}
-	prod = sample{Requests: get(req, "prod"), Errors: get(errs, "prod"), Buckets: buckets["prod"]}
-	return gray, prod, nil
+	return out, nil
+}
+
+// withSeries returns which of services Prometheus has series of metric's
+// count for now (of any kind, any caller).
+func (p *prometheus) withSeries(ctx context.Context, metric string, services []string) (map[string]bool, error) {
+	vec, err := p.vector(ctx, "count by ("+labelService+") ("+metric+"_count{"+serviceSelector(services)+"})", time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, r := range vec {
+		out[r.labels[labelService]] = r.value > 0
+	}
+	return out, nil
+}
+
+// seriesByKind returns how many series of metric's count Prometheus has
+// now of each of services, by kind.
+func (p *prometheus) seriesByKind(ctx context.Context, metric string, services []string) (map[string]map[string]float64, error) {
+	vec, err := p.vector(ctx, "count by ("+labelService+", "+labelKind+") ("+metric+"_count{"+serviceSelector(services)+"})", time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]float64{}
+	for _, r := range vec {
+		svc := r.labels[labelService]
+		if out[svc] == nil {
+			out[svc] = map[string]float64{}
+		}
+		out[svc][r.labels[labelKind]] += r.value
+	}
+	return out, nil
 }

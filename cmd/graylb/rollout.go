@@ -4,29 +4,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/graylb/graylb"
 )
 
 const rolloutLong = `Steps canaryPercent through --steps, one step every --interval. Between steps it compares
-the gray kind with prod for --service as the callers see them, on the calls made since the step's
-write: the error ratios and the call durations of the callers' graylb metrics (otelgraylb's
-graylb.client.call.duration histogram, graylb_client_call_duration_seconds in Prometheus), read
-from Prometheus' HTTP API. Each check tests for a difference beyond the thresholds (errors: a
-test for two proportions; durations: a rank test over the histograms and a test of the tail);
-a check finds gray worse at 1 % significance (docs/operations.md).
+the gray kind with prod as the callers see them, on the calls made since the step's write, for
+--service and for every other service with gray instances registered in Nacos at the step (the
+canary draws requests: each of them takes the step's share): the error ratios and the call
+durations of the callers' graylb metrics (otelgraylb's graylb.client.call.duration histogram,
+graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP API. Each check
+tests for a difference beyond the thresholds (errors: a test for two proportions; durations: a
+rank test over the histograms and a test of the tail); a check finds gray worse at 1 %
+significance (docs/operations.md).
 
   - gray worse than prod beyond the thresholds (once gray completed --min-requests calls in the
-    step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one: it rolls back by
-    itself (closed: true) and exits 3 with the evidence;
+    step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one, for any service
+    judged: it rolls back by itself (closed: true) and exits 3 with the evidence;
   - healthy at the last step: it prints the next step (promote) and exits 0;
   - Prometheus unreachable or too little traffic: it waits and says so, never advances blind;
     after --max-wait past a step's interval without a verdict it exits 4, the rules left as
     they are;
   - interrupted (SIGINT, SIGTERM): the rules stay as they are, it says where, exit 130.
+
+It writes nothing, not even its lease, and says why, on closed rules; on a --service that has no
+instance registered in Nacos, or none gray that takes requests; when Prometheus does not answer or
+has no series of the service's calls (exit 1); or when --interval or --window is shorter than two
+scrapes of the callers, as Prometheus' targets give their scrape interval (exit 2).
 
 One rollout at a time: it holds a lease beside the rules (renewed every third of --lease-ttl);
 a second rollout refuses at once and names the holder; a lease not renewed for --lease-ttl (its
@@ -41,8 +51,13 @@ type stepReport struct {
 	Canary  float64 `json:"canaryPercent"`
 	Verdict string  `json:"verdict"`
 	Reason  string  `json:"reason"`
-	Gray    *sample `json:"gray,omitempty"`
-	Prod    *sample `json:"prod,omitempty"`
+	// Gray and Prod are the released service's samples.
+	Gray *sample `json:"gray,omitempty"`
+	Prod *sample `json:"prod,omitempty"`
+	// Services are every service judged in the step (the released one
+	// first); NotJudged says why services with gray instances were not.
+	Services  []serviceReport   `json:"services,omitempty"`
+	NotJudged map[string]string `json:"notJudged,omitempty"`
 }
 
 // rolloutResult is what rollout prints at its end.
@@ -67,6 +82,10 @@ func runRollout(ctx context.Context, g *globals, e env, f *rolloutFlags) int {
 		fmt.Fprintf(e.stderr, "graylb rollout: %v\n", err)
 		return exitUsage
 	}
+	reg, err := g.nacosAPI(e)
+	if err != nil {
+		return fail(e, err)
+	}
 	st, err := g.openStore(e)
 	if err != nil {
 		return fail(e, err)
@@ -78,7 +97,7 @@ func runRollout(ctx context.Context, g *globals, e env, f *rolloutFlags) int {
 	}
 	pc := *c
 	pc.Timeout = g.timeout
-	r := &rollout{g: g, e: e, f: f, st: st, steps: steps,
+	r := &rollout{g: g, e: e, f: f, st: st, reg: reg, steps: steps,
 		prom: &prometheus{base: f.prometheus, client: &pc},
 		th: thresholds{MinRequests: f.minRequests, MaxErrorIncrease: f.maxErrorIncrease,
 			MaxLatencyRatio: f.maxLatencyRatio, LatencySlack: f.latencySlack, FailureLimit: f.failureLimit},
@@ -100,6 +119,7 @@ type rollout struct {
 	e     env
 	f     *rolloutFlags
 	st    store
+	reg   *nacosAPI // the registry: the instances of the services
 	steps []float64
 	prom  *prometheus
 	th    thresholds
@@ -126,9 +146,23 @@ func (r *rollout) run(ctx context.Context) int {
 			}
 		}
 	}
+	if err == nil {
+		err = r.checkReleased(ctx, rules)
+	}
+	var set judgedSet
+	if err == nil {
+		set, err = r.discover(ctx, rules)
+	}
+	code := exitFailed
+	if err == nil {
+		code, err = r.checkJudgeable(ctx, set)
+	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return r.interrupted(ctx)
+		}
 		r.res.Outcome, r.res.Message = "failed", "rollout not started: "+err.Error()
-		return exitFailed
+		return code
 	}
 	l, note, err := acquireLease(ctx, r.st, newLeaseRecord(r.f.service, r.steps, time.Now()), r.f.leaseTTL)
 	if err != nil {
@@ -155,6 +189,18 @@ func (r *rollout) run(ctx context.Context) int {
 	r.expected = rules
 	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s, lease %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus, l.item.describe())
 	for i, p := range r.steps {
+		if i > 0 {
+			// The services whose gray instances take the step's share:
+			// those registered now (a failed read keeps the last ones).
+			if next, err := r.discover(ctx, r.expected); err != nil {
+				if ctx.Err() != nil {
+					return r.interrupted(ctx)
+				}
+				r.logf("step %d/%d: reading which services have gray instances failed: %v; judging those of the last step", i+1, len(r.steps), err)
+			} else {
+				set = next
+			}
+		}
 		res, err := modify(ctx, r.st, false, stepTo(p, r.expected))
 		var ch *changedError
 		if errors.As(err, &ch) {
@@ -172,10 +218,16 @@ func (r *rollout) run(ctx context.Context) int {
 		r.res.Canary = p
 		l.at(i+1, p)
 		nudge()
-		r.logf("step %d/%d: canary %v%% set", i+1, len(r.steps), p)
+		r.logf("step %d/%d: canary %v%% set; judging %s", i+1, len(r.steps), p, set.describe())
+		for _, svc := range slices.Sorted(maps.Keys(set.notJudged)) {
+			r.logf("step %d/%d: %s: not judged: %s", i+1, len(r.steps), svc, set.notJudged[svc])
+		}
 		start := time.Now()
-		step := stepReport{Canary: p}
-		sj := newStepJudge(r.th)
+		step := stepReport{Canary: p, NotJudged: set.notJudged}
+		judges := map[string]*stepJudge{}
+		for _, svc := range set.services {
+			judges[svc] = newStepJudge(r.th)
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -191,7 +243,7 @@ func (r *rollout) run(ctx context.Context) int {
 				r.res.Steps = append(r.res.Steps, step)
 				return r.changedByOthers(ch, fmt.Sprintf("during step %d (canary %v%%)", i+1, p))
 			}
-			gray, prod, err := r.prom.compare(ctx, queriesFor(r.f.metric, r.f.service, stepWindow(elapsed, r.f.window)))
+			got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, stepWindow(elapsed, r.f.window)), time.Time{})
 			var v verdict
 			var why string
 			if err != nil {
@@ -200,8 +252,8 @@ func (r *rollout) run(ctx context.Context) int {
 				}
 				v, why = verdictWait, err.Error()
 			} else {
-				v, why = sj.check(gray, prod)
-				step.Gray, step.Prod = &gray, &prod
+				v, why, step.Services = judgeAll(set, judges, got, r.noCallsNotes(ctx, set, got))
+				step.Gray, step.Prod = step.Services[0].Gray, step.Services[0].Prod
 			}
 			step.Verdict, step.Reason = v.String(), why
 			switch {
@@ -221,7 +273,7 @@ func (r *rollout) run(ctx context.Context) int {
 					(r.f.interval + r.f.maxWait - elapsed).Round(time.Second))
 				continue
 			default:
-				r.logf("step %d/%d: canary %v%%: %s of %s: %s: %s", i+1, len(r.steps), p, elapsed.Round(time.Second), r.f.interval, v, why)
+				r.logf("step %d/%d: canary %v%%: %s of %s: %s", i+1, len(r.steps), p, elapsed.Round(time.Second), r.f.interval, why)
 				continue
 			}
 			break
@@ -230,13 +282,131 @@ func (r *rollout) run(ctx context.Context) int {
 	}
 	last := r.steps[len(r.steps)-1]
 	r.res.Outcome = "healthy"
-	r.res.Message = fmt.Sprintf("%s: gray healthy through canary %v%%; the rules stay at canary %v%% in %s", r.f.service, last, last, r.st.describe())
+	r.res.Message = fmt.Sprintf("%s: gray healthy through canary %v%% (and every service judged with it); the rules stay at canary %v%% in %s", r.f.service, last, last, r.st.describe())
 	if last == 100 {
 		r.res.Next = "promote: deploy the gray build as prod (its instances without gray=true), then set the canary back to 0 (graylb canary 0) for the next release"
 	} else {
 		r.res.Next = "continue: graylb rollout --steps " + strconv.FormatFloat(last, 'f', -1, 64) + ",...,100, or promote"
 	}
 	return exitOK
+}
+
+// Why a rollout does not start on the service it is given.
+var (
+	errNotRegistered = errors.New("no instance registered")
+	errNoGray        = errors.New("no gray instance takes requests")
+)
+
+// checkReleased fails unless the released service has instances in the
+// registry, gray ones among them that take requests under rules (gray by
+// metadata or address; healthy, enabled, weighted): a canary written for
+// a service that is not there (a typo) sends its share of every chain's
+// requests to the gray instances of other services, and judges nothing.
+func (r *rollout) checkReleased(ctx context.Context, rules graylb.Rules) error {
+	list, err := r.reg.instances(ctx, r.f.service, r.g.group)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("%s: %w in %s: is the name right? (graylb status lists the services registered)", r.f.service, errNotRegistered, r.registryPlace())
+	}
+	s, err := classify(ctx, r.f.service, list, rules, r.g.grayKey, r.g.versionKey)
+	if err != nil {
+		return err
+	}
+	if s.Gray == 0 {
+		return fmt.Errorf("%s: %w (%d registered in %s; gray by the %s=true metadata or the rules' grayAddresses, and healthy, enabled, weight above 0): register the gray build first",
+			r.f.service, errNoGray, len(list), r.registryPlace(), r.g.grayKey)
+	}
+	return nil
+}
+
+// Why a rollout does not start on what Prometheus holds.
+var (
+	errNoSeries    = errors.New("no series")
+	errFewScrapes  = errors.New("fewer than two scrapes of a caller")
+	errPromAtStart = errors.New("reading Prometheus")
+)
+
+// checkJudgeable fails (exitFailed) unless Prometheus answers and has
+// series of the released service's calls, and refuses (exitUsage) a step
+// (--interval) or window (--window) shorter than two scrapes of the
+// judged services' callers: a step's calls are counted from a caller's
+// samples, and a window that never holds two of them counts none. When
+// Prometheus does not say how often it scrapes them, it logs that and
+// goes on.
+func (r *rollout) checkJudgeable(ctx context.Context, set judgedSet) (int, error) {
+	has, err := r.prom.withSeries(ctx, r.f.metric, []string{r.f.service})
+	if err != nil {
+		return exitFailed, fmt.Errorf("%w: %w", errPromAtStart, err)
+	}
+	if !has[r.f.service] {
+		return exitFailed, fmt.Errorf("%w of %s_count for service %s in Prometheus at %s: are its callers scraped, and do they record otelgraylb's call metrics (--metric names the histogram)?",
+			errNoSeries, r.f.metric, r.f.service, r.f.prometheus)
+	}
+	every, which, err := r.prom.scrapeInterval(ctx, r.f.metric, set.services)
+	switch {
+	case errors.Is(err, errScrapeUnknown):
+		r.logf("%v: make sure --interval and --window are at least twice the scrape interval, or no step can be judged", err)
+		return exitOK, nil
+	case err != nil:
+		return exitFailed, fmt.Errorf("%w: %w", errPromAtStart, err)
+	}
+	for _, s := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--interval", r.f.interval}, {"--window", r.f.window}} {
+		if s.d < 2*every {
+			return exitUsage, fmt.Errorf("%s %s: the callers of %s are scraped every %s (%s), so a step's window of %s holds %w and counts no call: set --interval (and --window, when given) to at least %s, or scrape the callers more often",
+				s.flag, s.d, strings.Join(set.services, ", "), every, which, s.d, errFewScrapes, 2*every)
+		}
+	}
+	return exitOK, nil
+}
+
+// noCallsNotes says, of each judged service whose gray calls counted none
+// in the step, what Prometheus holds of it: no series at all (its callers
+// are not scraped), none of gray calls (no call reached a gray instance),
+// or gray series that did not grow. Nil when Prometheus does not answer.
+func (r *rollout) noCallsNotes(ctx context.Context, set judgedSet, got map[string]kindSamples) map[string]string {
+	var none []string
+	for _, svc := range set.services {
+		if !(got[svc].gray.Requests > 0) {
+			none = append(none, svc)
+		}
+	}
+	if len(none) == 0 {
+		return nil
+	}
+	byKind, err := r.prom.seriesByKind(ctx, r.f.metric, none)
+	if err != nil {
+		return nil
+	}
+	notes := map[string]string{}
+	for _, svc := range none {
+		total := 0.0
+		for _, n := range byKind[svc] {
+			total += n
+		}
+		switch {
+		case total == 0:
+			notes[svc] = fmt.Sprintf("no series of %s_count for service %s in Prometheus: are its callers scraped?", r.f.metric, svc)
+		case byKind[svc]["gray"] == 0:
+			notes[svc] = fmt.Sprintf("Prometheus has %.0f series of %s_count for %s, none of gray calls: no call has reached a gray instance of %s", total, r.f.metric, svc, svc)
+		default:
+			notes[svc] = fmt.Sprintf("Prometheus has %.0f series of %s's gray calls, which grew by none in the step", byKind[svc]["gray"], svc)
+		}
+	}
+	return notes
+}
+
+// registryPlace names where the instances are read.
+func (r *rollout) registryPlace() string {
+	where := "group " + r.g.group
+	if r.g.namespace != "" {
+		where += " (namespace " + r.g.namespace + ")"
+	}
+	return where + " of Nacos at " + r.reg.describe()
 }
 
 // changedError: the rules are not those the rollout last wrote (or read,
@@ -346,8 +516,8 @@ func (r *rollout) rollback(ctx context.Context, why string) int {
 		return exitFailed
 	}
 	r.res.Outcome, r.res.Closed = "rolled-back", true
-	r.res.Message = fmt.Sprintf("%s rolled back at canary %v%%: %s; the rules are closed (closed: true, canary %v%% kept) in %s",
-		r.f.service, r.res.Canary, why, r.res.Canary, r.st.describe())
+	r.res.Message = fmt.Sprintf("rolled back at canary %v%% (the rollout of %s): %s; the rules are closed (closed: true, canary %v%% kept) in %s",
+		r.res.Canary, r.f.service, why, r.res.Canary, r.st.describe())
 	r.res.Next = "fix the gray build; graylb resume reopens the rules at the same canary (or graylb canary 0 first)"
 	return exitRollback
 }

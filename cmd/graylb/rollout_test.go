@@ -146,14 +146,16 @@ func Example_judge() {
 }
 
 func Example_queriesFor() {
-	q := queriesFor(defaultMetric, "user-service", 5*time.Minute)
+	q := queriesFor(defaultMetric, []string{"user-service"}, 5*time.Minute)
 	fmt.Println(q.requests)
 	fmt.Println(q.errors)
 	fmt.Println(q.buckets)
+	fmt.Println(queriesFor(defaultMetric, []string{"user-service", "orders.http"}, time.Minute).requests)
 	// Output:
-	// sum by (graylb_kind) ((graylb_client_call_duration_seconds_count{graylb_service="user-service"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service"} offset 300s) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
-	// sum by (graylb_kind) ((graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} offset 300s) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
-	// sum by (graylb_kind, le) ((graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} unless graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} offset 300s) or increase(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s]))
+	// sum by (graylb_service, graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service="user-service"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service"}[300s]))
+	// sum by (graylb_service, graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} unless graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_count{graylb_service="user-service",graylb_call_outcome="error"}[300s]))
+	// sum by (graylb_service, graylb_kind, le) (((graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} unless graylb_client_call_duration_seconds_bucket{graylb_service="user-service"} offset 300s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 300s)) or increase(graylb_client_call_duration_seconds_bucket{graylb_service="user-service"}[300s]))
+	// sum by (graylb_service, graylb_kind) (((graylb_client_call_duration_seconds_count{graylb_service=~"user-service|orders\\.http"} unless graylb_client_call_duration_seconds_count{graylb_service=~"user-service|orders\\.http"} offset 60s) and on (job, instance) group by (job, instance) (graylb_client_call_duration_seconds_count offset 60s)) or increase(graylb_client_call_duration_seconds_count{graylb_service=~"user-service|orders\\.http"}[60s]))
 }
 
 func Example_diffDocs() {
@@ -199,20 +201,37 @@ func fakeProm(t testing.TB, fn func(query string) string) *httptest.Server {
 	return srv
 }
 
-func vector(pairs ...any) string {
+// vector is Prometheus' answer to a query by kind of svc's calls: kinds
+// and values in pairs.
+func vector(pairs ...any) string { return vectorOf("svc", pairs...) }
+
+func vectorOf(service string, pairs ...any) string {
 	var parts []string
 	for i := 0; i+1 < len(pairs); i += 2 {
-		parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_kind":%q},"value":[1700000000.1,%q]}`, pairs[i], pairs[i+1]))
+		parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_service":%q,"graylb_kind":%q},"value":[1700000000.1,%q]}`, service, pairs[i], pairs[i+1]))
 	}
 	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(parts, ",") + `]}}`
 }
 
-// bucketVector is Prometheus' answer to the buckets query.
-func bucketVector(gray, prod []bucket) string {
+// bucketVectorOf is Prometheus' answer to the buckets query of service.
+func bucketVectorOf(service string, gray, prod []bucket) string {
 	var parts []string
 	for kind, bs := range map[string][]bucket{"gray": gray, "prod": prod} {
 		for _, b := range bs {
-			parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_kind":%q,"le":%q},"value":[1700000000.1,"%g"]}`, kind, strconv.FormatFloat(b.Le, 'g', -1, 64), b.Count))
+			parts = append(parts, fmt.Sprintf(`{"metric":{"graylb_service":%q,"graylb_kind":%q,"le":%q},"value":[1700000000.1,"%g"]}`,
+				service, kind, strconv.FormatFloat(b.Le, 'g', -1, 64), b.Count))
+		}
+	}
+	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(parts, ",") + `]}}`
+}
+
+// joinVectors merges answers of vectorOf and bucketVectorOf.
+func joinVectors(answers ...string) string {
+	var parts []string
+	for _, a := range answers {
+		a = strings.TrimPrefix(a, `{"status":"success","data":{"resultType":"vector","result":[`)
+		if a = strings.TrimSuffix(a, `]}}`); a != "" {
+			parts = append(parts, a)
 		}
 	}
 	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(parts, ",") + `]}}`
@@ -238,7 +257,8 @@ func TestPromHostileAnswers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := fakeProm(t, func(string) string { return tc.body })
 			p := &prometheus{base: srv.URL, client: &http.Client{Timeout: 10 * time.Second}}
-			gray, prod, err := p.compare(context.Background(), queriesFor(defaultMetric, "svc", time.Minute))
+			got, err := p.compare(context.Background(), queriesFor(defaultMetric, []string{"svc"}, time.Minute), time.Time{})
+			gray, prod := got["svc"].gray, got["svc"].prod
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -258,15 +278,33 @@ func TestPromHostileAnswers(t *testing.T) {
 // promTraffic serves a fake Prometheus whose gray and prod callers made
 // calls with the given error ratios.
 func promTraffic(t testing.TB, grayCalls, grayErrRatio, prodCalls, prodErrRatio float64) *httptest.Server {
+	return promTrafficOf(t, traffic{"svc", grayCalls, grayErrRatio, prodCalls, prodErrRatio})
+}
+
+// traffic is what one service's callers made of it.
+type traffic struct {
+	service                 string
+	grayCalls, grayErrRatio float64
+	prodCalls, prodErrRatio float64
+}
+
+// promTrafficOf serves a fake Prometheus whose callers made calls of
+// several services (whatever services a query names).
+func promTrafficOf(t testing.TB, ts ...traffic) *httptest.Server {
 	return fakeProm(t, func(q string) string {
-		switch {
-		case strings.Contains(q, "_bucket"):
-			return bucketVector(histOf(int(grayCalls), func(int) float64 { return 0.02 }), histOf(int(prodCalls), func(int) float64 { return 0.02 }))
-		case strings.Contains(q, `outcome="error"`):
-			return vector("gray", fmt.Sprint(grayCalls*grayErrRatio), "prod", fmt.Sprint(prodCalls*prodErrRatio))
-		default:
-			return vector("gray", fmt.Sprint(grayCalls), "prod", fmt.Sprint(prodCalls))
+		var answers []string
+		for _, tr := range ts {
+			switch {
+			case strings.Contains(q, "_bucket"):
+				answers = append(answers, bucketVectorOf(tr.service, histOf(int(tr.grayCalls), func(int) float64 { return 0.02 }),
+					histOf(int(tr.prodCalls), func(int) float64 { return 0.02 })))
+			case strings.Contains(q, `outcome="error"`):
+				answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls*tr.grayErrRatio), "prod", fmt.Sprint(tr.prodCalls*tr.prodErrRatio)))
+			default:
+				answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls), "prod", fmt.Sprint(tr.prodCalls)))
+			}
 		}
+		return joinVectors(answers...)
 	})
 }
 
@@ -279,8 +317,21 @@ func storedRules(t testing.TB, f *fakeNacos) graylb.Rules {
 	return r
 }
 
+// rolloutArgs are a rollout of svc (a prod and a gray instance registered
+// in f, unless the test registered others) with short steps.
 func rolloutArgs(f *fakeNacos, prom string, more ...string) []string {
-	return append([]string{"rollout", "--service", "svc", "--nacos", f.addr(), "--prometheus", prom,
+	f.mu.Lock()
+	_, ok := f.hostsOf["svc"]
+	f.mu.Unlock()
+	if !ok {
+		f.register("svc", prodAndGray)
+	}
+	return rolloutArgsOf(f, "svc", prom, more...)
+}
+
+// rolloutArgsOf are a rollout of service with short steps.
+func rolloutArgsOf(f *fakeNacos, service, prom string, more ...string) []string {
+	return append([]string{"rollout", "--service", service, "--nacos", f.addr(), "--prometheus", prom,
 		"--steps", "1,5,100", "--interval", "100ms", "--poll", "20ms", "--window", "5s", "--min-requests", "50", "--max-wait", "300ms"}, more...)
 }
 
@@ -319,19 +370,55 @@ func TestRolloutHealthy(t *testing.T) {
 }
 
 func TestRolloutNeverAdvancesBlind(t *testing.T) {
+	// Prometheus answers the checks before the first step (the callers
+	// have series), then as judge(q) says.
+	started := func(t testing.TB, judge func(q string) string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query().Get("query")
+			switch {
+			case r.URL.Path != "/api/v1/query":
+				http.NotFound(w, r)
+			case strings.HasPrefix(q, "count by (graylb_service) ("):
+				w.Write([]byte(vector("prod", "4")))
+			case strings.HasPrefix(q, "group by ("):
+				w.Write([]byte(vector("prod", "1")))
+			default:
+				body := judge(q)
+				if body == "" { // the connection dropped
+					c, _, err := w.(http.Hijacker).Hijack()
+					if err == nil {
+						c.Close()
+					}
+					return
+				}
+				w.Write([]byte(body))
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
 	for _, tc := range []struct {
 		name string
 		prom func(t testing.TB) string
 		says string
 	}{
 		{"too little traffic", func(t testing.TB) string { return promTraffic(t, 10, 0, 5000, 0).URL }, "at least 50 needed"},
-		{"no series", func(t testing.TB) string { return fakeProm(t, func(string) string { return vector() }).URL }, "0 calls"},
-		{"garbage", func(t testing.TB) string { return fakeProm(t, func(string) string { return "garbage" }).URL }, "prometheus unreachable"},
-		{"unreachable", func(t testing.TB) string {
-			srv := httptest.NewServer(http.NotFoundHandler())
-			srv.Close()
-			return srv.URL
-		}, "prometheus unreachable"},
+		{"no gray calls yet", func(t testing.TB) string {
+			return started(t, func(q string) string {
+				switch {
+				case strings.HasPrefix(q, "count by (graylb_service, graylb_kind) ("):
+					return vector("prod", "4")
+				case strings.Contains(q, "_bucket"):
+					return vector()
+				}
+				return vector("prod", "5000")
+			})
+		}, "gray completed 0 calls in the step, at least 50 needed to judge; Prometheus has 4 series of graylb_client_call_duration_seconds_count for svc, none of gray calls: no call has reached a gray instance of svc"},
+		{"the series are gone", func(t testing.TB) string {
+			return started(t, func(q string) string { return vector() })
+		}, "gray completed 0 calls in the step, at least 50 needed to judge; no series of graylb_client_call_duration_seconds_count for service svc in Prometheus: are its callers scraped?"},
+		{"garbage", func(t testing.TB) string { return started(t, func(string) string { return "garbage" }) }, "prometheus unreachable"},
+		{"unreachable", func(t testing.TB) string { return started(t, func(string) string { return "" }) }, "prometheus unreachable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNacos(t)
@@ -349,11 +436,102 @@ func TestRolloutNeverAdvancesBlind(t *testing.T) {
 	}
 }
 
+// A rollout that cannot judge writes nothing (not even its lease) and says
+// why: Prometheus unreachable, or no series of the released service's
+// calls (its callers are not scraped, or --metric names another histogram).
+func TestRolloutRefusesWhatItCannotJudge(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		prom func(t testing.TB) string
+		code int
+		says []string
+	}{
+		{"no series", func(t testing.TB) string { return fakeProm(t, func(string) string { return vector() }).URL }, exitFailed,
+			[]string{"no series of graylb_client_call_duration_seconds_count for service svc in Prometheus at http://127.0.0.1:", "are its callers scraped"}},
+		{"unreachable", func(t testing.TB) string {
+			srv := httptest.NewServer(http.NotFoundHandler())
+			srv.Close()
+			return srv.URL
+		}, exitFailed, []string{"reading Prometheus", "prometheus unreachable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNacos(t)
+			code, out, errOut := runCLI(t, nil, rolloutArgs(f, tc.prom(t))...)
+			if code != tc.code || f.publishes != 0 || f.get("DEFAULT_GROUP", leaseDataID) != "" {
+				t.Fatalf("exit %d (want %d), %d writes, lease %q:\n%s%s", code, tc.code, f.publishes, f.get("DEFAULT_GROUP", leaseDataID), out, errOut)
+			}
+			for _, w := range append(tc.says, "rollout not started") {
+				if !strings.Contains(out, w) {
+					t.Fatalf("the output lacks %q:\n%s%s", w, out, errOut)
+				}
+			}
+		})
+	}
+}
+
+// Steps that cannot hold two scrapes of a caller can never be judged: a
+// rollout with --interval 15s over callers scraped every 20 s waited out
+// --max-wait and said gray completed 0 calls while ~600 gray calls had
+// been made and scraped. It refuses such settings before writing
+// anything, saying what to set: the scrape interval is that of the
+// callers' targets in Prometheus' /api/v1/targets.
+func TestRolloutRefusesStepsShorterThanTwoScrapes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query().Get("query")
+		switch {
+		case r.URL.Path == "/api/v1/targets":
+			w.Write([]byte(`{"status":"success","data":{"activeTargets":[
+			 {"labels":{"job":"callers","instance":"10.0.0.1:9090"},"scrapeInterval":"20s","health":"up"},
+			 {"labels":{"job":"callers","instance":"10.0.0.2:9090"},"scrapeInterval":"10s","health":"up"},
+			 {"labels":{"job":"other","instance":"10.0.0.3:9090"},"scrapeInterval":"1m","health":"up"}]}}`))
+		case r.URL.Path != "/api/v1/query":
+			http.NotFound(w, r)
+		case strings.HasPrefix(q, "group by (job, instance)"):
+			w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[
+			 {"metric":{"job":"callers","instance":"10.0.0.1:9090"},"value":[1700000000.1,"1"]},
+			 {"metric":{"job":"callers","instance":"10.0.0.2:9090"},"value":[1700000000.1,"1"]}]}}`))
+		case strings.Contains(q, "_bucket"):
+			w.Write([]byte(bucketVectorOf("svc", histOf(500, func(int) float64 { return 0.02 }), histOf(5000, func(int) float64 { return 0.02 }))))
+		default:
+			w.Write([]byte(vector("gray", "500", "prod", "5000")))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name string
+		more []string
+		says string
+	}{
+		{"interval", []string{"--interval", "15s", "--window", "0s"}, "--interval 15s"},
+		{"window", []string{"--interval", "1m", "--window", "30s"}, "--window 30s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNacos(t)
+			code, out, errOut := runCLI(t, nil, rolloutArgs(f, srv.URL, append(tc.more, "--steps", "1")...)...)
+			if code != exitUsage || f.publishes != 0 || f.get("DEFAULT_GROUP", leaseDataID) != "" {
+				t.Fatalf("exit %d, %d writes, lease %q:\n%s%s", code, f.publishes, f.get("DEFAULT_GROUP", leaseDataID), out, errOut)
+			}
+			for _, w := range []string{"rollout not started", tc.says, `the callers of svc are scraped every 20s (job="callers", instance="10.0.0.1:9090")`,
+				"fewer than two scrapes", "at least 40s"} {
+				if !strings.Contains(out, w) {
+					t.Fatalf("the output lacks %q:\n%s%s", w, out, errOut)
+				}
+			}
+		})
+	}
+	// Two scrapes fit: it starts.
+	f := newFakeNacos(t)
+	r := startRollout(t, time.Minute, rolloutArgs(f, srv.URL, "--interval", "40s", "--window", "0s")...)
+	r.untilStep(t, "1/3: canary 1%")
+}
+
 func TestRolloutInterrupted(t *testing.T) {
 	f := newFakeNacos(t)
 	var queries atomic.Int64
 	prom := fakeProm(t, func(q string) string {
-		queries.Add(1)
+		if strings.HasPrefix(q, "sum by") { // a step's check
+			queries.Add(1)
+		}
 		return vector("gray", "1000", "prod", "1000")
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -491,5 +669,88 @@ func TestRolloutStopsWhenRoutingSwitchedOffDuringAStep(t *testing.T) {
 	}
 	if r := storedRules(t, f); r.Enabled == nil || *r.Enabled || r.CanaryPercent != 1 {
 		t.Fatalf("stored %+v, want routing off at canary 1 as it was left", r)
+	}
+}
+
+// A rollout of a service with no instance registered (a typo) or none gray
+// writes nothing, not even its lease, and says why: a canary written for a
+// service that is not there sends its share of every chain's requests to
+// whatever gray instances are registered, and judges nothing.
+func TestRolloutRefusesAServiceNotRegistered(t *testing.T) {
+	for _, tc := range []struct {
+		name, hosts string
+		want        []string
+	}{
+		{"no instance", "", []string{"ledgr: no instance registered in group DEFAULT_GROUP of Nacos at 127.0.0.1:", "is the name right?"}},
+		{"no gray instance", `{"hosts":[{"ip":"127.0.0.1","port":9001,"weight":1,"healthy":true,"enabled":true,"metadata":{}},
+		  {"ip":"127.0.0.1","port":9002,"weight":1,"healthy":false,"enabled":true,"metadata":{"gray":"true"}}]}`,
+			[]string{"ledgr: no gray instance takes requests (2 registered", "register the gray build first"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeNacos(t)
+			f.register("ledger", prodAndGray)
+			if tc.hosts != "" {
+				f.register("ledgr", tc.hosts)
+			}
+			prom := promTraffic(t, 500, 0, 5000, 0)
+			code, out, errOut := runCLI(t, nil, rolloutArgsOf(f, "ledgr", prom.URL)...)
+			if code != exitFailed || f.publishes != 0 || f.get("DEFAULT_GROUP", leaseDataID) != "" {
+				t.Fatalf("exit %d, %d writes, lease %q:\n%s%s", code, f.publishes, f.get("DEFAULT_GROUP", leaseDataID), out, errOut)
+			}
+			for _, w := range append(tc.want, "rollout not started") {
+				if !strings.Contains(out, w) {
+					t.Fatalf("the output lacks %q:\n%s%s", w, out, errOut)
+				}
+			}
+		})
+	}
+}
+
+// The canary draws requests, so every service with gray instances takes
+// the step's share: a rollout judges each one registered at the step, not
+// only --service, and rolls back when any is worse than its prod. A
+// service without gray instances is not judged, nor one that nobody's
+// calls are scraped for (its gray instances consume records), which it
+// says.
+func TestRolloutJudgesEveryServiceWithGrayInstances(t *testing.T) {
+	f := newFakeNacos(t)
+	f.register("ledger", prodAndGray)
+	f.register("billing", `{"hosts":[{"ip":"127.0.0.1","port":9001,"weight":1,"healthy":true,"enabled":true,"metadata":{}}]}`)
+	f.register("audit", prodAndGray)
+	// The gray build of orders registers once step 1 is written: step 2
+	// judges it.
+	var publishes atomic.Int64
+	f.afterPublish = func() {
+		if publishes.Add(1) == 1 {
+			f.register("orders", prodAndGray)
+		}
+	}
+	prom := promTrafficOf(t, traffic{"ledger", 500, 0.002, 5000, 0.001}, traffic{"orders", 500, 0.2, 5000, 0.001},
+		traffic{"billing", 0, 0, 5000, 0.001})
+	code, out, errOut := runCLI(t, nil, rolloutArgsOf(f, "ledger", prom.URL)...)
+	if code != exitRollback || !strings.Contains(out, "rolled back at canary 5%") || !strings.Contains(out, "orders: gray error ratio 20.00%") {
+		t.Fatalf("exit %d, want 3 at canary 5%% for orders:\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"step 1/3: canary 1% set; judging ledger\n", "step 2/3: canary 5% set; judging ledger, orders\n",
+		"audit: not judged: it has gray instances but Prometheus has no series of graylb_client_call_duration_seconds_count for it"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the log lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "billing") {
+		t.Errorf("billing, which has no gray instance, is named:\n%s", errOut)
+	}
+	if r := storedRules(t, f); !r.Closed || r.CanaryPercent != 5 {
+		t.Fatalf("stored %+v, want closed at canary 5", r)
+	}
+}
+
+func TestParsePromDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"15s": 15 * time.Second, "1m30s": 90 * time.Second, "500ms": 500 * time.Millisecond,
+		"1d": 24 * time.Hour, "2w": 14 * 24 * time.Hour, "1h0m0s": time.Hour, "": 0, "1x": 0, "0s": 0, "s": 0, "99999999999999y": 0} {
+		got, ok := parsePromDuration(in)
+		if got != want || ok != (want > 0) {
+			t.Errorf("parsePromDuration(%q) = %v, %t; want %v", in, got, ok, want)
+		}
 	}
 }

@@ -34,7 +34,7 @@ func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	}
 	fs.StringVar(&f.service, "service", "", "the service released (its callers' metrics are compared); required")
 	fs.StringVar(&f.steps, "steps", "1,5,25,50,100", "canary percentages, increasing, comma-separated")
-	fs.DurationVar(&f.interval, "interval", 5*time.Minute, "time at each step before it is judged")
+	fs.DurationVar(&f.interval, "interval", 5*time.Minute, "time at each step before it is judged; at least two scrape intervals of the callers")
 	fs.DurationVar(&f.window, "window", 0, "how far back a step's metrics reach at most; a step is judged on its own calls, from its write (default: --interval)")
 	fs.DurationVar(&f.poll, "poll", 15*time.Second, "how often Prometheus is read (and progress printed) during a step")
 	fs.DurationVar(&f.maxWait, "max-wait", 10*time.Minute, "how long past a step's interval to wait for enough traffic or for Prometheus before giving up")

@@ -189,10 +189,14 @@ func TestIntegration_RolloutsStartedTogether(t *testing.T) {
 		flags func(t *testing.T, round int) []string
 	}{
 		{"nacos", func(t *testing.T, round int) []string {
-			return []string{"--nacos", nacosAddr(t), "--group", fmt.Sprintf("graylb-lease-%d-%d", time.Now().UnixNano(), round)}
+			addr, group := nacosAddr(t), fmt.Sprintf("graylb-lease-%d-%d", time.Now().UnixNano(), round)
+			registerPersistent(t, addr, group, "svc")
+			return []string{"--nacos", addr, "--group", group}
 		}},
 		{"redis", func(t *testing.T, round int) []string {
-			return []string{"--redis", startRedis(t)}
+			registry := newFakeNacos(t)
+			registry.register("svc", prodAndGray)
+			return []string{"--redis", startRedis(t), "--nacos", registry.addr()}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

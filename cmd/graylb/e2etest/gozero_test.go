@@ -103,7 +103,7 @@ func TestRolloutGoZeroCallers(t *testing.T) {
 				}()
 			}
 			prom := startPrometheus(t, metrics)
-			code, _, errOut := rollout(t, releasedService, addr, prom)
+			code, _, errOut := rollout(t, releasedService, addr, registryOf(t, reg, releasedService), prom)
 			checkOutcome(t, addr, code, errOut, tc.code, tc.canary, tc.closed, lb)
 			t.Logf("go-zero caller: %d ok, %d failed calls", ok.Load(), bad.Load())
 		})

@@ -3,11 +3,13 @@ package e2etest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,6 +163,28 @@ func startPrometheus(t testing.TB, targets ...string) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+	// A rollout starts on callers Prometheus scrapes already, as in
+	// production: the rollout counts only what the series of a caller first
+	// scraped in a step grow by after that.
+	q := url.Values{"query": {"count(count by (instance) (graylb_client_call_duration_seconds_count))"}}.Encode()
+	waitFor(t, 30*time.Second, "prometheus has scraped the callers' metrics", func() bool {
+		resp, err := http.Get(base + "/api/v1/query?" + q)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var ans struct {
+			Data struct {
+				Result []struct {
+					Value [2]any `json:"value"`
+				} `json:"result"`
+			} `json:"data"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&ans) != nil || len(ans.Data.Result) != 1 {
+			return false
+		}
+		return ans.Data.Result[0].Value[1] == strconv.Itoa(len(targets))
+	})
 	return base
 }
 
@@ -211,16 +235,57 @@ func observedLB(t testing.TB, sup graylb.Supplier, redisAddr string) (*graylb.Lo
 	return lb, strings.TrimPrefix(msrv.URL, "http://")
 }
 
+// registryOf serves the instances of service in sup as Nacos' instance
+// API does (the service list and the instance list, persistent instances),
+// for the command's rollout, which reads the registry; the callers here
+// take their instances from graylb's in-memory registry. It returns its
+// host:port.
+func registryOf(t testing.TB, sup graylb.Supplier, service string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/nacos/v1/ns/service/list":
+			json.NewEncoder(w).Encode(map[string]any{"count": 1, "doms": []string{service}})
+		case "/nacos/v1/ns/instance/list":
+			type host struct {
+				IP       string            `json:"ip"`
+				Port     int               `json:"port"`
+				Weight   float64           `json:"weight"`
+				Healthy  bool              `json:"healthy"`
+				Enabled  bool              `json:"enabled"`
+				Metadata map[string]string `json:"metadata"`
+			}
+			hosts := []host{}
+			if r.URL.Query().Get("serviceName") == service {
+				list, err := sup.Instances(r.Context(), service)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				for _, in := range list {
+					hosts = append(hosts, host{in.Host, in.Port, in.Weight, in.Healthy, in.Enabled, in.Metadata})
+				}
+			}
+			json.NewEncoder(w).Encode(map[string]any{"hosts": hosts})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
 // rollout runs the graylb command's rollout of service (as the callers'
-// metrics name it) against the rules in Redis and returns its exit code
-// and output.
-func rollout(t testing.TB, service, redisAddr, prom string) (int, string, string) {
+// metrics name it) against the rules in Redis, the instances in the
+// registry at registry (see registryOf), and returns its exit code and
+// output.
+func rollout(t testing.TB, service, redisAddr, registry, prom string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, graylbBin, "rollout", "--service", service, "--prometheus", prom,
 		"--steps", "10,50,100", "--interval", "4s", "--poll", "1s", "--window", "5s",
-		"--min-requests", "30", "--max-wait", "60s", "--redis", redisAddr, "--redis-key", rulesKey)
+		"--min-requests", "30", "--max-wait", "60s", "--redis", redisAddr, "--redis-key", rulesKey, "--nacos", registry)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	start := time.Now()

@@ -96,7 +96,7 @@ func TestRolloutKratosCallers(t *testing.T) {
 				}()
 			}
 			prom := startPrometheus(t, metrics)
-			code, out, errOut := rollout(t, kratosService, addr, prom)
+			code, out, errOut := rollout(t, kratosService, addr, registryOf(t, reg, kratosService), prom)
 			checkOutcome(t, addr, code, errOut, tc.code, tc.canary, tc.closed, lb)
 			if !strings.Contains(out, "canary") {
 				t.Fatalf("the output does not say where the rules are:\n%s", out)
