@@ -29,7 +29,7 @@ import (
 // ejection changes, the Cache, the Policy) goes to package adapter.
 func TestLoadBalancerMethodsAreTheUsersAPI(t *testing.T) {
 	allowed := []string{
-		"Close", "Ejections", "Keys", "Pick", "RulesState", "Service",
+		"Close", "Detach", "Ejections", "Keys", "Pick", "RulesState", "Service",
 		"Services", "SetRules", "Snapshot", "Unrouted",
 	}
 	var got []string
@@ -42,7 +42,7 @@ func TestLoadBalancerMethodsAreTheUsersAPI(t *testing.T) {
 	for _, adapterOnly := range []string{
 		"Route", "RouteWith", "Reroute", "RerouteWith", "NewRouter", "Report",
 		"KindToPass", "KindToPassWith", "LaneToPass", "LaneToPassWith", "MatchKeys",
-		"RequestKind", "OnEjectionChange", "OnRulesChange", "Policy", "Cache",
+		"RequestKind", "Decide", "Stamp", "OnEjectionChange", "OnRulesChange", "Policy", "Cache",
 	} {
 		_, ok := typ.MethodByName(adapterOnly)
 		assert.False(t, ok, "%s is package adapter's, not the user's", adapterOnly)

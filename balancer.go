@@ -92,6 +92,17 @@ func (lb *LoadBalancer) Keys() Keys {
 	return lb.e().Keys()
 }
 
+// Detach returns a context for work that outlives the request served with
+// ctx (a goroutine that runs after the handler returns): it is not
+// cancelled with ctx and carries the request's routing state (the keys
+// its server side admitted, its trust, the values set with WithValue) and
+// the kind and lane lb decides for it now, rules and canary included,
+// fixed: every pick and call made with it has that kind unless the call
+// carries a gray key of its own. It carries none of ctx's other values.
+func (lb *LoadBalancer) Detach(ctx context.Context) context.Context {
+	return lb.e().Detach(ctx)
+}
+
 // Close stops following the Supplier and the rule source, and closes the
 // Cache New made. Picks of services already in use keep serving their
 // last lists; other services give ErrClosed. It cancels the lookups in

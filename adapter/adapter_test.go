@@ -100,50 +100,6 @@ func TestSurface(t *testing.T) {
 	assert.Same(t, lb, b.LoadBalancer())
 }
 
-func TestPass(t *testing.T) {
-	lb := newLB(t, graylb.WithGrayHeader("x-gray"))
-	b := adapter.For(lb)
-	for _, tc := range []struct {
-		d         adapter.Decision
-		untrusted bool
-		want      adapter.Pass
-	}{
-		{adapter.Decision{Kind: graylb.Gray, Source: adapter.FromKey}, false, adapter.Pass{}},
-		{adapter.Decision{Kind: graylb.Prod, Source: adapter.FromDefault}, false, adapter.Pass{}},
-		{adapter.Decision{Kind: graylb.Prod, Source: adapter.FromDefault}, true, adapter.Pass{GrayKey: "x-gray", Gray: "false"}},
-		{adapter.Decision{Kind: graylb.Gray, Source: adapter.FromRules, Lane: "v2"}, false,
-			adapter.Pass{GrayKey: "x-gray", Gray: "true", VersionKey: "version", Version: "v2"}},
-		{adapter.Decision{Kind: graylb.Gray, Source: adapter.FromContext}, false, adapter.Pass{GrayKey: "x-gray", Gray: "true"}},
-	} {
-		assert.Equal(t, tc.want, b.Pass(tc.d, tc.untrusted), "%+v untrusted=%v", tc.d, tc.untrusted)
-	}
-	ctx := graylb.WithValue(context.Background(), "x-gray", "true")
-	d := b.Decide(ctx, nil)
-	assert.Equal(t, adapter.Decision{Kind: graylb.Gray, Source: adapter.FromContext}, d)
-	assert.Equal(t, b.Pass(d, false), b.PassFor(ctx, nil), "PassFor is Pass of Decide")
-
-	// A key the call carries travels: nothing to write, unless untrusted.
-	assert.Equal(t, adapter.Pass{}, b.PassFor(context.Background(), gray("true")))
-	untrusted := adapter.WithUntrustedCaller(context.Background())
-	assert.Equal(t, adapter.Pass{GrayKey: "x-gray", Gray: "false"}, b.PassFor(untrusted, nil))
-}
-
-// PassFor writes the lane a match rule chose, under the version key.
-func TestPassForLane(t *testing.T) {
-	lb := newLB(t, graylb.WithRules(graylb.Rules{Matches: []graylb.Match{{Key: "uid", Exact: "carol", Version: "v2"}}}))
-	b := adapter.For(lb)
-	uid := graylb.ContextHandlerFunc(func(_ context.Context, name string) string {
-		if name == "uid" {
-			return "carol"
-		}
-		return ""
-	})
-	p := b.PassFor(context.Background(), uid)
-	assert.Equal(t, "version", p.VersionKey)
-	assert.Equal(t, "v2", p.Version)
-	assert.Equal(t, []string{"uid"}, b.MatchKeys())
-}
-
 // The surface adds no allocation: routing, starting and reporting a call
 // allocate nothing, as the LoadBalancer's own pick does not.
 func TestSurfaceAllocatesNothing(t *testing.T) {
@@ -156,7 +112,6 @@ func TestSurfaceAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, func() {
 		r, _ := b.Route(ctx, "svc", h)
 		r.Start().End(adapter.OK)
-		_ = b.Pass(r.Decision, false)
 	})
 	assert.Zero(t, allocs)
 }
@@ -172,67 +127,4 @@ func TestForIsOnePerLoadBalancer(t *testing.T) {
 	assert.NotSame(t, b, adapter.For(newLB(t)), "each LoadBalancer has its own Balancer")
 	allocs := testing.AllocsPerRun(200, func() { _ = adapter.For(lb) })
 	assert.Zero(t, allocs)
-}
-
-// PassFor decides once: each key the decision needs is read once per call
-// (a gRPC adapter pays a copy for each read of outgoing metadata), and the
-// kind and the lane it writes come from that one decision.
-func TestPassForDecidesOnce(t *testing.T) {
-	lb := newLB(t, graylb.WithRules(graylb.Rules{Matches: []graylb.Match{{Key: "uid", Exact: "carol", Version: "v2", Gray: true}}}))
-	b := adapter.For(lb)
-	reads := map[string]int{}
-	uid := graylb.ContextHandlerFunc(func(_ context.Context, name string) string {
-		reads[name]++
-		if name == "uid" {
-			return "carol"
-		}
-		return ""
-	})
-	p := b.PassFor(context.Background(), uid)
-	assert.Equal(t, adapter.Pass{GrayKey: "gray", Gray: "true", VersionKey: "version", Version: "v2"}, p)
-	for name, n := range reads {
-		assert.Equal(t, 1, n, "PassFor read %q %d times", name, n)
-	}
-}
-
-// PassFor writes what Pass writes for Decide's decision, for every mix of
-// rules, call keys, context values and trust (the canary at 0 or 100, so
-// that one decision is the same as two).
-func TestPassForAgreesWithDecide(t *testing.T) {
-	rules := []graylb.Rules{
-		{},
-		{GrayUsers: []string{"alice"}},
-		{CanaryPercent: 100},
-		{Matches: []graylb.Match{{Key: "uid", Exact: "carol", Version: "v2", Gray: true}, {Key: "uid", Exact: "dave", Version: "v3"}}},
-		{GrayUsers: []string{"alice"}, Matches: []graylb.Match{{Key: "uid", Exact: "carol", Version: "v2"}}},
-	}
-	values := []string{"", "true", "false", "junk"}
-	users := []string{"", "alice", "carol", "dave"}
-	versions := []string{"", "v9"}
-	for ri, rl := range rules {
-		lb := newLB(t, graylb.WithRules(rl))
-		b := adapter.For(lb)
-		for _, g := range values {
-			for _, u := range users {
-				for _, v := range versions {
-					for _, ctxGray := range []string{"", "true"} {
-						for _, untrusted := range []bool{false, true} {
-							call := graylb.ContextHandlerFunc(func(_ context.Context, name string) string {
-								return map[string]string{"gray": g, "uid": u, "version": v}[name]
-							})
-							ctx := context.Background()
-							if ctxGray != "" {
-								ctx = graylb.WithValue(ctx, "gray", ctxGray)
-							}
-							if untrusted {
-								ctx = adapter.WithUntrustedCaller(ctx)
-							}
-							want := b.Pass(b.Decide(ctx, call), untrusted)
-							assert.Equal(t, want, b.PassFor(ctx, call), "rules %d gray=%q uid=%q version=%q ctx=%q untrusted=%v", ri, g, u, v, ctxGray, untrusted)
-						}
-					}
-				}
-			}
-		}
-	}
 }

@@ -52,9 +52,9 @@ type Admission struct {
 // transport the call came over and whatever transport the calls it makes
 // use. It is safe for concurrent use.
 type Admitter struct {
-	b       *Balancer
-	names   []string // lower case, each once: the LoadBalancer's keys, then the extra ones
-	userKey string   // lower case
+	b                         *Balancer
+	names                     []string // lower case, each once: the LoadBalancer's keys, then the extra ones
+	grayKey, userKey, version string   // lower case: the keys whose role the state keeps
 }
 
 // Admitter returns the Admitter of the LoadBalancer's keys (gray, user,
@@ -65,7 +65,7 @@ type Admitter struct {
 func (b *Balancer) Admitter(extra ...string) *Admitter {
 	keys := b.Keys()
 	keys.Match = nil
-	a := &Admitter{b: b, userKey: routestate.Lower(keys.User)}
+	a := &Admitter{b: b, grayKey: routestate.Lower(keys.Gray), userKey: routestate.Lower(keys.User), version: routestate.Lower(keys.Version)}
 	for _, n := range append(keys.Names(), extra...) {
 		if n = routestate.Lower(n); n != "" && !has(a.names, n) {
 			a.names = append(a.names, n)
@@ -82,10 +82,15 @@ func (a *Admitter) Routing(name string) bool {
 
 // Admit admits the incoming call whose keys c holds, served with ctx, and
 // returns ctx carrying its routing state: the values of the routing keys
-// c carries (after the trust boundary and the program's user id did their
-// part, see Admission), whether the caller is trusted, and room for the
-// canary's draw, made once for the request. A context that already carries a
-// state of an untrusted caller (an outer server side) stays untrusted.
+// c carries, or its baggage does when the LoadBalancer reads baggage
+// (WithBaggage; a key the call carries wins), after the trust
+// boundary and the program's user id did their part (see Admission);
+// which of them is the gray key, the user id and the version, so that a
+// LoadBalancer whose names differ reads them there; whether the caller is
+// trusted; and room for the canary's draw, made once for the request. For
+// an untrusted caller the routing members go from the call's baggage
+// header and from the baggage ctx carries. A context that already carries
+// a state of an untrusted caller (an outer server side) stays untrusted.
 // Admit modifies c only for an untrusted caller or with Admission.User.
 func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.Context {
 	if ctx == nil {
@@ -96,6 +101,7 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 	}
 	untrusted := how.Untrusted || routestate.From(ctx).IsUntrusted()
 	match := a.b.MatchKeys()
+	bag := a.b.baggage()
 	if untrusted {
 		// By name, in every letter case: whatever else the call carries.
 		for _, n := range a.names {
@@ -103,6 +109,10 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 		}
 		for _, n := range match {
 			c.Delete(n)
+		}
+		if bag != nil {
+			stripBaggage(bag, c, a.Routing)
+			ctx = bag.ContextWithout(ctx, a.Routing)
 		}
 	}
 	if how.User != nil {
@@ -119,21 +129,31 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 			c.Set(a.userKey, u)
 		}
 	}
+	var members []string // the values of a.names then match in the call's baggage
+	if bag != nil && !untrusted {
+		if v := c.Get(bag.Header()); v != "" {
+			members = bag.Members(v, append(append([]string(nil), a.names...), match...))
+		}
+	}
 	var st *routestate.State // made on the first key kept: one allocation
-	keep := func(n string) {
-		if v := c.Get(n); v != "" {
+	keep := func(n string, i int) {
+		v := c.Get(n)
+		if v == "" && i < len(members) {
+			v = members[i] // a key the call carries wins over its baggage
+		}
+		if v != "" {
 			if st == nil {
 				st = routestate.New(nil, untrusted)
 			}
 			st.Add(n, v)
 		}
 	}
-	for _, n := range a.names {
-		keep(n)
+	for i, n := range a.names {
+		keep(n, i)
 	}
-	for _, n := range match {
+	for i, n := range match {
 		if !has(a.names, n) {
-			keep(n)
+			keep(n, len(a.names)+i)
 		}
 	}
 	if st == nil {
@@ -142,7 +162,36 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 		}
 		st = routestate.New(nil, untrusted)
 	}
+	// What each key means to this LoadBalancer: one whose names differ
+	// reads the kind, user and version there.
+	st.SetRole(routestate.RoleGray, a.grayKey)
+	st.SetRole(routestate.RoleUser, a.userKey)
+	st.SetRole(routestate.RoleVersion, a.version)
 	return routestate.With(ctx, st)
+}
+
+// stripBaggage deletes from c's baggage header the members drop names,
+// the header itself when none is left.
+func stripBaggage(bag Baggage, c Carrier, drop func(string) bool) {
+	h := bag.Header()
+	v := c.Get(h)
+	if v == "" {
+		return
+	}
+	switch nv := bag.Without(v, drop); {
+	case nv == "":
+		c.Delete(h)
+	case nv != v:
+		c.Set(h, nv)
+	}
+}
+
+// baggage is the LoadBalancer's Baggage, nil when it reads none.
+func (b *Balancer) baggage() Baggage {
+	if b == nil {
+		return nil
+	}
+	return b.e().Baggage()
 }
 
 // noKeys is the Carrier of a call that carries no key.

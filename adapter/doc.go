@@ -27,38 +27,27 @@
 //
 // A client side does, for each call it makes:
 //
-//  1. Read the request's keys: [Balancer.Keys] names the gray, user and
-//     version keys, [Balancer.MatchKeys] the keys the match rules in force
-//     read (per request: rules change at run time). The adapter passes a
-//     graylb.ContextHandler that reads its outgoing call's headers or
-//     metadata to the methods below; the admitted keys of the request
-//     being served are read after it by the LoadBalancer itself.
-//  2. Decide the kind once: [Balancer.Route] decides while routing and
-//     returns the [Decision] in its [Route]; an adapter that writes the
-//     decision without routing (a client interceptor ahead of a balancer)
-//     asks [Balancer.Decide].
-//  3. Pick: [Route.Start] picks a candidate and starts a [Call];
+//  1. Route: [Balancer.Route] reads the call's keys through a
+//     graylb.ContextHandler over its outgoing headers or metadata (then the
+//     request's admitted keys), decides the kind once and returns the
+//     [Decision] and the candidates in a [Route]. An adapter that reaches
+//     instances through endpoints of its own (gRPC's SubConns, a
+//     framework's nodes) routes over them with [NewEndpoints];
+//     [Balancer.NewRouter] routes over an instance list it is handed.
+//  2. Pick: [Route.Start] picks a candidate and starts a [Call]
+//     ([EndpointRoute.Start] yields the endpoint's handle too);
 //     [Balancer.Reroute] gives a retry's candidates around the instances
-//     that failed. An adapter that reaches instances through endpoints of
-//     its own (gRPC's SubConns, a framework's nodes) routes over them
-//     with [NewEndpoints]: [EndpointRoute.Start] yields the picked
-//     endpoint's handle and its Call, the LoadBalancer's policy picking
-//     among the usable ones. [Balancer.NewRouter] routes over an instance
-//     list the adapter is handed.
-//  4. End the call with its [Result]: [Call.End] (OK, Failed, Cancelled,
-//     DeadlineNoAnswer, DeadlineAnswered), which feeds the instance's
+//     that failed.
+//  3. End the call with its [Result]: [Call.End] feeds the instance's
 //     Stats (ejection, P2C) and the CallObserver alike whatever the
-//     policy; [ResultOf] reads what an error says without the transport
-//     (cancelled, the caller's deadline); an answer's status is read by
-//     [HTTPResult], or [GRPCResult] for a gRPC code the server sent, the
-//     one reading every adapter shares so that an instance counts the
-//     same over every transport; the adapter maps its transport's other
-//     errors; [Balancer.Report] reports a result obtained without a
-//     Call.
-//  5. Write the keys for the next hop: the admitted keys the outgoing call
-//     does not carry ([KeptFrom]), then the pairs [Balancer.Pass] gives for
-//     the Route's Decision ([Balancer.PassFor] for a call that has no Route
-//     of its own: a client interceptor ahead of a balancer).
+//     policy, when the caller is done with the answer; [HTTPResult] and
+//     [GRPCResult] are the one reading of an answer's status every adapter
+//     shares; [ResultOf] reads what an error says without the transport;
+//     [Balancer.Report] reports a result obtained without a Call.
+//  4. Write the next hop: [Balancer.Stamp] over a [Carrier] of the
+//     outgoing call's keys, the mirror of Admit (with a nil Decision for a
+//     call that has no Route of its own: a client interceptor ahead of a
+//     balancer).
 //
 // Lifecycle: [Balancer.OnRulesChange] and [Balancer.OnEjectionChange] say
 // when routing an adapter keeps of its own must be rebuilt;

@@ -39,8 +39,6 @@ func Example() {
 
 	send := func(in headers) {
 		ctx := context.WithValue(context.Background(), headersKey{}, in)
-		// 1. The keys the adapter reads (and propagates) by name.
-		keys := b.Keys()
 		// 2 and 3. Decide the kind once and route.
 		route, err := b.Route(ctx, "orders", reader{})
 		if err != nil {
@@ -48,21 +46,10 @@ func Example() {
 			return
 		}
 		call := route.Start()
-		// The outgoing request: the incoming keys passed on, then the
-		// decision for the next hop.
+		// The outgoing request: the request's routing state, written by
+		// the mirror of admission.
 		out := headers{}
-		for _, n := range keys.Names() {
-			if v := in[strings.ToLower(n)]; v != "" {
-				out[strings.ToLower(n)] = v
-			}
-		}
-		p := b.Pass(route.Decision, adapter.UntrustedCaller(ctx))
-		if p.GrayKey != "" {
-			out[strings.ToLower(p.GrayKey)] = p.Gray
-		}
-		if p.VersionKey != "" && out[strings.ToLower(p.VersionKey)] == "" {
-			out[strings.ToLower(p.VersionKey)] = p.Version
-		}
+		b.Stamp(ctx, mapOut(out), &route.Decision)
 		// ... send out to call.Instance over the transport ...
 		// 4. End the call with its result.
 		call.End(adapter.OK)
@@ -76,3 +63,10 @@ func Example() {
 	// 10.0.0.1:80 orders/prod: wrote gray=""
 	// 10.0.0.2:80 orders/gray: wrote gray="true"
 }
+
+// mapOut is headers as the Carrier Stamp writes.
+type mapOut headers
+
+func (m mapOut) Get(name string) string { return m[strings.ToLower(name)] }
+func (m mapOut) Set(name, v string)     { m[strings.ToLower(name)] = v }
+func (m mapOut) Delete(name string)     { delete(m, strings.ToLower(name)) }

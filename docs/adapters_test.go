@@ -31,8 +31,8 @@ func TestAdapterSurface(t *testing.T) {
 	}
 	defer lb.Close()
 	ctx := context.WithValue(context.Background(), mapKey{}, map[string]string{"uid": "carol"})
-	out := map[string]string{}
-	send := func(graylb.Instance, map[string]string) error { return nil }
+	out := mapCarrier{}
+	send := func(graylb.Instance, mapCarrier) error { return nil }
 
 	// snippet: adapter-call
 	b := adapter.For(lb) // once, when the adapter is built
@@ -43,15 +43,10 @@ func TestAdapterSurface(t *testing.T) {
 	}
 	call := route.Start() // pick
 
-	// write the decision for the next hop: the kind, and a match rule's lane
-	// unless the call carries a version
-	p := b.Pass(route.Decision, adapter.UntrustedCaller(ctx))
-	if p.GrayKey != "" {
-		out[p.GrayKey] = p.Gray
-	}
-	if p.VersionKey != "" && out[p.VersionKey] == "" {
-		out[p.VersionKey] = p.Version
-	}
+	// write the request's routing state for the next hop, the mirror of Admit:
+	// the admitted keys, the kind, and a match rule's lane unless the call
+	// carries a version (out is the outgoing call's keys, an adapter.Carrier)
+	b.Stamp(ctx, out, &route.Decision)
 	err = send(call.Instance, out)
 	call.End(adapter.Answer(err != nil)) // end the call with its result
 	// end snippet

@@ -9,7 +9,6 @@ require (
 	github.com/graylb/graylb/kratos v0.1.0
 	github.com/graylb/graylb/nacos v0.1.0
 	github.com/graylb/graylb/otelgraylb v0.1.0
-	github.com/graylb/graylb/otelgraylb/grpcbaggage v0.1.0
 	github.com/graylb/graylb/redisrules v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.0.0
@@ -108,7 +107,6 @@ replace github.com/graylb/graylb/nacos => ../nacos
 
 replace github.com/graylb/graylb/otelgraylb => ../otelgraylb
 
-replace github.com/graylb/graylb/otelgraylb/grpcbaggage => ../otelgraylb/grpcbaggage
 
 replace github.com/graylb/graylb/redisrules => ../redisrules
 

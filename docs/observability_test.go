@@ -14,7 +14,6 @@ import (
 	"github.com/graylb/graylb/grpcctx"
 	"github.com/graylb/graylb/httpctx"
 	"github.com/graylb/graylb/otelgraylb"
-	"github.com/graylb/graylb/otelgraylb/grpcbaggage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -134,18 +133,14 @@ func TestOTelBaggageHTTP(t *testing.T) {
 	isInternal := func(r *http.Request) bool { return r.Header.Get("X-Internal") == "yes" }
 
 	// snippet: otel-baggage-http
-	lb, err := graylb.New(reg, graylb.WithContextHandler(httpctx.Handler(), otelgraylb.Handler()))
+	lb, err := graylb.New(reg, otelgraylb.WithBaggage())
 	if err != nil {
 		log.Fatal(err)
 	}
-
-	// server side: keep gray/uid/version from a trusted caller's baggage
-	h := otelgraylb.Middleware(lb, otelgraylb.WithTrusted(isInternal))(
-		httpctx.Middleware(lb, httpctx.WithTrusted(isInternal))(mux))
-
-	// client side (opt-in): write them into the outgoing baggage, after the Transport routed
-	client := &http.Client{Transport: httpctx.NewTransport(lb,
-		httpctx.WithBase(otelgraylb.NewTransport(lb, nil)))}
+	// nothing else: the middleware admits the routing members of a trusted caller's
+	// baggage, and the Transport writes the request's keys into the next hop's
+	h := httpctx.Middleware(lb, httpctx.WithTrusted(isInternal))(mux)
+	client := &http.Client{Transport: httpctx.NewTransport(lb)}
 	// end snippet
 
 	defer lb.Close()
@@ -171,11 +166,11 @@ func TestOTelBaggageHTTP(t *testing.T) {
 	}
 }
 
-// docs/observability.md: baggage over gRPC (the grpcbaggage module).
+// Baggage over gRPC: the same option, the interceptors read and write it.
 func TestOTelBaggageGRPC(t *testing.T) {
 	reg := graylb.NewRegistry()
 	grpcService(t, reg, "svc")
-	lb, err := graylb.New(reg, graylb.WithContextHandler(grpcctx.Handler(), otelgraylb.Handler()))
+	lb, err := graylb.New(reg, otelgraylb.WithBaggage())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +179,8 @@ func TestOTelBaggageGRPC(t *testing.T) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		return len(md.Get("x-internal")) > 0
 	}
-
-	// snippet: otel-baggage-grpc
-	srv := grpc.NewServer(append(grpcctx.ServerOptions(lb, grpcctx.WithTrusted(p)),
-		grpcbaggage.ServerOptions(lb, grpcbaggage.WithTrusted(p))...)...)
-	conn, err := grpc.NewClient("graylb:///svc", append(append(grpcctx.DialOptions(lb),
-		grpcbaggage.DialOptions(lb)...), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	// end snippet
-
+	srv := grpc.NewServer(grpcctx.ServerOptions(lb, grpcctx.WithTrusted(p))...)
+	conn, err := grpc.NewClient("graylb:///svc", append(grpcctx.DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,10 @@ import (
 	"net/http"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/adapter"
 	"github.com/graylb/graylb/grpcctx"
 	"github.com/graylb/graylb/httpctx"
 	"github.com/zeromicro/go-zero/rest"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 )
 
 // InterceptorAdder is what AddServerInterceptors needs of a server:
@@ -42,27 +40,21 @@ func AddServerInterceptors(s InterceptorAdder, lb *graylb.LoadBalancer, opts ...
 // edge: no routing header of an untrusted caller is kept or passed on).
 // Every call the handler makes with r.Context() keeps the request's kind:
 // zrpc calls through clients made with ClientOptions or NewClient, and
-// HTTP calls through httpctx.Transport. The admitted headers are also put
-// on the context as outgoing gRPC metadata, so that a zrpc client made
-// without graylb's options (etcd discovery) carries them to the next hop;
-// a header that gRPC metadata cannot carry (grpcctx.CanCarry) is left out,
-// so the call does not fail for it. A handler that replaces the context's
-// outgoing metadata (metadata.NewOutgoingContext) rather than appending to
-// it drops them for such a client.
+// HTTP calls through httpctx.Transport. The request's routing state is
+// also written on the context's outgoing gRPC metadata (grpcctx.NextHop),
+// so that a zrpc client made without graylb's options (etcd discovery)
+// carries it to the next hop; a header that gRPC metadata cannot carry
+// (grpcctx.CanCarry) is left out, so the call does not fail for it. A
+// handler that replaces the context's outgoing metadata
+// (metadata.NewOutgoingContext) rather than appending to it drops it for
+// such a client.
 func Middleware(lb *graylb.LoadBalancer, opts ...httpctx.MiddlewareOption) rest.Middleware {
 	mw := httpctx.Middleware(lb, opts...)
+	nextHop := grpcctx.NextHop(lb)
 	return func(next http.HandlerFunc) http.HandlerFunc {
 		return mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if kept := adapter.KeptFrom(r.Context()); kept.Len() > 0 {
-				kv := make([]string, 0, 2*kept.Len())
-				for i := 0; i < kept.Len(); i++ {
-					if k, v := kept.At(i); grpcctx.CanCarry(k, v) {
-						kv = append(kv, k, v)
-					}
-				}
-				if len(kv) > 0 {
-					r = r.WithContext(metadata.AppendToOutgoingContext(r.Context(), kv...))
-				}
+			if ctx := nextHop(r.Context()); ctx != r.Context() {
+				r = r.WithContext(ctx)
 			}
 			next(w, r)
 		})).ServeHTTP

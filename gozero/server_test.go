@@ -60,10 +60,10 @@ func TestMiddlewareCarriesKeptHeadersToGRPC(t *testing.T) {
 	}
 }
 
-// The rest middleware also puts the routing headers it admitted on the
-// context as outgoing gRPC metadata, so that a zrpc client made without
-// graylb's options (etcd discovery) carries them to the next hop too; none
-// of an untrusted caller's, and no other header.
+// The rest middleware also writes the request's routing state on the
+// context's outgoing gRPC metadata, so that a zrpc client made without
+// graylb's options (etcd discovery) carries it to the next hop too; none
+// of an untrusted caller's keys, and no other header.
 func TestMiddlewarePutsAdmittedHeadersOnOutgoingMetadata(t *testing.T) {
 	lb, err := graylb.New(graylb.NewRegistry())
 	require.NoError(t, err)
@@ -84,7 +84,8 @@ func TestMiddlewarePutsAdmittedHeadersOnOutgoingMetadata(t *testing.T) {
 		{"not carried by gRPC", http.Header{"X-Internal-Token": {"s3cret"}, "Gray": {"true"}, "Uid": {"é"}, "Version": {"v1\tv2"}, "X!odd": {"1"}, "Grpc-Timeout": {"1S"}},
 			metadata.MD{"gray": {"true"}}},
 		{"trusted, no routing header", http.Header{"X-Internal-Token": {"s3cret"}, "Other": {"x"}}, nil},
-		{"untrusted", http.Header{"Gray": {"true"}, "GRAY": {"true"}, "uid": {"alice"}}, nil},
+		// None of an untrusted caller's keys; its side settled: prod, written.
+		{"untrusted", http.Header{"Gray": {"true"}, "GRAY": {"true"}, "uid": {"alice"}}, metadata.MD{"gray": {"false"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got = nil

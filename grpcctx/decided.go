@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/graylb/graylb/adapter"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -62,23 +61,40 @@ func (c *decidedCtx) Value(key any) any {
 // per call.
 const maxDecided = 64
 
-// decisions makes the outgoing metadata of each decision (an
-// adapter.Pass) once and keeps it. An MD stored here is never modified:
-// package metadata and grpc-go only read it, from any goroutine.
+// decided is a decision as written on a call: the gray key's value and
+// the lane, "" for each not written.
+type decided struct{ gray, lane string }
+
+// decisions makes the outgoing metadata of each decision once and keeps
+// it. An MD stored here is never modified: package metadata and grpc-go
+// only read it, from any goroutine.
 type decisions struct {
-	grayKey, versionKey string // lower case, as metadata keys
-	mu                  sync.Mutex
-	made                atomic.Pointer[map[adapter.Pass]context.Context]
+	grayKey, versionKey     string // lower case, as metadata keys
+	grayConfig, versionConf string // as the LoadBalancer names them
+	mu                      sync.Mutex
+	made                    atomic.Pointer[map[decided]context.Context]
 }
 
 func newDecisions(grayKey, versionKey string) *decisions {
-	return &decisions{grayKey: lower(grayKey), versionKey: lower(versionKey)}
+	return &decisions{grayKey: lower(grayKey), versionKey: lower(versionKey), grayConfig: grayKey, versionConf: versionKey}
+}
+
+// lower is name as a metadata key, without allocating for the
+// LoadBalancer's own keys.
+func (d *decisions) lower(name string) string {
+	switch name {
+	case d.grayConfig:
+		return d.grayKey
+	case d.versionConf:
+		return d.versionKey
+	}
+	return lower(name)
 }
 
 // with returns ctx carrying p's pairs (p has at least one) as outgoing
 // metadata: a decidedCtx when ctx has no outgoing metadata, else ctx with
 // the pairs appended.
-func (d *decisions) with(ctx context.Context, p adapter.Pass) context.Context {
+func (d *decisions) with(ctx context.Context, p decided) context.Context {
 	if outgoingKey != nil && ctx.Value(outgoingKey) == nil {
 		if md := d.of(p); md != nil {
 			return &decidedCtx{Context: ctx, md: md}
@@ -86,18 +102,18 @@ func (d *decisions) with(ctx context.Context, p adapter.Pass) context.Context {
 	}
 	var pairs [4]string // on the stack
 	add := pairs[:0]
-	if p.GrayKey != "" {
-		add = append(add, d.grayKey, p.Gray)
+	if p.gray != "" {
+		add = append(add, d.grayKey, p.gray)
 	}
-	if p.VersionKey != "" {
-		add = append(add, d.versionKey, p.Version)
+	if p.lane != "" {
+		add = append(add, d.versionKey, p.lane)
 	}
 	return metadata.AppendToOutgoingContext(ctx, add...)
 }
 
 // of returns the context holding p's metadata, made on p's first call
 // (nil when maxDecided are kept already).
-func (d *decisions) of(p adapter.Pass) context.Context {
+func (d *decisions) of(p decided) context.Context {
 	if m := d.made.Load(); m != nil {
 		if c, ok := (*m)[p]; ok {
 			return c
@@ -117,14 +133,14 @@ func (d *decisions) of(p adapter.Pass) context.Context {
 		return nil
 	}
 	md := metadata.MD{}
-	if p.GrayKey != "" {
-		md[d.grayKey] = []string{p.Gray}
+	if p.gray != "" {
+		md[d.grayKey] = []string{p.gray}
 	}
-	if p.VersionKey != "" {
-		md[d.versionKey] = []string{p.Version}
+	if p.lane != "" {
+		md[d.versionKey] = []string{p.lane}
 	}
 	c := metadata.NewOutgoingContext(context.Background(), md)
-	next := make(map[adapter.Pass]context.Context, n+1)
+	next := make(map[decided]context.Context, n+1)
 	if old != nil {
 		for k, v := range *old {
 			next[k] = v

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/graylb/graylb/adapter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/metadata"
@@ -29,7 +28,7 @@ func TestDecided_ReadsAsTheCallsContext(t *testing.T) {
 	d := newDecisions("Gray", "Version")
 	type k struct{}
 	parent, cancel := context.WithTimeout(context.WithValue(context.Background(), k{}, "v"), time.Minute)
-	p := adapter.Pass{GrayKey: "Gray", Gray: "true", VersionKey: "Version", Version: "v2"}
+	p := decided{gray: "true", lane: "v2"}
 	ctx := d.with(parent, p)
 	require.IsType(t, &decidedCtx{}, ctx)
 	assert.Equal(t, "v", ctx.Value(k{}))
@@ -60,7 +59,7 @@ func TestDecided_ReadsAsTheCallsContext(t *testing.T) {
 func TestDecided_CallsOwnMetadataIsKept(t *testing.T) {
 	d := newDecisions("gray", "version")
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-a", "1")
-	out := d.with(ctx, adapter.Pass{GrayKey: "gray", Gray: "false"})
+	out := d.with(ctx, decided{gray: "false"})
 	_, decided := out.(*decidedCtx)
 	assert.False(t, decided)
 	md, _ := metadata.FromOutgoingContext(out)
@@ -78,13 +77,13 @@ func TestDecided_ConcurrentAndBounded(t *testing.T) {
 			defer wg.Done()
 			for i := range 2 * maxDecided {
 				lane := "v" + strconv.Itoa((i+g)%(2*maxDecided))
-				ctx := d.with(context.Background(), adapter.Pass{VersionKey: "version", Version: lane})
+				ctx := d.with(context.Background(), decided{lane: lane})
 				assert.Equal(t, []string{lane}, metadata.ValueFromOutgoingContext(ctx, "version"))
 			}
 		}()
 	}
 	wg.Wait()
 	assert.Len(t, *d.made.Load(), maxDecided)
-	first := d.of(adapter.Pass{GrayKey: "gray", Gray: "true"})
+	first := d.of(decided{gray: "true"})
 	assert.Nil(t, first, "past the bound nothing more is kept")
 }

@@ -160,53 +160,39 @@ func ServerOptions(lb *graylb.LoadBalancer, opts ...Option) []grpc.ServerOption 
 	}
 }
 
-// outgoing prepares a call's context: the routing keys admitted for the
-// request being served (over any transport) that the call's outgoing
-// metadata lacks are appended, and when lb's rules (a gray user,
-// a match rule, the canary), a context value or the caller's own flag
-// decided the kind, the kind is written under the gray key, and a lane a
-// match rule gave the call under the version key. The picker then reads
-// those keys, so the decision is made once per call, and every later hop
-// routes the same way.
-//
-// Everything is appended at once (each append costs a context and three
-// allocations): the kept values, then the decision. A decision alone, on a
-// call without outgoing metadata of its own (a handler's context, a rule
-// that decided), is not appended: the call's context gets the decision's
+// outgoing prepares a call's context: the request's routing state
+// written on its outgoing metadata (adapter.Balancer.Stamp), so that the
+// picker reads the decision made here and every later hop routes the same
+// way. The pairs go on at once (each append costs a context and three
+// allocations); a decision alone, on a call without outgoing metadata of
+// its own (a handler's context, a rule that decided), gets the decision's
 // metadata, made once per kind and lane (see decidedCtx; one allocation).
+// A nil lb passes the admitted keys on.
 func outgoing(ctx context.Context, lb *adapter.Balancer, d *decisions) context.Context {
-	var kv []string
-	kept := adapter.KeptFrom(ctx)
-	for i := 0; i < kept.Len(); i++ {
-		// A key admitted over another transport (an HTTP header) that gRPC
-		// metadata cannot carry is not sent: the call would fail for it.
-		if k, v := kept.At(i); CanCarry(k, v) && len(metadata.ValueFromOutgoingContext(ctx, k)) == 0 {
-			kv = append(kv, k, v)
-		}
-	}
-	if lb == nil {
-		if len(kv) > 0 {
-			ctx = metadata.AppendToOutgoingContext(ctx, kv...)
-		}
-		return ctx
-	}
-	// The decision for the next hop, under the lower-case metadata keys.
-	// (The handler reads the kept values behind the call's own, as they
-	// go out.)
-	p := lb.PassFor(ctx, handler{})
-	switch {
-	case len(kv) > 0:
-		if p.GrayKey != "" {
-			kv = append(kv, d.grayKey, p.Gray)
-		}
-		if p.VersionKey != "" {
-			kv = append(kv, d.versionKey, p.Version)
-		}
-		ctx = metadata.AppendToOutgoingContext(ctx, kv...)
-	case p.GrayKey != "" || p.VersionKey != "":
-		ctx = d.with(ctx, p)
-	}
+	m := mdOuts.Get().(*mdOut)
+	m.ctx, m.d, m.kv = ctx, d, m.buf[:0]
+	lb.Stamp(ctx, m, nil)
+	ctx = m.apply()
+	clear(m.buf[:])
+	*m = mdOut{del: m.del[:0]}
+	mdOuts.Put(m)
 	return ctx
+}
+
+// NextHop returns a function that writes the routing state of the
+// request a context serves on the context's outgoing metadata, as the
+// client interceptors write it on every call (adapter.Balancer.Stamp): for
+// a gRPC client made without graylb's options, whose calls the
+// interceptors do not see, to carry the request's keys and kind on. A nil
+// lb writes the admitted keys alone.
+func NextHop(lb *graylb.LoadBalancer) func(ctx context.Context) context.Context {
+	var ab *adapter.Balancer
+	keys := graylb.DefaultKeys()
+	if lb != nil {
+		ab, keys = adapter.For(lb), lb.Keys()
+	}
+	d := newDecisions(keys.Gray, keys.Version)
+	return func(ctx context.Context) context.Context { return outgoing(ctx, ab, d) }
 }
 
 // UnaryClientInterceptor passes the kept incoming keys on to the call and

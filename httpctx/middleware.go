@@ -107,12 +107,3 @@ func (h headerCarrier) Delete(name string) {
 		}
 	}
 }
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
-}

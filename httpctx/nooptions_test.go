@@ -46,7 +46,7 @@ func TestNoOptions_TransportReadsTheOutgoingHeader(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		assert.Equal(t, "gray gray=true", get("gray", "true"), "gray: true")
-		assert.Equal(t, "gray gray=TRUE", get("gray", "TRUE"), "gray: TRUE")
+		assert.Equal(t, "gray gray=true", get("gray", "TRUE"), "gray: TRUE travels as the canonical true")
 		assert.Equal(t, "prod gray=false", get("gray", "false"))
 		assert.Equal(t, "prod gray=", get())
 	}

@@ -25,20 +25,16 @@ func has(h http.Header, k string, folded bool) bool {
 // outgoing is the request sent to the instance at addr (c.r): a shallow
 // copy of req (as Request.WithContext makes; a RoundTripper does not
 // modify the request it sends) with its own URL holding the instance's
-// address, the Host it gets and the propagated headers, in one allocation
-// with the body its response will have. The header is req's own until
-// something is written to it, then a clone.
+// address, the Host it gets and the request's routing state (Stamp), in
+// one allocation with the body its response will have. The header is
+// req's own until something is written to it, then a clone.
 //
 // folded: req's header has keys not in canonical form, which the copy's
 // written keys must not stand beside.
-func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter.Route, untrusted, folded bool) *requestCopy {
+func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter.Route, folded bool) *requestCopy {
 	c := &requestCopy{r: *req, u: *req.URL}
 	out := &c.r
 	out.URL = &c.u
-	owned := false
-	if untrusted {
-		out.Header, owned = withoutKeys(out.Header, t.lb.MatchKeys())
-	}
 	out.URL.Host = addr
 	switch {
 	case out.Host == "":
@@ -49,70 +45,100 @@ func (t *Transport) outgoing(req *http.Request, host, addr string, route adapter
 	case t.instanceHost && out.Host == host:
 		out.Host = addr
 	}
-	t.propagate(req, out, route, untrusted, owned, folded)
+	ctx := req.Context()
+	h := &c.h // in c's allocation: Stamp's Carrier costs none of its own
+	h.t, h.h, h.folded, h.kept = t, out.Header, folded, adapter.KeptFrom(ctx)
+	t.lb.Stamp(ctx, h, &route.Decision)
+	out.Header, *h = h.h, headerOut{}
 	return c
 }
 
-// requestCopy is an outgoing request, its URL, and the body of its
-// response (see Transport.answered, body): one allocation per try.
+// requestCopy is an outgoing request, its URL, the body of its response
+// (see Transport.answered, body) and the Carrier its header is written
+// through: one allocation per try.
 type requestCopy struct {
 	r http.Request
 	u url.URL
 	b body
+	h headerOut
 }
 
-// propagate sets the incoming propagated headers the caller did not set,
-// the gray header to the routed kind when it does not travel on its own,
-// and the version header to the lane a match rule gave the request when it
-// carries no version.
-//
-// owned: out.Header is a clone already; else it is cloned before the first
-// write.
-func (t *Transport) propagate(orig, out *http.Request, route adapter.Route, untrusted, owned, folded bool) {
-	kept := adapter.KeptFrom(orig.Context())
-	var spare []string // room for the values written, in the clone's one array
-	own := func() {
-		if !owned {
-			out.Header, spare = cloneHeader(out.Header, kept.Len(), 2)
-			owned = true
+// headerOut is a request's header as the Carrier Stamp writes: it is
+// cloned before the first change (with room for the admitted keys and two
+// values more, in two allocations), a value the request's server side
+// admitted is written as its routing state holds it (a shared one-element
+// slice, no copy), and a key is written in one spelling.
+type headerOut struct {
+	t      *Transport
+	h      http.Header
+	owned  bool
+	folded bool // h has keys not in canonical form
+	kept   adapter.Kept
+	spare  []string // room for values written, in the clone's one array
+}
+
+func (o *headerOut) own() {
+	if !o.owned {
+		o.h, o.spare = cloneHeader(o.h, o.kept.Len(), 2)
+		o.owned = true
+	}
+}
+
+// name is the canonical form of name, without allocating for the
+// LoadBalancer's keys.
+func (o *headerOut) name(name string) string {
+	if c, ok := o.t.canon[name]; ok {
+		return c
+	}
+	return canonical(name)
+}
+
+func (o *headerOut) Get(name string) string {
+	ck := o.name(name)
+	if v := o.h[ck]; len(v) > 0 || !o.folded {
+		if len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	return get(o.h, name)
+}
+
+func (o *headerOut) Set(name, v string) {
+	o.own()
+	ck := o.name(name)
+	if o.folded {
+		o.drop(ck)
+	}
+	for i := 0; i < o.kept.Len(); i++ {
+		if k, kv := o.kept.At(i); kv == v && strings.EqualFold(k, name) {
+			o.h[ck] = o.kept.Values(i)
+			return
 		}
 	}
-	set := func(key, v string) {
-		own()
-		if len(spare) == 0 {
-			spare = make([]string, 2)
-		}
-		one := spare[:1:1]
-		one[0] = v
-		spare = spare[1:]
-		ck := canonical(key)
-		if folded {
-			for k := range out.Header {
-				if k != ck && len(k) == len(ck) && strings.EqualFold(k, ck) {
-					delete(out.Header, k) // one spelling on the wire: the value written
-				}
-			}
-		}
-		out.Header[ck] = one
+	if len(o.spare) == 0 {
+		o.spare = make([]string, 2)
 	}
-	for i := 0; i < kept.Len(); i++ {
-		name, _ := kept.At(i)
-		if k := t.canonical(name); !has(out.Header, k, folded) {
-			own()
-			out.Header[k] = kept.Values(i)
-		}
+	one := o.spare[:1:1]
+	one[0] = v
+	o.spare = o.spare[1:]
+	o.h[ck] = one
+}
+
+func (o *headerOut) Delete(name string) {
+	if get(o.h, name) == "" && !has(o.h, o.name(name), true) {
+		return
 	}
-	// A kind the call carries travels as it is (above); one that rules, a
-	// context value or the caller's own flag decided is written, so every
-	// later hop routes the same way. Nothing is written for a request
-	// nobody classified: later hops' canary and match rules still apply.
-	p := t.lb.Pass(route.Decision, untrusted)
-	if p.VersionKey != "" && get(out.Header, p.VersionKey) == "" {
-		set(p.VersionKey, p.Version)
-	}
-	if p.GrayKey != "" {
-		if v := out.Header[canonical(p.GrayKey)]; len(v) != 1 || v[0] != p.Gray {
-			set(p.GrayKey, p.Gray)
+	o.own()
+	delete(o.h, o.name(name))
+	o.drop(o.name(name))
+}
+
+// drop deletes the spellings of ck other than ck itself.
+func (o *headerOut) drop(ck string) {
+	for k := range o.h {
+		if k != ck && len(k) == len(ck) && strings.EqualFold(k, ck) {
+			delete(o.h, k)
 		}
 	}
 }
@@ -138,22 +164,4 @@ func cloneHeader(h http.Header, keys, extra int) (out http.Header, spare []strin
 		i += c
 	}
 	return out, vals[n : n+extra : n+extra]
-}
-
-// withoutKeys returns h without the named keys (in any letter case), h
-// itself when it holds none of them.
-func withoutKeys(h http.Header, names []string) (_ http.Header, cloned bool) {
-	var out http.Header
-	for k := range h {
-		if containsFold(names, k) {
-			if out == nil {
-				out = h.Clone()
-			}
-			delete(out, k)
-		}
-	}
-	if out == nil {
-		return h, false
-	}
-	return out, true
 }

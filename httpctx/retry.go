@@ -108,7 +108,7 @@ func connectFailure(err error) bool {
 // failure, then sends the request again to another instance while the
 // policy allows (see Transport) and returns the first response, or the
 // error saying why it stopped.
-func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader graylb.ContextHandler, rt http.RoundTripper, clone *tlsClone, host string, route adapter.Route, untrusted bool, call adapter.Call, err error) (*http.Response, error) {
+func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader graylb.ContextHandler, rt http.RoundTripper, clone *tlsClone, host string, route adapter.Route, call adapter.Call, err error) (*http.Response, error) {
 	var tried []graylb.Instance
 	var addrs []string
 	isTried := func(in graylb.Instance) bool { // every spelling of an address tried (see Instance.SameAddr)
@@ -148,7 +148,7 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 			return nil, cerr
 		}
 		call = next.Call(i)
-		c := t.outgoing(req, host, t.addrs.of(call.Instance), next, untrusted, !canonicalKeys(req.Header))
+		c := t.outgoing(req, host, t.addrs.of(call.Instance), next, !canonicalKeys(req.Header))
 		if req.GetBody != nil {
 			body, gerr := req.GetBody()
 			if gerr != nil {

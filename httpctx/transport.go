@@ -151,15 +151,6 @@ type Transport struct {
 	canon        map[string]string     // the canonical header form of the LoadBalancer's key names, by lower-case name
 }
 
-// canonical returns the canonical header form of name (a lower-case key
-// name), without allocating for the LoadBalancer's keys.
-func (t *Transport) canonical(name string) string {
-	if c, ok := t.canon[name]; ok {
-		return c
-	}
-	return canonical(name)
-}
-
 // WithFailureStatus sets which response status codes count as a failure
 // of the instance that answered, for outlier detection and latency-aware
 // policies (graylb.WithOutlierDetection, policy.P2C). The default is
@@ -266,17 +257,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	// For an untrusted caller (a trust boundary upstream marked the
-	// context) the side is settled here: match keys in the outgoing
-	// headers (a proxy copies the caller's) do not match, and the kind is
-	// written whatever decided it.
-	untrusted := adapter.UntrustedCaller(req.Context())
+	// context) the side is settled here: no routing key in the outgoing
+	// headers (a proxy copies the caller's) routes, and Stamp deletes them
+	// and writes the kind whatever decided it.
 	routed := req.Header
 	folded := !canonicalKeys(routed) // a key stored in another form (h["gray"]) routes as it travels
 	if folded {
 		routed = canonicalized(routed)
 	}
-	if untrusted {
-		routed, _ = withoutKeys(routed, t.lb.MatchKeys())
+	if adapter.UntrustedCaller(req.Context()) {
+		h := headerOut{t: t, h: routed, folded: folded}
+		t.lb.Untrusted(&h)
+		routed = h.h
 	}
 	// The Transport reads the request's own headers (and those Middleware
 	// kept) itself, whether or not lb has a ContextHandler: as the call's
@@ -303,10 +295,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	call := route.Start()
-	c := t.outgoing(req, host, t.addrs.of(call.Instance), route, untrusted, folded)
+	c := t.outgoing(req, host, t.addrs.of(call.Instance), route, folded)
 	resp, cancel, err := t.send(rt, &c.r)
 	if err != nil {
-		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, untrusted, call, err)
+		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, call, err)
 	}
 	return t.answered(c, resp, call, clone, cancel), nil
 }

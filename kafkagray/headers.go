@@ -54,12 +54,9 @@ func valueString(b []byte) string {
 	return string(b)
 }
 
-// has reports whether the record carries name with a value.
-func (h *headers) has(name string) bool { return h.Get(name) != "" }
+// outgoing is a record's headers as the Carrier Stamp writes and the
+// graylb.ContextHandler it decides with (the record is the call). It
+// holds one pointer, so it is stored in an interface without allocating.
+type outgoing struct{ *headers }
 
-// reader is a record's headers as a graylb.ContextHandler: the record is
-// the call. It holds one pointer, so it is stored in an interface without
-// allocating.
-type reader struct{ h *headers }
-
-func (r reader) Value(_ context.Context, name string) string { return r.h.Get(name) }
+func (o outgoing) Value(_ context.Context, name string) string { return o.Get(name) }

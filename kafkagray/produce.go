@@ -3,44 +3,27 @@ package kafkagray
 import (
 	"context"
 
-	"github.com/graylb/graylb/adapter"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Stamp writes on r the routing state of the request served with ctx, for
-// the consumer of r to route as the request did: first each key the
-// request's server side admitted that r does not carry, then the kind as
-// the LoadBalancer decides it for ctx and r's own headers when it did not
-// travel on a key (rules, the canary, the producer's own flag), and the
-// lane a match rule gave when r carries no version. A key r carries is
-// kept as it is. A record produced outside any request is prod: it
-// carries no gray key (absent means prod, as for a request) unless ctx or
-// the LoadBalancer's own flag (graylb.WithSelfGray) says gray. Rules
-// closed while a gray request is served leave its records gray, as its
-// HTTP and gRPC calls pass the gray key on: the group balancer hands the
-// gray partitions to prod consumers while the rules are closed. Stamp reads nothing else of r and is safe to call from
+// the consumer of r to route as the request did (adapter.Balancer.Stamp
+// over r's headers): each key the request's server side admitted that r
+// does not carry, the kind in its canonical spelling whenever something
+// decided it (a key, rules, the canary, the producer's own flag), and the
+// lane a match rule gave when r carries no version. A record produced
+// outside any request, that nothing classified, carries no gray key
+// (absent means prod, as for a request) unless ctx or the LoadBalancer's
+// own flag (graylb.WithSelfGray) says gray. Rules closed while a gray
+// request is served leave its records gray, as its HTTP and gRPC calls
+// pass the gray key on: the group balancer hands the gray partitions to
+// prod consumers while the rules are closed. Stamp is safe to call from
 // many goroutines on different records.
 func (l *Link) Stamp(ctx context.Context, r *kgo.Record) {
 	if r == nil {
 		return
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	h := (*headers)(r)
-	kept := adapter.KeptFrom(ctx)
-	for i := 0; i < kept.Len(); i++ {
-		if k, v := kept.At(i); !h.has(k) {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
-		}
-	}
-	p := l.b.PassFor(ctx, reader{h})
-	if p.GrayKey != "" && !h.has(p.GrayKey) {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: p.GrayKey, Value: []byte(p.Gray)})
-	}
-	if p.VersionKey != "" && !h.has(p.VersionKey) {
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: p.VersionKey, Value: []byte(p.Version)})
-	}
+	l.b.Stamp(ctx, outgoing{(*headers)(r)}, nil)
 }
 
 // Produce stamps r (Stamp) and produces it with cl, as cl.Produce does:

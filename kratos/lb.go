@@ -22,7 +22,6 @@ type (
 	route        = adapter.EndpointRoute[selector.Node]
 	call         = adapter.Call
 	result       = adapter.Result
-	pass         = adapter.Pass
 	admitter     = adapter.Admitter
 	admission    = adapter.Admission
 	kept         = adapter.Kept
@@ -108,13 +107,9 @@ func deadlinePassed(ctx context.Context) bool {
 // routing reads.
 func versionKeyOf(b *balancer) string { return b.VersionMetadataKey() }
 
-// passFor is what to write on the outgoing call in ctx, whose own keys h
-// reads, for the next hop to route the same way: the kind when rules, a
-// context value or the caller's own flag decided it (or the caller is
-// untrusted), and a lane a match rule gave the call.
-func passFor(ctx context.Context, b *balancer, h graylb.ContextHandler) pass {
-	return b.PassFor(ctx, h)
-}
+// stamp writes the request's routing state in ctx on the outgoing call
+// whose keys out holds (adapter.Balancer.Stamp).
+func stamp(ctx context.Context, b *balancer, out adapter.Carrier) { b.Stamp(ctx, out, nil) }
 
 // onRoutingChange calls fn after every change that a routing snapshot
 // does not follow by itself: rules, ejections and readmissions.

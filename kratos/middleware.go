@@ -6,6 +6,7 @@ import (
 	"net/textproto"
 	"reflect"
 	"strings"
+	"sync"
 
 	kmetadata "github.com/go-kratos/kratos/v2/metadata"
 	"github.com/go-kratos/kratos/v2/middleware"
@@ -38,11 +39,9 @@ func WithPropagated(names ...string) Option {
 // rules in force name, and WithPropagated keys, in any letter case) is
 // kept or propagated, and they are removed from the request's header (and,
 // over gRPC, its incoming metadata; and from the server metadata of Kratos'
-// metadata middleware when it ran first) before the handler sees it, and
-// the members of the request's W3C baggage they name are removed from its
-// baggage header. OpenTelemetry's baggage propagation (Kratos' tracing
-// middleware) takes that header onto the context as it runs, which Server
-// cannot undo: at an edge, list Server before the tracing middleware. The
+// metadata middleware when it ran first) before the handler sees it; with
+// otelgraylb.WithBaggage, the members of its W3C baggage they name go from its
+// baggage header and from the context's baggage too. The
 // request then counts as a caller outside the boundary: every call made
 // with its context settles its kind (it writes prod as "false" too), so
 // no later hop's rules can be steered by what the caller sent. pred sees
@@ -96,8 +95,7 @@ func Server(lb *graylb.LoadBalancer, opts ...Option) middleware.Middleware {
 }
 
 // keep admits the request served with ctx; at a trust boundary, for an
-// untrusted request, it removes its routing keys (and the baggage members
-// they name) instead.
+// untrusted request, it removes its routing keys instead.
 func (o *options) keep(ctx context.Context, adm *admitter) context.Context {
 	tr, ok := transport.FromServerContext(ctx)
 	if !ok {
@@ -110,11 +108,7 @@ func (o *options) keep(ctx context.Context, adm *admitter) context.Context {
 	}
 	how.User = o.user
 	ctx = adm.Admit(ctx, c, how)
-	ctx = c.apply(ctx)
-	if how.Untrusted {
-		ctx = stripBaggage(ctx, c.hdr, adm.Routing)
-	}
-	return ctx
+	return c.apply(ctx)
 }
 
 // headerCarrier is a Kratos server request's keys as an adapter.Carrier:
@@ -233,39 +227,6 @@ func removeFromHeader(hdr transport.Header, drop func(string) bool) {
 	}
 }
 
-// baggageKey is the W3C baggage header, which OpenTelemetry's propagation
-// (Kratos' tracing middleware) takes onto the context and writes on every
-// outgoing call.
-const baggageKey = "baggage"
-
-// stripBaggage removes from the request's baggage (header and gRPC
-// incoming metadata) the list members whose key drop names, in any letter
-// case; other members, their properties included, stay as they were.
-func stripBaggage(ctx context.Context, hdr transport.Header, drop func(string) bool) context.Context {
-	vals := hdr.Values(baggageKey)
-	if len(vals) == 0 {
-		return ctx
-	}
-	var keep []string
-	for _, v := range vals {
-		for _, m := range strings.Split(v, ",") {
-			key := m
-			if i := strings.IndexAny(m, "=;"); i >= 0 {
-				key = m[:i]
-			}
-			if m = strings.TrimSpace(m); m != "" && !drop(strings.TrimSpace(key)) {
-				keep = append(keep, m)
-			}
-		}
-	}
-	c := &headerCarrier{ctx: ctx, hdr: hdr}
-	c.Delete(baggageKey)
-	if len(keep) > 0 {
-		c.Set(baggageKey, strings.Join(keep, ","))
-	}
-	return c.apply(ctx)
-}
-
 // Client returns the Kratos client middleware every client adds
 // (kratos/transport/http.WithMiddleware, grpc.WithMiddleware): it writes
 // on the outgoing call's header the routing keys admitted for the request
@@ -286,38 +247,50 @@ func stripBaggage(ctx context.Context, hdr transport.Header, drop func(string) b
 // their headers.)
 func Client(lb *graylb.LoadBalancer) middleware.Middleware {
 	b := balancerOf(lb)
-	grayCanon := textproto.CanonicalMIMEHeaderKey(lb.Keys().Gray)
-	h := newHandler(lb.Keys())
+	keys := lb.Keys()
+	grayKey, grayCanon := keys.Gray, textproto.CanonicalMIMEHeaderKey(keys.Gray)
 	return func(next middleware.Handler) middleware.Handler {
 		return func(ctx context.Context, req interface{}) (interface{}, error) {
 			if tr, ok := transport.FromClientContext(ctx); ok {
-				hdr := tr.RequestHeader()
-				for i, k := 0, keptFrom(ctx); i < k.Len(); i++ {
-					if name, v := k.At(i); hdr.Get(name) == "" {
-						hdr.Set(name, v)
-					}
-				}
-				var p pass
-				if b != nil {
-					p = passFor(ctx, b, h)
-				}
-				if p.GrayKey != "" {
-					if r := httpRequest(tr); r != nil {
-						r.Header[grayCanon] = []string{p.Gray} // Set without canonicalising per call
-					} else {
-						hdr.Set(p.GrayKey, p.Gray)
-					}
-				}
-				if p.VersionKey != "" {
-					hdr.Set(p.VersionKey, p.Version)
-				}
-				if httpRequest(tr) != nil {
+				c := clientHeaders.Get().(*clientHeader)
+				c.hdr, c.req, c.grayKey, c.grayCanon = tr.RequestHeader(), httpRequest(tr), grayKey, grayCanon
+				stamp(ctx, b, c)
+				isHTTP := c.req != nil
+				*c = clientHeader{}
+				clientHeaders.Put(c)
+				if isHTTP {
 					return awaitBody(ctx, req, next)
 				}
 			}
 			return next(ctx, req)
 		}
 	}
+}
+
+// clientHeader is a Kratos client call's header as the Carrier Stamp
+// writes (pooled: a call's Stamp allocates no carrier). The gray key of an
+// HTTP call is set without canonicalising its name per call.
+type clientHeader struct {
+	hdr                transport.Header
+	req                *http.Request // the HTTP call's, nil over gRPC
+	grayKey, grayCanon string
+}
+
+var clientHeaders = sync.Pool{New: func() any { return new(clientHeader) }}
+
+func (c *clientHeader) Get(name string) string                      { return c.hdr.Get(name) }
+func (c *clientHeader) Value(_ context.Context, name string) string { return c.hdr.Get(name) }
+
+func (c *clientHeader) Set(name, value string) {
+	if c.req != nil && name == c.grayKey {
+		c.req.Header[c.grayCanon] = []string{value}
+		return
+	}
+	c.hdr.Set(name, value)
+}
+
+func (c *clientHeader) Delete(name string) {
+	removeFromHeader(c.hdr, func(k string) bool { return strings.EqualFold(k, name) })
 }
 
 // awaitBody makes the HTTP call of ctx with next and ends it once next

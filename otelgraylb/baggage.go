@@ -3,6 +3,7 @@ package otelgraylb
 import (
 	"context"
 	"net/url"
+	"strings"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -12,65 +13,88 @@ import (
 // MaxValueLen bounds a routing value taken from baggage, in bytes.
 const MaxValueLen = 256
 
-// keptKey carries the routing values a server took from a trusted
-// caller's baggage.
-type keptKey struct{}
-
-// kept is the routing values taken from baggage, by key name.
-type kept map[string]string
-
-// Handler returns the ContextHandler over W3C baggage: the values of
-// lb's keys (gray, user, version) that a server side kept from a trusted
-// caller's baggage (Middleware, the grpcbaggage interceptors, or Keep).
-// Chain it after the header or metadata handler, so a value the call
-// carries as a header wins and baggage counts only when there is none:
+// WithBaggage makes W3C baggage a carrier of routing keys like headers and
+// metadata, read with OpenTelemetry's parser: every adapter of a
+// LoadBalancer made with it reads the routing members of a call's baggage
+// header where it admits the call (under the same trust boundary and key
+// names as the call's own keys, which win), strips them from an untrusted
+// caller's header and from the context's OpenTelemetry baggage, and
+// writes them on the calls it makes:
 //
-//	graylb.WithContextHandler(httpctx.Handler(), otelgraylb.Handler())
+//	lb, _ := graylb.New(reg, otelgraylb.WithBaggage())
 //
-// It never reads the context's OpenTelemetry baggage itself: baggage that
-// no trust check let through does not route.
-func Handler() graylb.ContextHandler { return handler{} }
+// A member routes only when its value is a plausible routing value (see
+// ValidValue). A baggage header OpenTelemetry cannot parse carries no
+// routing key, and an untrusted caller's is dropped whole.
+func WithBaggage() graylb.Option { return adapter.WithBaggage(Baggage()) }
 
-type handler struct{}
+// Baggage is the adapter.Baggage WithBaggage installs.
+func Baggage() adapter.Baggage { return codec{} }
 
-func (handler) Value(ctx context.Context, name string) string {
-	if k, _ := ctx.Value(keptKey{}).(kept); k != nil {
-		return k[name]
+type codec struct{}
+
+func (codec) Header() string { return "baggage" }
+
+func (codec) Members(v string, names []string) []string {
+	b, err := baggage.Parse(v)
+	if err != nil {
+		return nil
 	}
-	return ""
-}
-
-// Keep returns ctx carrying the members of b named by lb's keys (see
-// graylb.LoadBalancer.Keys) for Handler. Call it only with baggage of a
-// caller you trust. A member whose value is not a plausible routing value
-// (see ValidValue) is ignored.
-func Keep(ctx context.Context, lb *graylb.LoadBalancer, b baggage.Baggage) context.Context {
-	if b.Len() == 0 {
-		return ctx
-	}
-	var k kept
-	for _, name := range lb.Keys().Names() {
-		if v := b.Member(name).Value(); ValidValue(v) {
-			if k == nil {
-				k = kept{}
+	out := make([]string, len(names))
+	for _, m := range b.Members() {
+		for i, n := range names {
+			if out[i] == "" && strings.EqualFold(m.Key(), n) && ValidValue(m.Value()) {
+				out[i] = m.Value()
 			}
-			k[name] = v
 		}
 	}
-	if k == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, keptKey{}, k)
+	return out
 }
 
-// Kept returns the value of name kept by Keep on ctx, or "".
-func Kept(ctx context.Context, name string) string { return handler{}.Value(ctx, name) }
+func (codec) Without(v string, drop func(string) bool) string {
+	b, err := baggage.Parse(v)
+	if err != nil {
+		return ""
+	}
+	return without(b, drop).String()
+}
 
-// Strip returns b without the members named by lb's keys: what an
-// untrusted caller's baggage may keep.
-func Strip(lb *graylb.LoadBalancer, b baggage.Baggage) baggage.Baggage {
-	for _, name := range lb.Keys().Names() {
-		b = b.DeleteMember(name)
+func (codec) With(v string, pairs ...string) string {
+	b, err := baggage.Parse(v)
+	if err != nil {
+		b = baggage.Baggage{}
+	}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !ValidValue(pairs[i+1]) {
+			continue
+		}
+		b = without(b, func(k string) bool { return strings.EqualFold(k, pairs[i]) })
+		m, err := baggage.NewMember(pairs[i], url.PathEscape(pairs[i+1]))
+		if err != nil {
+			continue
+		}
+		if nb, err := b.SetMember(m); err == nil {
+			b = nb
+		}
+	}
+	return b.String()
+}
+
+func (codec) ContextWithout(ctx context.Context, drop func(string) bool) context.Context {
+	b := baggage.FromContext(ctx)
+	if nb := without(b, drop); nb.Len() != b.Len() {
+		return baggage.ContextWithBaggage(ctx, nb)
+	}
+	return ctx
+}
+
+// without returns b without the members drop names (in any letter case:
+// drop compares as it will).
+func without(b baggage.Baggage, drop func(string) bool) baggage.Baggage {
+	for _, m := range b.Members() {
+		if drop(m.Key()) {
+			b = b.DeleteMember(m.Key())
+		}
 	}
 	return b
 }
@@ -88,50 +112,4 @@ func ValidValue(v string) bool {
 		}
 	}
 	return true
-}
-
-// Merge returns b with a member name=value for each pair of values (name,
-// value, name, value...) whose value is valid; others are skipped.
-func Merge(b baggage.Baggage, values ...string) baggage.Baggage {
-	for i := 0; i+1 < len(values); i += 2 {
-		if !ValidValue(values[i+1]) {
-			continue
-		}
-		m, err := baggage.NewMember(values[i], url.PathEscape(values[i+1]))
-		if err != nil {
-			continue
-		}
-		if nb, err := b.SetMember(m); err == nil {
-			b = nb
-		}
-	}
-	return b
-}
-
-// Outgoing returns the values of lb's keys to write into an outgoing
-// call's baggage, as name, value pairs: for each key, get(name) (the
-// value the call carries, or that the program kept), else the value kept
-// from baggage; for the gray key, when neither has one and lb's rules, a
-// context value or the caller's own flag decided the kind, that kind.
-func Outgoing(ctx context.Context, lb *graylb.LoadBalancer, get func(name string) string) []string {
-	keys := lb.Keys()
-	var out []string
-	for _, name := range keys.Names() {
-		v := ""
-		if get != nil {
-			v = get(name)
-		}
-		if v == "" {
-			v = Kept(ctx, name)
-		}
-		if v == "" && name == keys.Gray {
-			if d := adapter.For(lb).Decide(ctx, nil); !d.Source.Travels() {
-				v = map[graylb.Kind]string{graylb.Prod: "false", graylb.Gray: "true"}[d.Kind]
-			}
-		}
-		if v != "" {
-			out = append(out, name, v)
-		}
-	}
-	return out
 }

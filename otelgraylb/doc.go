@@ -1,7 +1,7 @@
 // Package otelgraylb connects graylb to OpenTelemetry: metrics of what
 // a LoadBalancer does, through the go.opentelemetry.io/otel/metric API,
-// and the gray decision carried in W3C baggage across services that run
-// OpenTelemetry propagation but not graylb.
+// and W3C baggage as a carrier of routing keys like headers and metadata,
+// for services that run OpenTelemetry propagation but not graylb.
 //
 // Metrics (nothing is measured unless you install them):
 //
@@ -17,11 +17,9 @@
 //	records, _ := otelgraylb.RecordObserver(meter)    // graylb.consumer.record.duration
 //	link, _ := kafkagray.New(lb, kafkagray.WithGroup("billing", "orders"), kafkagray.WithRecordObserver(records))
 //
-// Baggage (opt-in on each side):
+// Baggage, read and written by every adapter under the LoadBalancer's
+// trust boundary and key names, over HTTP, gRPC, Kratos, go-zero and
+// Kafka:
 //
-//	lb, _ := graylb.New(reg, graylb.WithContextHandler(httpctx.Handler(), otelgraylb.Handler()))
-//	srv := otelgraylb.Middleware(lb, otelgraylb.WithTrusted(isInternal))(httpctx.Middleware(lb)(mux))
-//	client := &http.Client{Transport: httpctx.NewTransport(lb, httpctx.WithBase(otelgraylb.NewTransport(lb, nil)))}
-//
-// The gRPC side lives in the grpcbaggage module beside this one.
+//	lb, _ := graylb.New(reg, otelgraylb.WithBaggage())
 package otelgraylb

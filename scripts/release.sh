@@ -10,7 +10,7 @@
 #      what a user gets;
 #   3. rewrites go.work (scripts/gowork.sh) and commits these changes (when there are any);
 #   4. tags that commit once per module: VERSION for the root, <dir>/VERSION for a nested module
-#      (grpcctx/v0.2.0, otelgraylb/grpcbaggage/v0.2.0, ...): annotated tags, in dependency order;
+#      (grpcctx/v0.2.0, otelgraylb/v0.2.0, ...): annotated tags, in dependency order;
 #   5. commits each module's replace directives back (step 2 drops them from the released go.mod
 #      files: `go install` of a command at a version refuses a go.mod that has one).
 #

@@ -333,7 +333,7 @@ func trustBoundary(t *testing.T, d *Driver) {
 		got  map[string]string // keys the next hop receives
 	}{
 		{trusted("gray", "true"), "gray-1", map[string]string{"gray": "true"}},
-		{trusted("GRAY", "TRUE"), "gray-1", map[string]string{"gray": "TRUE"}},
+		{trusted("GRAY", "TRUE"), "gray-1", map[string]string{"gray": "true"}}, // the canonical value, whatever the spelling
 		{trusted("version", "v2"), "prod-v2", map[string]string{"version": "v2"}},
 		{trusted("x-region", "hz"), "gray-1", map[string]string{"x-region": "hz", "gray": "true"}},
 		{trusted("x-lane", "feat-42"), "prod-lane", map[string]string{"x-lane": "feat-42", "version": "feat-42"}},

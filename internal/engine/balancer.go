@@ -52,6 +52,7 @@ type LoadBalancer struct {
 	ruleWatchers fanout.Set[func()]
 	// Stats and outlier detection (ejection.go, stats.go).
 	outlier        *OutlierConfig // nil: no ejection
+	baggage        Baggage        // nil: the calls' baggage is not read
 	keepStats      bool           // outlier detection, or a StatsPolicy
 	healthWatchers fanout.Set[func(service string)]
 	ruleLog        ruleLog     // rules in force, changes and refusals (RulesState)
@@ -101,6 +102,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		policy:  cfg.policy,
 		logger:  cfg.logger,
 		outlier: cfg.outlier,
+		baggage: cfg.baggage,
 	}
 	lb.life, lb.endLife = context.WithCancel(context.Background())
 	lb.lookupSlots = make(chan struct{}, maxLookups)

@@ -129,36 +129,29 @@ func TestLoadBalancer_RequestKind(t *testing.T) {
 		{withHeaders(bg, "uid", "alice"), Gray, FromRules},
 		{withHeaders(bg, "uid", "bob"), Prod, FromDefault},
 	} {
-		k, src := lb.requestKind(tc.ctx, nil)
-		assert.Equal(t, tc.kind, k)
-		assert.Equal(t, tc.src, src)
+		d := lb.decide(tc.ctx, nil)
+		assert.Equal(t, tc.kind, d.Kind)
+		assert.Equal(t, tc.src, d.Source)
 	}
 	require.NoError(t, lb.SetRules(Rules{CanaryPercent: 50}))
-	_, src := lb.requestKind(bg, nil)
+	src := lb.decide(bg, nil).Source
 	assert.Equal(t, FromRules, src, "the canary draw decided, whichever way")
 	assert.False(t, src.Travels())
-	_, src = lb.requestKind(withHeaders(bg, "gray", "false"), nil)
+	src = lb.decide(withHeaders(bg, "gray", "false"), nil).Source
 	assert.True(t, src.Travels(), "an explicit key opts out of the canary and travels")
 }
 
-// KindToPass agrees with RequestKind, and skips reading the call's keys
-// when nothing but a key could decide.
-func TestLoadBalancer_KindToPass(t *testing.T) {
+// The key the call carries wins over a context value; the canary decides
+// only a request whose side nobody chose.
+func TestLoadBalancer_DecidePrecedence(t *testing.T) {
 	lb, _ := newTestLB(t, []Instance{inst("svc", 1)})
 	bg := context.Background()
-	_, write := lb.kindToPass(withHeaders(bg, "gray", "true"))
-	assert.False(t, write, "the call's key travels")
-	k, write := lb.kindToPass(WithValue(bg, "gray", "true"))
-	assert.True(t, write)
-	assert.Equal(t, Gray, k)
-	_, write = lb.kindToPass(WithValue(withHeaders(bg, "gray", "false"), "gray", "true"))
-	assert.False(t, write, "the key wins over the context value and travels")
+	assert.Equal(t, Decision{Kind: Gray, Source: FromContext}, lb.decide(WithValue(bg, "gray", "true"), nil))
+	assert.Equal(t, Decision{Kind: Prod, Source: FromKey}, lb.decide(WithValue(withHeaders(bg, "gray", "false"), "gray", "true"), nil),
+		"the key wins over the context value")
 	require.NoError(t, lb.SetRules(Rules{CanaryPercent: 100}))
-	k, write = lb.kindToPass(bg)
-	assert.True(t, write)
-	assert.Equal(t, Gray, k)
-	_, write = lb.kindToPass(withHeaders(bg, "gray", "false"))
-	assert.False(t, write)
+	assert.Equal(t, Decision{Kind: Gray, Source: FromRules}, lb.decide(bg, nil))
+	assert.Equal(t, Decision{Kind: Prod, Source: FromKey}, lb.decide(withHeaders(bg, "gray", "false"), nil))
 }
 
 func TestLoadBalancer_BadInput(t *testing.T) {

@@ -97,88 +97,46 @@ func (r *router) routeWith(ctx context.Context, call ContextHandler) (routing, e
 	return r.lb.route(ctx, r.service, r.tree, call)
 }
 
-// kindToPassWith is kindToPass for an adapter that reads the keys of the
-// call it makes with call (see routeWith; package adapter's
-// Balancer.KindToPass).
-func (lb *LoadBalancer) kindToPassWith(ctx context.Context, call ContextHandler) (Kind, bool) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if UntrustedCaller(ctx) {
-		k, _ := lb.requestKind(ctx, call)
-		return k, true
-	}
-	rl := lb.rules.Load()
-	if !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" && !drawnFor(ctx) {
-		return Prod, false
-	}
-	k, src := lb.requestKind(ctx, call)
-	return k, !src.Travels()
-}
-
-// laneToPassWith is laneToPass for an adapter that reads the keys of the
-// call it makes with call (see routeWith; package adapter's
-// Balancer.LaneToPass).
-func (lb *LoadBalancer) laneToPassWith(ctx context.Context, call ContextHandler) string {
-	rl := lb.rules.Load()
-	if len(rl.matches) == 0 {
-		return ""
-	}
+// decide returns the decision for the request in ctx, whose call's keys
+// call reads (see routeWith), under the rules in force, with no routing:
+// its kind, what decided it and the lane a match rule gives it when the
+// call carries no version of its own (closed and disabled rules aside:
+// they decide where a kind goes, not what it is). It is the decision the
+// routing makes, for an adapter that writes it on a call it does not
+// route (package adapter's Balancer.Stamp).
+func (lb *LoadBalancer) decide(ctx context.Context, call ContextHandler) Decision {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	var r Request
 	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
 	r.call = call
-	_, _, lane := lb.gray.decideRequest(&r, rl)
-	if lane == "" || r.Value(lb.versionHeader()) != "" {
-		return ""
-	}
-	return lane
-}
-
-// passWith decides once what an adapter writes on the call it makes with
-// ctx, whose keys call reads: the kind and whether to write it (as
-// kindToPassWith), and the lane to write (as laneToPassWith), from one
-// decision under one version of the rules.
-func (lb *LoadBalancer) passWith(ctx context.Context, call ContextHandler) (Kind, bool, string) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	rl := lb.rules.Load()
-	untrusted := UntrustedCaller(ctx)
-	if !untrusted && !lb.gray.selfGray && len(rl.users) == 0 && rl.canary == 0 && len(rl.matches) == 0 && ValueFrom(ctx, lb.gray.header) == "" && !drawnFor(ctx) {
-		return Prod, false, ""
-	}
-	var r Request
-	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
-	r.call = call
-	k, src, lane := lb.gray.decideRequest(&r, rl)
-	if lane != "" && r.Value(lb.versionHeader()) != "" {
+	k, src, lane := lb.gray.decideRequest(&r, lb.rules.Load())
+	if lane != "" && r.valueAs(lb.versionHeader(), routestate.RoleVersion) != "" {
 		lane = ""
 	}
-	return k, untrusted || !src.Travels(), lane
+	return Decision{Kind: k, Source: src, Lane: lane}
 }
 
-// requestKind returns the kind of the request in ctx under the rules in
-// force (closed and disabled rules aside: they decide where a kind goes,
-// not what it is), and what decided it, reading the call's keys through
-// call (nil: the ContextHandlers alone). An adapter that writes the kind on
-// the outgoing call when !src.Travels() makes every later hop route the
-// same way (package adapter's Balancer.Decide).
-func (lb *LoadBalancer) requestKind(ctx context.Context, call ContextHandler) (Kind, KindSource) {
+// detach returns a context for work that outlives the request served with
+// ctx: not cancelled with it, carrying its routing state (the keys its
+// server side admitted, its trust, its canary draw), the values the
+// program put on it (WithValue), and the decision lb makes for it now,
+// fixed: later decisions made with it take that kind and lane unless a
+// call carries a gray key of its own (see decideRequest).
+func (lb *LoadBalancer) detach(ctx context.Context) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var r Request
-	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
-	r.call = call
-	return lb.gray.requestKind(&r, lb.rules.Load())
-}
-
-// drawnFor reports whether a canary drew for the request served with ctx:
-// its kind then comes from that draw, under any LoadBalancer's rules.
-func drawnFor(ctx context.Context) bool {
-	_, ok := routestate.From(ctx).Drawn()
-	return ok
+	d := lb.decide(ctx, nil)
+	st := routestate.From(ctx).Detached(routestate.Decided{Set: true, Kind: uint8(d.Kind), Source: uint8(d.Source), Lane: d.Lane})
+	out := routestate.With(context.Background(), st)
+	var pairs []*valuesCtx
+	for v := valuesIn(ctx); v != nil && v != noValues; v = v.up {
+		pairs = append(pairs, v)
+	}
+	for i := len(pairs) - 1; i >= 0; i-- {
+		out = WithValue(out, pairs[i].name, pairs[i].value)
+	}
+	return out
 }

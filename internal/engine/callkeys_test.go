@@ -131,25 +131,22 @@ func TestRouteWith_AsksAnEqualHandlerOnce(t *testing.T) {
 	}
 }
 
-// KindToPassWith and LaneToPassWith read the call's keys through the
-// reader: a kind the call carries is not written again; a gray user's id
-// the call carries decides; a lane is not given to a call that carries a
-// version.
-func TestKindAndLaneToPassWith(t *testing.T) {
+// decide reads the call's keys through the reader: a kind the call
+// carries decides (FromKey); a gray user's id the call carries decides; a
+// lane is not given to a call that carries a version.
+func TestDecide_ReadsTheCallsKeys(t *testing.T) {
 	lb := newPlainLB(t, WithRules(Rules{GrayUsers: []string{"alice"},
 		Matches: []Match{{Key: "x-lane", Exact: "feat", Version: "feat"}}}))
-	k, write := lb.kindToPassWith(withHeaders(context.Background(), "uid", "alice"), callReader{})
-	assert.Equal(t, Gray, k)
-	assert.True(t, write, "a gray user's id read from the call decides, and is written")
-	k, write = lb.kindToPass(withHeaders(context.Background(), "uid", "alice"))
-	assert.Equal(t, Prod, k, "without a reader the call's uid is not seen")
-	assert.False(t, write)
-	_, write = lb.kindToPassWith(withHeaders(context.Background(), "gray", "true"), callReader{})
-	assert.False(t, write, "a kind the call carries travels on its own")
+	d := lb.decide(withHeaders(context.Background(), "uid", "alice"), callReader{})
+	assert.Equal(t, Decision{Kind: Gray, Source: FromRules}, d, "a gray user's id read from the call decides")
+	d = lb.decide(withHeaders(context.Background(), "uid", "alice"), nil)
+	assert.Equal(t, Decision{Kind: Prod, Source: FromDefault}, d, "without a reader the call's uid is not seen")
+	d = lb.decide(withHeaders(context.Background(), "gray", "TRUE"), callReader{})
+	assert.Equal(t, Decision{Kind: Gray, Source: FromKey}, d)
 
-	assert.Equal(t, "feat", lb.laneToPassWith(withHeaders(context.Background(), "x-lane", "feat"), callReader{}))
-	assert.Equal(t, "", lb.laneToPass(withHeaders(context.Background(), "x-lane", "feat")), "without a reader")
-	assert.Equal(t, "", lb.laneToPassWith(withHeaders(context.Background(), "x-lane", "feat", "version", "v1"), callReader{}),
+	assert.Equal(t, "feat", lb.decide(withHeaders(context.Background(), "x-lane", "feat"), callReader{}).Lane)
+	assert.Equal(t, "", lb.decide(withHeaders(context.Background(), "x-lane", "feat"), nil).Lane, "without a reader")
+	assert.Equal(t, "", lb.decide(withHeaders(context.Background(), "x-lane", "feat", "version", "v1"), callReader{}).Lane,
 		"a call that carries a version keeps it")
 }
 

@@ -135,6 +135,29 @@ func (r *Request) admitted(name string) string {
 	return r.state.Get(name)
 }
 
+// admittedAs is admitted, else the value of the admitted key that holds
+// role for the LoadBalancer that admitted it (whose key names may differ).
+func (r *Request) admittedAs(name string, role routestate.Role) string {
+	if r.state == nil {
+		return ""
+	}
+	if v := r.state.Get(name); v != "" {
+		return v
+	}
+	return r.state.Role(role)
+}
+
+// valueAs is value with admittedAs in place of admitted.
+func (r *Request) valueAs(name string, role routestate.Role) string {
+	if v := r.handlerValue(name); v != "" {
+		return v
+	}
+	if v := r.state.Role(role); v != "" {
+		return v
+	}
+	return r.contextValue(name)
+}
+
 // contextValue returns the request's value set by WithValue under name.
 func (r *Request) contextValue(name string) string {
 	if r.vals == nil || r.read != r.Context {

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/graylb/graylb/internal/cacheline"
+	"github.com/graylb/graylb/internal/routestate"
 )
 
 // Default key names.
@@ -94,14 +95,6 @@ func (f *grayFilter) instanceKind(inst Instance, rl *compiledRules) Kind {
 	return Prod
 }
 
-// requestKind applies the request's own value (the key the call carries,
-// else the context value, else the caller's own flag), then the gray-user,
-// match and canary rules; it reports what decided.
-func (f *grayFilter) requestKind(r *Request, rl *compiledRules) (Kind, KindSource) {
-	k, src, _ := f.decideRequest(r, rl)
-	return k, src
-}
-
 // decideRequest is requestKind that also returns the lane (the version) a
 // match rule gave the request, "" when none did.
 func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSource, string) {
@@ -117,12 +110,14 @@ func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSou
 		v = r.handler.Value(r.Context, f.header)
 	}
 	if v == "" {
-		v = r.admitted(f.header)
+		v = r.admittedAs(f.header, routestate.RoleGray)
 	}
 	if v != "" {
 		src = FromKey
 	} else if v = r.contextValue(f.header); v != "" {
 		src = FromContext
+	} else if d := r.state.Decided(); d.Set {
+		return Kind(d.Kind), KindSource(d.Source), d.Lane // fixed by Detach
 	} else if f.selfGray {
 		return Gray, FromSelf, ""
 	}
@@ -130,7 +125,7 @@ func (f *grayFilter) decideRequest(r *Request, rl *compiledRules) (Kind, KindSou
 		return Gray, src, ""
 	}
 	if len(rl.users) > 0 {
-		if uid := r.value(f.userHeader); uid != "" {
+		if uid := r.valueAs(f.userHeader, routestate.RoleUser); uid != "" {
 			if _, ok := rl.users[uid]; ok {
 				return Gray, FromRules, ""
 			}

@@ -23,9 +23,9 @@ func TestKeyNames_WithValueMatchesARuleInAnyCase(t *testing.T) {
 			in, err := lb.Pick(ctx, "svc")
 			require.NoError(t, err)
 			assert.Equal(t, 2, in.Port, "rule key %q, WithValue name %q", ruleKey, name)
-			k, src := lb.requestKind(ctx, nil)
-			assert.Equal(t, Gray, k, "rule key %q, WithValue name %q", ruleKey, name)
-			assert.Equal(t, FromRules, src)
+			d := lb.decide(ctx, nil)
+			assert.Equal(t, Gray, d.Kind, "rule key %q, WithValue name %q", ruleKey, name)
+			assert.Equal(t, FromRules, d.Source)
 		}
 	}
 }
@@ -66,9 +66,8 @@ func TestKeyNames_OwnKeysFromWithValueInAnyCase(t *testing.T) {
 		})
 	}
 	lb, _ := newTestLB(t, list)
-	k, write := lb.kindToPass(WithValue(context.Background(), "GRAY", "true"))
-	assert.Equal(t, Gray, k)
-	assert.True(t, write, "a context value decided the kind: the adapters write it on")
+	assert.Equal(t, Decision{Kind: Gray, Source: FromContext}, lb.decide(WithValue(context.Background(), "GRAY", "true"), nil),
+		"a context value decided the kind: the adapters write it on")
 }
 
 // ValueFrom reads a value under any spelling of the name it was set

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"strings"
 )
 
@@ -70,24 +69,3 @@ func (lb *LoadBalancer) Keys() Keys {
 // versionHeader is the request key of the LoadBalancer's VersionFilter,
 // the default when it has none.
 func (lb *LoadBalancer) versionHeader() string { return lb.versionHdr }
-
-// kindToPass returns the kind of the request in ctx and whether an adapter
-// must write it on the outgoing call for the next hop to route the same
-// way: true when rules, a context value or the caller's own flag decided
-// it (see requestKind), false when a key the call carries, or nothing,
-// did. When no rule, context value or own flag could decide, it answers
-// without reading the call's keys. It is kindToPassWith without a reader
-// of the call's keys.
-func (lb *LoadBalancer) kindToPass(ctx context.Context) (Kind, bool) {
-	return lb.kindToPassWith(ctx, nil)
-}
-
-// laneToPass returns the lane (a version) a match rule gives the request
-// in ctx when the call carries no version of its own, "" otherwise. An
-// adapter that writes the kind (kindToPass) writes the lane under the
-// version key too: the next hop sees the kind as chosen, so its match
-// rules do not run, and routes by the version it is given. It is
-// laneToPassWith without a reader of the call's keys.
-func (lb *LoadBalancer) laneToPass(ctx context.Context) string {
-	return lb.laneToPassWith(ctx, nil)
-}

@@ -168,25 +168,19 @@ func TestMatch_KeysAndPass(t *testing.T) {
 	require.Equal(t, []string{"gray", "uid", "x-version", "x-region", "x-lane"}, lb.Keys().Names())
 
 	ctx := withHeaders(context.Background(), "x-region", "hz")
-	k, write := lb.kindToPass(ctx)
-	require.Equal(t, Gray, k)
-	require.True(t, write, "a match decided: write the kind")
-	require.Empty(t, lb.laneToPass(ctx))
+	d := lb.decide(ctx, nil)
+	require.Equal(t, Decision{Kind: Gray, Source: FromRules}, d, "a match decided")
 
 	ctx = withHeaders(context.Background(), "x-lane", "feat-42")
-	k, write = lb.kindToPass(ctx)
-	require.Equal(t, Prod, k)
-	require.True(t, write)
-	require.Equal(t, "feat-42", lb.laneToPass(ctx))
-	require.Empty(t, lb.laneToPass(withHeaders(context.Background(), "x-lane", "feat-42", "x-version", "v1")), "the call carries its own version")
-	require.Empty(t, lb.laneToPass(withHeaders(context.Background(), "x-lane", "feat-42", "gray", "false")), "the side was chosen")
+	require.Equal(t, Decision{Kind: Prod, Source: FromRules, Lane: "feat-42"}, lb.decide(ctx, nil))
+	require.Empty(t, lb.decide(withHeaders(context.Background(), "x-lane", "feat-42", "x-version", "v1"), nil).Lane, "the call carries its own version")
+	require.Empty(t, lb.decide(withHeaders(context.Background(), "x-lane", "feat-42", "gray", "false"), nil).Lane, "the side was chosen")
 
-	k, _ = lb.kindToPass(withHeaders(context.Background(), "uid", "alice"))
-	require.Equal(t, Gray, k, "the user id is a key like any other")
+	require.Equal(t, Gray, lb.decide(withHeaders(context.Background(), "uid", "alice"), nil).Kind, "the user id is a key like any other")
 
 	require.NoError(t, lb.SetRules(Rules{}))
 	require.Empty(t, lb.matchKeys())
-	require.Empty(t, lb.laneToPass(ctx))
+	require.Empty(t, lb.decide(ctx, nil).Lane)
 	var nilLB *LoadBalancer
 	require.Empty(t, nilLB.matchKeys())
 }

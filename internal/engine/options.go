@@ -20,6 +20,7 @@ type config struct {
 	ruleSource RuleSource
 	cacheOpts  []CacheOption
 	outlier    *OutlierConfig
+	baggage    Baggage
 
 	ruleLoadTimeout time.Duration
 }

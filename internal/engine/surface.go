@@ -70,18 +70,14 @@ func (lb *LoadBalancer) NewRouter(service string, list []Instance, policy Policy
 	return Router{r}, nil
 }
 
-// Decide returns the decision for the request in ctx without routing:
-// its kind, what decided it and its lane. Outcome is left Selected.
+// Decide returns the decision for the request in ctx without routing
+// (see decide). Outcome is left Selected.
 func (lb *LoadBalancer) Decide(ctx context.Context, call ContextHandler) Decision {
-	k, src := lb.requestKind(ctx, call)
-	return Decision{Kind: k, Source: src, Lane: lb.laneToPassWith(ctx, call)}
+	return lb.decide(ctx, call)
 }
 
-// PassWith decides once what an adapter writes on the call it makes: the
-// kind, whether to write it, and the lane.
-func (lb *LoadBalancer) PassWith(ctx context.Context, call ContextHandler) (Kind, bool, string) {
-	return lb.passWith(ctx, call)
-}
+// Detach is graylb.LoadBalancer.Detach.
+func (lb *LoadBalancer) Detach(ctx context.Context) context.Context { return lb.detach(ctx) }
 
 // Report reports the result of a call to inst of service made without
 // Candidates.Begin.

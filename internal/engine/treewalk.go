@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+
+	"github.com/graylb/graylb/internal/routestate"
 )
 
 // route walks the tree for one request. It returns the leaf (nil when a
@@ -63,11 +65,18 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 	}
 	vals, st := valuesAndState(ctx)
 	if v == "" && st != nil {
-		v = st.Get(t.grayKey)
+		if v = st.Get(t.grayKey); v == "" {
+			v = st.Role(routestate.RoleGray)
+		}
 	}
 	if v == "" {
 		if v = vals.get(t.grayKey); v != "" {
 			d.source = FromContext
+		} else if dd := st.Decided(); dd.Set {
+			d.source = KindSource(dd.Source) // fixed by Detach
+			if dd.Kind == uint8(Gray) {
+				v = "true"
+			}
 		} else if gray, ok := st.Drawn(); ok {
 			// another LoadBalancer's canary drew for the request
 			d.source = FromRules
@@ -96,7 +105,9 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 			v = h.Value(ctx, t.versionKey)
 		}
 		if v == "" && st != nil {
-			v = st.Get(t.versionKey)
+			if v = st.Get(t.versionKey); v == "" {
+				v = st.Role(routestate.RoleVersion)
+			}
 		}
 		if v == "" {
 			v = vals.get(t.versionKey)

@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/graylb/graylb/internal/cacheline"
+	"github.com/graylb/graylb/internal/routestate"
 )
 
 // VersionFilter routes by version: a request's version (the "version"
@@ -182,7 +183,7 @@ func (s *versionStage) Subsets() [][]Instance { return s.subsets }
 // Choose reads the request's version key, else the lane a match rule gave
 // the request.
 func (s *versionStage) Choose(r Request) int {
-	v := r.value(s.header)
+	v := r.valueAs(s.header, routestate.RoleVersion)
 	if v == "" {
 		v = r.lane
 	}

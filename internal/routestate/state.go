@@ -37,10 +37,37 @@ type State struct {
 	values    []string // values[i] is pairs[i].Value: one-element slices without allocating
 	untrusted bool
 	drawn     atomic.Uint32 // 0: not drawn; drawnProd, drawnGray
+	// roles[r] is 1 + the index of the pair that holds role r as the
+	// server side that admitted the request names it (0: none): a
+	// LoadBalancer whose key names differ reads the request's gray key,
+	// user and version there.
+	roles [numRoles]uint8
+	// decided is the request's kind, what decided it and its lane, fixed
+	// by Detach (decidedSet unset: none): later decisions take it.
+	decided Decided
 	// The first pairs and values live in the State itself: admitting a
 	// request's few routing keys is one allocation.
 	pairBuf [inlinePairs]Pair
 	valBuf  [inlinePairs]string
+}
+
+// Role is what a key means to the LoadBalancer that reads it.
+type Role uint8
+
+// The roles a State keeps (SetRole).
+const (
+	RoleGray Role = iota
+	RoleUser
+	RoleVersion
+	numRoles
+)
+
+// Decided is a request's decision as Detach fixes it: Kind and Source are
+// the engine's (Kind 0 prod, 1 gray); Lane is a match rule's version.
+type Decided struct {
+	Set          bool
+	Kind, Source uint8
+	Lane         string
 }
 
 // inlinePairs is how many pairs a State holds without another allocation.
@@ -71,6 +98,49 @@ func (s *State) Add(name, value string) {
 	}
 	s.pairs = append(s.pairs, Pair{Name: name, Value: value})
 	s.values = append(s.values, value)
+}
+
+// SetRole says that the pair named name (added already, lower case)
+// holds role r, on a State not yet on any context. A name not added is
+// ignored.
+func (s *State) SetRole(r Role, name string) {
+	for i := range s.pairs {
+		if s.pairs[i].Name == name && i < 255 {
+			s.roles[r] = uint8(i + 1)
+			return
+		}
+	}
+}
+
+// Role returns the value of the pair that holds role r, "" when none.
+func (s *State) Role(r Role) string {
+	if s == nil || s.roles[r] == 0 {
+		return ""
+	}
+	return s.pairs[s.roles[r]-1].Value
+}
+
+// Decided returns the decision fixed for the request (see Detached).
+func (s *State) Decided() Decided {
+	if s == nil {
+		return Decided{}
+	}
+	return s.decided
+}
+
+// Detached returns a State for work that outlives the request: s's pairs,
+// roles, trust and canary draw, and d as the request's fixed decision. It
+// is new: With publishes it on a context of the caller's choosing.
+func (s *State) Detached(d Decided) *State {
+	out := &State{decided: d}
+	if s != nil {
+		for _, p := range s.pairs {
+			out.Add(p.Name, p.Value)
+		}
+		out.untrusted, out.roles = s.untrusted, s.roles
+		out.drawn.Store(s.drawn.Load())
+	}
+	return out
 }
 
 // Untrusted returns the state of a request whose caller is untrusted: no
