@@ -9,9 +9,17 @@ require (
 	github.com/graylb/graylb v0.1.0
 	github.com/graylb/graylb/gozero v0.1.0
 	github.com/graylb/graylb/grpcctx v0.1.0
+	github.com/graylb/graylb/kafkagray v0.1.0
 	github.com/graylb/graylb/kratos v0.1.0
+	github.com/graylb/graylb/otelgraylb v0.1.0
 	github.com/zeromicro/go-zero v1.5.5
 	google.golang.org/grpc v1.85.0
+)
+
+require (
+	github.com/stretchr/testify v1.11.1
+	github.com/twmb/franz-go v1.5.0
+	go.opentelemetry.io/otel v1.45.0
 )
 
 require (
@@ -44,6 +52,7 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.16.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/klauspost/compress v1.15.15 // indirect
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
 	github.com/mattn/go-isatty v0.0.17 // indirect
@@ -53,16 +62,19 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/openzipkin/zipkin-go v0.4.1 // indirect
 	github.com/pelletier/go-toml/v2 v2.1.0 // indirect
+	github.com/pierrec/lz4/v4 v4.1.17 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/prometheus/client_golang v1.16.0 // indirect
 	github.com/prometheus/client_model v0.3.0 // indirect
 	github.com/prometheus/common v0.42.0 // indirect
 	github.com/prometheus/procfs v0.10.1 // indirect
 	github.com/spaolacci/murmur3 v1.1.0 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.0.0 // indirect
+	github.com/twmb/go-rbtree v1.0.0 // indirect
 	go.etcd.io/etcd/api/v3 v3.5.9 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.5.9 // indirect
 	go.etcd.io/etcd/client/v3 v3.5.9 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
-	go.opentelemetry.io/otel v1.45.0 // indirect
 	go.opentelemetry.io/otel/exporters/jaeger v1.14.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.19.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.19.0 // indirect

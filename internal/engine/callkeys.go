@@ -103,13 +103,19 @@ func (r *router) routeWith(ctx context.Context, call ContextHandler) (routing, e
 // call carries no version of its own (closed and disabled rules aside:
 // they decide where a kind goes, not what it is). It is the decision the
 // routing makes, for an adapter that writes it on a call it does not
-// route (package adapter's Balancer.Stamp).
+// route (package adapter's Balancer.Stamp). For an untrusted caller it
+// asks no ContextHandler: only call, which the adapter cleared of the
+// caller's keys.
 func (lb *LoadBalancer) decide(ctx context.Context, call ContextHandler) Decision {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	h := lb.handlerFor(call)
+	if UntrustedCaller(ctx) {
+		h = nil // a ContextHandler may read the call's raw keys, which a proxy copied from the caller
+	}
 	var r Request
-	r.init(ctx, "", lb.handlerFor(call), valuesIn(ctx))
+	r.init(ctx, "", h, valuesIn(ctx))
 	r.call = call
 	k, src, lane := lb.gray.decideRequest(&r, lb.rules.Load())
 	if lane != "" && r.valueAs(lb.versionHeader(), routestate.RoleVersion) != "" {
