@@ -98,8 +98,8 @@ func (r *router) routeWith(ctx context.Context, call ContextHandler) (routing, e
 }
 
 // kindToPassWith is kindToPass for an adapter that reads the keys of the
-// call it makes with call (see routeWith; package adapter's
-// Balancer.KindToPass).
+// call it makes with call (see routeWith); passWith decides the same for
+// package adapter's write for the next hop.
 func (lb *LoadBalancer) kindToPassWith(ctx context.Context, call ContextHandler) (Kind, bool) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -117,8 +117,8 @@ func (lb *LoadBalancer) kindToPassWith(ctx context.Context, call ContextHandler)
 }
 
 // laneToPassWith is laneToPass for an adapter that reads the keys of the
-// call it makes with call (see routeWith; package adapter's
-// Balancer.LaneToPass).
+// call it makes with call (see routeWith); Decide and passWith give it to
+// package adapter.
 func (lb *LoadBalancer) laneToPassWith(ctx context.Context, call ContextHandler) string {
 	rl := lb.rules.Load()
 	if len(rl.matches) == 0 {

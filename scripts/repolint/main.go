@@ -3,7 +3,8 @@
 // root):
 //
 //   - no module imports a package under another module's internal
-//     directory (internal.go).
+//     directory (internal.go);
+//   - the names a doc comment refers to exist (docrefs.go).
 //
 // Usage: go run ./scripts/repolint [root]. It prints one line per finding
 // and exits 1 when there is one.
@@ -26,6 +27,7 @@ func main() {
 	}
 	var findings []string
 	findings = append(findings, internalImports(r)...)
+	findings = append(findings, docRefs(r)...)
 	for _, f := range findings {
 		fmt.Println(f)
 	}
