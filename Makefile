@@ -121,13 +121,15 @@ fuzz:
 		while read -r p t; do echo "== $$p $$t"; $(IN) $$m $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$p </dev/null; done; done
 
 ## lint: gofmt, go vet and staticcheck over every module; every go.mod and go.sum tidy; go.work
-## as scripts/gowork.sh writes it.
+## as scripts/gowork.sh writes it; scripts/repolint: no module imports another module's internal
+## packages, and the names doc comments refer to exist.
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(CURDIR)/.bin/staticcheck
 lint: $(STATICCHECK)
 	@scripts/gowork.sh -check
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@$(GO) run ./scripts/repolint .
 	@set -e; for m in $(MODULES); do $(IN) $$m sh -c '$(GO) vet ./... && $(STATICCHECK) ./...'; \
 		$(IN) $$m $(GO) mod tidy -diff || { echo "$$m: go.mod or go.sum is not tidy (make tidy)"; exit 1; }; done
 

@@ -34,7 +34,7 @@ type Admission struct {
 	// Untrusted: the caller is outside the trust boundary (a public
 	// gateway). No routing key it sent is kept: each is deleted from the
 	// call's carrier, in any letter case, and every call made with the
-	// returned context settles its kind (see Balancer.Pass).
+	// returned context settles its kind (see Balancer.Stamp).
 	Untrusted bool
 	// User, when not nil, gives the program's user id for the call (an
 	// authenticated user; "" for none): it replaces whatever the caller

@@ -38,7 +38,7 @@ func TestCall_End(t *testing.T) {
 			require.NoError(t, err)
 			call := rt.Start()
 			require.EqualValues(t, 1, call.Stats().InFlight())
-			time.Sleep(time.Millisecond) // a latency the clock sees
+			time.Sleep(time.Millisecond) // must sleep: the latency measured is the call's time
 			call.End(c.r)
 			assert.EqualValues(t, 0, call.Stats().InFlight(), "the call left the in-flight count")
 			if c.told {
@@ -82,7 +82,7 @@ func TestCall_EndAt(t *testing.T) {
 		took = nil
 		start := time.Now()
 		call := rt.Start()
-		time.Sleep(60 * time.Millisecond) // the caller holds on after the instance's part ended
+		time.Sleep(60 * time.Millisecond) // must sleep: EndAt's duration is measured against the clock (the caller holds on after the instance's part ended)
 		call.EndAt(adapter.OK, c.at(start))
 		require.Len(t, took, 1, c.name)
 		assert.GreaterOrEqual(t, took[0], c.min, c.name)

@@ -41,7 +41,7 @@ func TestCallObserver(t *testing.T) {
 			r, err := b.Route(ctx, "svc", gray("true"))
 			require.NoError(t, err)
 			c := r.Start()
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // must sleep: the call's duration is what the observer is told
 			c.End(adapter.Failed)
 			r, err = b.Route(ctx, "svc", gray("false"))
 			require.NoError(t, err)

@@ -8,8 +8,9 @@ import (
 
 // KindSource says what decided a request's kind (Decision.Source).
 // Travels() reports whether the next hop sees the decision without being
-// told: only a key the call carries travels on its own; for any other
-// source an adapter writes the kind on the outgoing call (Balancer.Pass).
+// told: only a key the call carries travels on its own. Balancer.Stamp
+// writes the kind, in its canonical spelling, for every source but
+// FromDefault.
 type KindSource = engine.KindSource
 
 // The sources of a request's kind.

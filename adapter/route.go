@@ -12,8 +12,8 @@ import (
 // version) a match rule gave it ("" when none).
 type Decision struct {
 	Kind graylb.Kind
-	// Source is what decided Kind: when !Source.Travels() the adapter
-	// writes Kind on the outgoing call (see Balancer.Pass).
+	// Source is what decided Kind: Balancer.Stamp writes Kind on the
+	// outgoing call, canonical, unless Source is FromDefault.
 	Source  KindSource
 	Outcome graylb.Outcome
 	Lane    string

@@ -66,15 +66,26 @@ func sdkDir(t *testing.T) string {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		var err error
-		for i := 0; i < 50; i++ {
-			if err = os.RemoveAll(dir); err == nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !poll(time.Second, 20*time.Millisecond, func() bool { err = os.RemoveAll(dir); return err == nil }) {
+			t.Logf("left %s behind: %v", dir, err)
 		}
-		t.Logf("left %s behind: %v", dir, err)
 	})
 	return dir
+}
+
+// poll calls cond every tick until it holds or within passes, and reports
+// whether it held.
+func poll(within, tick time.Duration, cond func() bool) bool {
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for deadline := time.After(within); !cond(); {
+		select {
+		case <-ticker.C:
+		case <-deadline:
+			return cond()
+		}
+	}
+	return true
 }
 
 // clientOpts are the options of every Nacos client in these tests: the
@@ -97,20 +108,19 @@ func publishConfig(t *testing.T, addr, dataID, content string) {
 	form := url.Values{"dataId": {dataID}, "group": {"DEFAULT_GROUP"}, "content": {content}}
 	c := http.Client{Timeout: 2 * time.Second}
 	var last string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	if !poll(10*time.Second, 100*time.Millisecond, func() bool {
 		resp, err := c.PostForm("http://"+addr+"/nacos/v1/cs/configs", form)
 		if err != nil {
 			last = err.Error()
-			continue
+			return false
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK && strings.TrimSpace(string(b)) == "true" {
-			return
-		}
 		last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		return resp.StatusCode == http.StatusOK && strings.TrimSpace(string(b)) == "true"
+	}) {
+		t.Fatalf("publishing %s: %s", dataID, last)
 	}
-	t.Fatalf("publishing %s: %s", dataID, last)
 }
 
 // setInstanceMetadata replaces the metadata of a registered ephemeral
@@ -122,22 +132,24 @@ func setInstanceMetadata(t *testing.T, addr, service string, port int, metadata 
 		"port": {strconv.Itoa(port)}, "ephemeral": {"true"}, "metadata": {metadata}}
 	c := http.Client{Timeout: 2 * time.Second}
 	var last string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	if !poll(10*time.Second, 100*time.Millisecond, func() bool {
 		req, err := http.NewRequest(http.MethodPut, "http://"+addr+"/nacos/v1/ns/instance?"+q.Encode(), nil)
-		require.NoError(t, err)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
 		resp, err := c.Do(req)
 		if err != nil {
 			last = err.Error()
-			continue
+			return false
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			return
-		}
 		last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("updating the metadata of %s 127.0.0.1:%d: %s", service, port, last)
 	}
-	t.Fatalf("updating the metadata of %s 127.0.0.1:%d: %s", service, port, last)
 }
 
 // reliabilityFragment writes a row for RELIABILITY.md into the folder

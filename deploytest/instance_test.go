@@ -112,14 +112,19 @@ func (in *instance) register(ctx context.Context) {
 	regs := make([]*nacos.Registration, 2)
 	for i, suffix := range []string{"-http", "-grpc"} {
 		var err error
+		retry := time.NewTicker(100 * time.Millisecond)
 		for {
 			regs[i], err = nacos.Register(ctx, nacos.Service{Name: in.svc + suffix, Host: "127.0.0.1", Port: in.ports[i], Gray: &gray},
 				nacos.WithClient(in.client))
 			if err == nil || ctx.Err() != nil {
 				break
 			}
-			time.Sleep(100 * time.Millisecond)
+			select { // tried again every 100 ms until ctx ends
+			case <-retry.C:
+			case <-ctx.Done():
+			}
 		}
+		retry.Stop()
 		require.NoError(in.t, err, "registering %s%s", in.name, suffix)
 	}
 	in.mu.Lock()

@@ -143,15 +143,13 @@ func (c *caller) waitServed(t *testing.T, in *instance, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for _, req := range []int{reqHTTP, reqUnary, reqStream} {
-		for {
-			got, err := c.do(req, in.gray.Load())
-			if err == nil && strings.HasPrefix(got, in.name+" ") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not answered by %s within %v (last: %q, %v)", reqNames[req], in.name, within, got, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var got string
+		var err error
+		if !poll(time.Until(deadline), 20*time.Millisecond, func() bool {
+			got, err = c.do(req, in.gray.Load())
+			return err == nil && strings.HasPrefix(got, in.name+" ")
+		}) {
+			t.Fatalf("%s not answered by %s within %v (last: %q, %v)", reqNames[req], in.name, within, got, err)
 		}
 	}
 }
@@ -172,6 +170,7 @@ func (r record) from(name string) bool { return strings.HasPrefix(r.answer, name
 // period per kind, alternating gray and prod, and records every one.
 type load struct {
 	c    *caller
+	reqs []int // the kinds of request it sends
 	stop chan struct{}
 	done sync.WaitGroup
 	mu   sync.Mutex
@@ -183,7 +182,7 @@ type load struct {
 const loadPeriod = 20 * time.Millisecond
 
 func startLoad(c *caller, reqs ...int) *load {
-	l := &load{c: c, stop: make(chan struct{})}
+	l := &load{c: c, reqs: reqs, stop: make(chan struct{})}
 	for _, req := range reqs {
 		l.done.Add(1)
 		go func() {
@@ -211,23 +210,52 @@ func startLoad(c *caller, reqs ...int) *load {
 // test after within.
 func (l *load) waitFor(t *testing.T, within time.Duration, what string, ok func(record) bool) record {
 	t.Helper()
-	deadline := time.Now().Add(within)
 	seen := 0
-	for {
+	var found record
+	if !poll(within, 20*time.Millisecond, func() bool {
 		l.mu.Lock()
+		defer l.mu.Unlock()
 		recs := l.recs[seen:]
+		seen += len(recs)
 		for _, r := range recs {
 			if ok(r) {
-				l.mu.Unlock()
-				return r
+				found = r
+				return true
 			}
 		}
-		seen += len(recs)
-		l.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
+		return false
+	}) {
+		t.Fatalf("%s: not within %v", what, within)
+	}
+	return found
+}
+
+// settleRequests is how many requests of each kind the load sends before
+// a change and after it: about a second (loadPeriod).
+const settleRequests = 50
+
+// settle lets the load run on until it sent settleRequests more requests
+// of each kind it sends.
+func (l *load) settle(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	from := len(l.recs)
+	l.mu.Unlock()
+	if !poll(time.Minute, 20*time.Millisecond, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var n [reqKinds]int
+		for _, r := range l.recs[from:] {
+			n[r.req]++
 		}
-		time.Sleep(20 * time.Millisecond)
+		for _, req := range l.reqs {
+			if n[req] < settleRequests {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("the load did not send %d requests of each kind within a minute", settleRequests)
 	}
 }
 

@@ -144,3 +144,18 @@ func unary(t *testing.T, c testgrpc.TestServiceClient, md ...string) string {
 	}
 	return r.GetServerId()
 }
+
+// poll calls cond every tick until it holds or within passes, and reports
+// whether it held.
+func poll(within, tick time.Duration, cond func() bool) bool {
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for deadline := time.After(within); !cond(); {
+		select {
+		case <-ticker.C:
+		case <-deadline:
+			return cond()
+		}
+	}
+	return true
+}

@@ -202,13 +202,14 @@ func TestKafkaSeenRegistration(t *testing.T) {
 	}
 	defer sup.Close()
 	var md map[string]string
-	for ctx.Err() == nil {
+	deadline, _ := ctx.Deadline()
+	poll(time.Until(deadline), 100*time.Millisecond, func() bool {
 		if list, err := sup.Instances(ctx, "billing"); err == nil && len(list) == 1 {
 			md = list[0].Metadata
-			break
+			return true
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 	if md["kafka.group"] != "billing" || md["kafka.topics"] != "orders,payments" || md["kafka.kind"] != "gray" || md["gray"] != "true" {
 		t.Fatalf("registered metadata %v", md)
 	}

@@ -107,17 +107,14 @@ func TestKratosTour(t *testing.T) {
 			return err
 		}
 		// The client resolves in the background: wait for both kinds.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			g, err1 := who(graylb.WithValue(ctx, "gray", "true"), users)
-			p, err2 := who(ctx, users)
-			if g == "gray" && p == "prod" {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("user.http not reached by kind within 10s: %q %v, %q %v", g, err1, p, err2)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var g, p string
+		var err1, err2 error
+		if !poll(10*time.Second, 20*time.Millisecond, func() bool {
+			g, err1 = who(graylb.WithValue(ctx, "gray", "true"), users)
+			p, err2 = who(ctx, users)
+			return g == "gray" && p == "prod"
+		}) {
+			return fmt.Errorf("user.http not reached by kind within 10s: %q %v, %q %v", g, err1, p, err2)
 		}
 
 		// snippet: kratos-edge
@@ -206,9 +203,8 @@ func TestKratosNacos(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for i := 0; i < 50 && os.RemoveAll(dir) != nil; i++ {
-			time.Sleep(20 * time.Millisecond) // the SDK's writer goroutines finish on their own
-		}
+		// The SDK's writer goroutines finish on their own.
+		poll(time.Second, 20*time.Millisecond, func() bool { return os.RemoveAll(dir) == nil })
 	})
 	t.Setenv("XDG_CACHE_HOME", dir)
 	t.Setenv("GRAYLB_GRAY", "true")
@@ -233,13 +229,10 @@ func TestKratosNacos(t *testing.T) {
 		d = graylbkratos.NewDiscovery(s)
 		go func() {
 			defer close(stop)
-			deadline := time.Now().Add(15 * time.Second)
-			for count(d, "order.http") == 0 || count(d, "order.grpc") == 0 {
-				if time.Now().After(deadline) {
-					found <- fmt.Errorf("order.http and order.grpc not found gray within 15s")
-					return
-				}
-				time.Sleep(50 * time.Millisecond) // waiting for Nacos' push
+			// Waiting for Nacos' push.
+			if !poll(15*time.Second, 50*time.Millisecond, func() bool { return count(d, "order.http") > 0 && count(d, "order.grpc") > 0 }) {
+				found <- fmt.Errorf("order.http and order.grpc not found gray within 15s")
+				return
 			}
 			found <- nil
 		}()

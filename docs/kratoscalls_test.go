@@ -60,16 +60,12 @@ func TestKratosCallsInMetrics(t *testing.T) {
 			// The client resolves in the background: the first call that
 			// reaches a node is the first of the 10 (a call with no node
 			// yet is no call to an instance, and is not told).
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				kind, err := who(context.Background(), client)
-				if err == nil && kind == "prod" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("user.http not reached within 10s: %q %v", kind, err)
-				}
-				time.Sleep(20 * time.Millisecond)
+			var kind string
+			if !poll(10*time.Second, 20*time.Millisecond, func() bool {
+				kind, err = who(context.Background(), client)
+				return err == nil && kind == "prod"
+			}) {
+				t.Fatalf("user.http not reached within 10s: %q %v", kind, err)
 			}
 			for i := 1; i < 10; i++ {
 				kind, err := who(context.Background(), client)

@@ -88,9 +88,8 @@ func TestNacosTour(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for i := 0; i < 50 && os.RemoveAll(dir) != nil; i++ {
-			time.Sleep(20 * time.Millisecond) // the SDK's writer goroutines finish on their own
-		}
+		// The SDK's writer goroutines finish on their own.
+		poll(time.Second, 20*time.Millisecond, func() bool { return os.RemoveAll(dir) == nil })
 	})
 	t.Setenv("XDG_CACHE_HOME", dir)
 	t.Setenv("GRAYLB_GRAY", "true")
@@ -106,18 +105,15 @@ func TestNacosTour(t *testing.T) {
 		served = time.Now()
 		client := &http.Client{Transport: httpctx.NewTransport(lb), Timeout: 5 * time.Second}
 		// Nacos pushes a new registration within about a second.
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			got, err := tryGet(client, "http://user-service/", "gray", "true")
-			if err == nil && got == "user-service-gray gray=true" {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("a gray request through the snippet's LoadBalancer: %q, %v", got, err)
-				return nil
-			}
-			time.Sleep(100 * time.Millisecond) // waiting for the registry's push, not for a goroutine
+		var got string
+		var err error
+		if !poll(15*time.Second, 100*time.Millisecond, func() bool {
+			got, err = tryGet(client, "http://user-service/", "gray", "true")
+			return err == nil && got == "user-service-gray gray=true"
+		}) {
+			t.Errorf("a gray request through the snippet's LoadBalancer: %q, %v", got, err)
 		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

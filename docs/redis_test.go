@@ -38,12 +38,9 @@ func redisServer(t *testing.T) string {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	c := redis.NewClient(&redis.Options{Addr: addr, Password: "s3cret"})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer within 10 s", addr)
-		}
-		time.Sleep(20 * time.Millisecond) // waiting for a process to start listening
+	// Waiting for a process to start listening.
+	if !poll(10*time.Second, 20*time.Millisecond, func() bool { return c.Ping(context.Background()).Err() == nil }) {
+		t.Fatalf("redis-server on %s did not answer within 10 s", addr)
 	}
 	return addr
 }

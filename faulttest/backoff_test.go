@@ -88,7 +88,7 @@ func TestFault_NacosAfterBackOff(t *testing.T) {
 	nc := nacosClient(t, addr)
 	user := fmt.Sprintf("u-backoff-%d", time.Now().UnixNano()%1e6)
 	l := startLoad(t, send, user)
-	time.Sleep(warmUp) // the load's steady state before the fault, a fixed part of the plan
+	l.steady(t) // the load's steady state before the fault
 
 	var once sync.Once
 	enable := func() {
@@ -105,7 +105,7 @@ func TestFault_NacosAfterBackOff(t *testing.T) {
 	changed := time.Now()
 	registerBackend(t, nc, svc, nb)
 	publishConfig(t, addr, dataID, fmt.Sprintf(`{"grayUsers":[%q]}`, user))
-	time.Sleep(time.Until(changed.Add(backOffOutage()))) // the outage, a fixed part of the plan
+	time.Sleep(time.Until(changed.Add(backOffOutage()))) // must sleep: the outage's length is a fixed part of the plan
 
 	// Take the gRPC port (free while the proxy is off) and wait for the
 	// SDK's next attempt; the back-off is at most 5 s.
@@ -138,7 +138,7 @@ func TestFault_NacosAfterBackOff(t *testing.T) {
 	firsts := l.waitUntil(ended.Add(recoveryWait()),
 		func(r record) bool { return r.err == nil && r.from(nb.name) },
 		func(r record) bool { return r.err == nil && r.stream == streamProbe && r.gray() })
-	time.Sleep(tail) // the load's steady state after recovery, a fixed part of the plan
+	l.steady(t) // the load's steady state after recovery
 	recs := l.finish(t)
 
 	res := result{pair: "client ↔ Nacos", fault: "link down, ended right after an SDK attempt", lasted: ended.Sub(changed),

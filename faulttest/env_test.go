@@ -89,13 +89,10 @@ func tempDir(t *testing.T) string {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		var err error
-		for i := 0; i < 50; i++ {
-			if err = os.RemoveAll(dir); err == nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond) // the SDK's writers finish on their own
+		// The SDK's writers finish on their own.
+		if !poll(time.Second, 20*time.Millisecond, func() bool { err = os.RemoveAll(dir); return err == nil }) {
+			t.Logf("left %s behind: %v", dir, err)
 		}
-		t.Logf("left %s behind: %v", dir, err)
 	})
 	return dir
 }

@@ -144,7 +144,7 @@ func (l *load) first(ok func(record) bool) (record, bool) {
 func (l *load) waitUntil(deadline time.Time, conds ...func(record) bool) []record {
 	out := make([]record, len(conds))
 	got := make([]bool, len(conds))
-	for {
+	poll(time.Until(deadline), 20*time.Millisecond, func() bool {
 		all := true
 		for i, c := range conds {
 			if !got[i] {
@@ -152,11 +152,54 @@ func (l *load) waitUntil(deadline time.Time, conds ...func(record) bool) []recor
 				all = all && got[i]
 			}
 		}
-		if all || time.Now().After(deadline) {
-			return out
+		return all
+	})
+	return out
+}
+
+// steadyRequests is how many requests of each stream end in the load's
+// steady state before a fault and after recovery: about half a second
+// (loadPeriod).
+const steadyRequests = 12
+
+// steady lets the load run on until steadyRequests more requests of each
+// stream ended.
+func (l *load) steady(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	from := len(l.recs)
+	l.mu.Unlock()
+	if !poll(time.Minute, 20*time.Millisecond, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var n [streams]int
+		for _, r := range l.recs[from:] {
+			n[r.stream]++
 		}
-		time.Sleep(20 * time.Millisecond) // polling the records, bounded by deadline
+		for _, k := range n {
+			if k < steadyRequests {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("the load did not end %d requests of each stream within a minute", steadyRequests)
 	}
+}
+
+// poll calls cond every tick until it holds or within passes, and reports
+// whether it held.
+func poll(within, tick time.Duration, cond func() bool) bool {
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for deadline := time.After(within); !cond(); {
+		select {
+		case <-ticker.C:
+		case <-deadline:
+			return cond()
+		}
+	}
+	return true
 }
 
 // finish stops the load, waits for the requests in flight (each bounded

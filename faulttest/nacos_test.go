@@ -122,20 +122,19 @@ func publishConfig(t *testing.T, addr, dataID, content string) {
 	form := url.Values{"dataId": {dataID}, "group": {"DEFAULT_GROUP"}, "content": {content}}
 	c := http.Client{Timeout: 2 * time.Second}
 	var last string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	if !poll(10*time.Second, 100*time.Millisecond, func() bool {
 		resp, err := c.PostForm("http://"+addr+"/nacos/v1/cs/configs", form)
 		if err != nil {
 			last = err.Error()
-			continue
+			return false
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK && strings.TrimSpace(string(b)) == "true" {
-			return
-		}
 		last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		return resp.StatusCode == http.StatusOK && strings.TrimSpace(string(b)) == "true"
+	}) {
+		t.Fatalf("publishing %s: %s", dataID, last)
 	}
-	t.Fatalf("publishing %s: %s", dataID, last)
 }
 
 // waitAnswered sends gray and prod requests until each named instance has
@@ -144,17 +143,17 @@ func waitAnswered(t *testing.T, send sender, names ...string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, name := range names {
-		for i := 0; ; i++ {
+		var got string
+		var err error
+		i := 0
+		if !poll(time.Until(deadline), 20*time.Millisecond, func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
-			got, err := send(ctx, i%2, "")
-			cancel()
-			if err == nil && strings.HasPrefix(got, name+" ") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s has not answered within 30 s (last: %q, %v)", name, got, err)
-			}
-			time.Sleep(20 * time.Millisecond) // a retry interval, bounded by deadline
+			defer cancel()
+			got, err = send(ctx, i%2, "")
+			i++
+			return err == nil && strings.HasPrefix(got, name+" ")
+		}) {
+			t.Fatalf("%s has not answered within 30 s (last: %q, %v)", name, got, err)
 		}
 	}
 }

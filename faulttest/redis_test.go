@@ -96,26 +96,31 @@ func startRedis(t *testing.T, args ...string) string {
 		case <-time.After(10 * time.Second):
 		}
 	})
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	answers := poll(10*time.Second, 20*time.Millisecond, func() bool {
 		select {
 		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("redis-server on %s exited; log:\n%s", addr, log)
+			return true
 		default:
 		}
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err != nil {
-			continue
+			return false
 		}
 		c.SetDeadline(time.Now().Add(time.Second))
 		c.Write([]byte("PING\r\n"))
 		buf := make([]byte, 16)
 		n, _ := c.Read(buf)
 		c.Close()
-		if bytes.HasPrefix(buf[:n], []byte("+PONG")) {
-			return addr
-		}
+		return bytes.HasPrefix(buf[:n], []byte("+PONG"))
+	})
+	select {
+	case <-exited:
+		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+		t.Fatalf("redis-server on %s exited; log:\n%s", addr, log)
+	default:
 	}
-	t.Fatalf("redis-server on %s did not answer PING within 10 s", addr)
-	return ""
+	if !answers {
+		t.Fatalf("redis-server on %s did not answer PING within 10 s", addr)
+	}
+	return addr
 }

@@ -47,13 +47,6 @@ type result struct {
 	recoveryMissing string        // what never came back, when recovery is never
 }
 
-// warmUp is the load's time before a fault, and tail its time after
-// routing is current again.
-const (
-	warmUp = 500 * time.Millisecond
-	tail   = 500 * time.Millisecond
-)
-
 // recoveryWait bounds the wait for routing to be current again after a
 // fault ends.
 func recoveryWait() time.Duration {
@@ -73,7 +66,7 @@ func run(t *testing.T, p pair, f fault) result {
 		applyList = p.prepareList(t, round)
 	}
 	l := startLoad(t, p.send, probeUser)
-	time.Sleep(warmUp) // the load's steady state before the fault, a fixed part of the plan
+	l.steady(t) // the load's steady state before the fault
 
 	end := f.start(t, p.link)
 	changed := time.Now()
@@ -84,7 +77,7 @@ func run(t *testing.T, p pair, f fault) result {
 	if p.changeRules != nil {
 		p.changeRules(t, probeUser)
 	}
-	time.Sleep(time.Until(changed.Add(f.dur))) // the fault's duration, a fixed part of the plan
+	time.Sleep(time.Until(changed.Add(f.dur))) // must sleep: the fault's duration is a fixed part of the plan
 	end()
 	ended := time.Now()
 
@@ -104,7 +97,7 @@ func run(t *testing.T, p pair, f fault) result {
 		what = append(what, "answers of "+name)
 	}
 	firsts := l.waitUntil(ended.Add(recoveryWait()), conds...)
-	time.Sleep(tail) // the load's steady state after recovery, a fixed part of the plan
+	l.steady(t) // the load's steady state after recovery
 	recs := l.finish(t)
 
 	res := result{pair: p.name, fault: f.what, lasted: f.dur, list: notApplicable, rules: notApplicable}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter/adaptertest"
 	"github.com/graylb/graylb/gozero"
-	"github.com/graylb/graylb/internal/benchutil"
 	"github.com/zeromicro/go-zero/zrpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -69,7 +69,7 @@ func BenchmarkZrpcOverhead(b *testing.B) {
 				p2cDo()
 				glDo()
 			}
-			benchutil.Interleave(b, p2cDo, glDo, "extra-allocs/call")
+			adaptertest.Interleave(b, p2cDo, glDo, "extra-allocs/call")
 		})
 	}
 }

@@ -77,21 +77,24 @@ func freePort(t testing.TB) int {
 
 // waitListening waits until addr accepts connections or start reported an
 // error.
+// go-zero's Start blocks and signals nothing: addr is polled every 10 ms.
 func waitListening(addr string, failed <-chan error) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-failed:
-			return fmt.Errorf("server on %s did not start: %v", addr, err)
-		default:
-		}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
 			return nil
 		}
-		time.Sleep(10 * time.Millisecond) // polling: go-zero's Start blocks and signals nothing
+		select {
+		case err := <-failed:
+			return fmt.Errorf("server on %s did not start: %v", addr, err)
+		case <-deadline:
+			return fmt.Errorf("server on %s did not listen within 10s", addr)
+		case <-tick.C:
+		}
 	}
-	return fmt.Errorf("server on %s did not listen within 10s", addr)
 }
 
 // stopAll stops every go-zero server started so far: zrpc's and rest's

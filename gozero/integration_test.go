@@ -33,9 +33,7 @@ func nacosOpts(t *testing.T) []nacos.Option {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		// The SDK's writer goroutines can outlive Close by a moment.
-		for i := 0; i < 50 && os.RemoveAll(dir) != nil; i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
+		assert.Eventually(t, func() bool { return os.RemoveAll(dir) == nil }, time.Second, 20*time.Millisecond, "removing %s", dir)
 	})
 	return []nacos.Option{nacos.WithServers(addr), nacos.WithCacheDir(filepath.Join(dir, "cache")),
 		nacos.WithLogDir(filepath.Join(dir, "log")), nacos.WithLogLevel("error")}

@@ -176,12 +176,10 @@ func runAbruptStop(t *testing.T, extra ...grpc.DialOption) abruptRun {
 	}
 	waitFor := func(what string, d time.Duration, cond func() bool) {
 		t.Helper()
-		for end := time.Now().Add(d); !cond(); time.Sleep(time.Millisecond) {
-			if time.Now().After(end) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("%s: not within %v", what, d)
-			}
+		if !assert.Eventually(t, cond, d, time.Millisecond) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("%s: not within %v", what, d)
 		}
 	}
 	waitFor("100 gray RPCs served by the gray instance", 10*time.Second, func() bool { return grayServed.Load() >= 100 })
@@ -331,15 +329,14 @@ func TestBalancer_GrayWithFailedConnectionFallsBackToProd(t *testing.T) {
 	require.Equal(t, "prod", got)
 
 	// Once the gray connection has failed, a gray RPC goes to prod at once.
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	require.EventuallyWithT(t, func(c2 *assert.CollectT) {
 		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "gray", "true"), 2*time.Second)
+		defer cancel()
 		r, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
-		cancel()
-		if err == nil && r.GetServerId() == "prod" {
-			break
+		if assert.NoError(c2, err) {
+			assert.Equal(c2, "prod", r.GetServerId())
 		}
-		require.True(t, time.Now().Before(end), "gray never fell back to prod; last: %v", err)
-	}
+	}, 10*time.Second, 10*time.Millisecond, "gray never fell back to prod")
 	for _, wfr := range []bool{false, true} {
 		for range 20 {
 			ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "gray", "true"), 5*time.Second)

@@ -238,8 +238,11 @@ func TestBalancer_ChurnProdNeverReachesGray(t *testing.T) {
 			}(g)
 		}
 		// Churn: take instances out and put them back, keeping one prod
-		// instance, for 100 changes.
+		// instance, for 100 changes, each once the callers made 8 calls
+		// over the one before.
 		for i := 0; i < 100; i++ {
+			want := calls.Load() + 8
+			require.Eventually(t, func() bool { return calls.Load() >= want }, 10*time.Second, 100*time.Microsecond, "change %d: no calls", i)
 			k := i % 3
 			if i%2 == 0 {
 				require.NoError(t, reg.Deregister("svc", grayInsts[k].Addr()))
@@ -250,7 +253,6 @@ func TestBalancer_ChurnProdNeverReachesGray(t *testing.T) {
 				require.NoError(t, reg.Register(grayInsts[k]))
 				require.NoError(t, reg.Register(prodInsts[k]))
 			}
-			time.Sleep(3 * time.Millisecond)
 		}
 		close(stop)
 		wg.Wait()

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/internal/benchutil"
+	"github.com/graylb/graylb/adapter/adaptertest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -89,7 +89,7 @@ func BenchmarkBalancerOverhead(b *testing.B) {
 				rrDo()
 				glDo()
 			}
-			benchutil.Interleave(b, rrDo, glDo, "extra-allocs/rpc")
+			adaptertest.Interleave(b, rrDo, glDo, "extra-allocs/rpc")
 		})
 	}
 }

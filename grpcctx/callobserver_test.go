@@ -86,18 +86,15 @@ func TestBalancer_CallObserverSeesTimedOutCalls(t *testing.T) {
 	_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
 	require.Equal(t, codes.Canceled, status.Code(err), "%v", err)
 
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(seen)
-		mu.Unlock()
-		if n >= 1 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond) // a wrongly told cancelled call would be in by now
+	// A second call past its deadline ends after the cancelled one: once
+	// it is told, a wrongly told cancelled call would have been too.
+	ctx, cancel = context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "gray", "true"), 50*time.Millisecond)
+	defer cancel()
+	_, err = c.UnaryCall(ctx, &testgrpc.SimpleRequest{}, grpc.WaitForReady(true))
+	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= 2 }, 5*time.Second, time.Millisecond,
+		"the calls past their deadline were not told")
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, []string{in.Addr() + " gray error"}, seen)
+	assert.Equal(t, []string{in.Addr() + " gray error", in.Addr() + " gray error"}, seen)
 }

@@ -44,13 +44,7 @@ func statsOf(t *testing.T, lb *graylb.LoadBalancer, service string) *policy.Stat
 // waitUntil polls cond until it holds or 5 s passed.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5s: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, cond, 5*time.Second, time.Millisecond, "after 5s: %s", what)
 }
 
 // Every RPC is one Call whatever the policy: with outlier detection and

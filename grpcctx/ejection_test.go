@@ -175,7 +175,7 @@ type slowServer struct {
 }
 
 func (s *slowServer) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	time.Sleep(s.delay) // the backend's latency
+	time.Sleep(s.delay) // must sleep: the backend's latency is what P2C measures
 	return s.testServer.UnaryCall(ctx, req)
 }
 

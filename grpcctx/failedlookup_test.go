@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -58,16 +59,11 @@ func TestResolver_FailedFirstLookupRecovers(t *testing.T) {
 
 	sup.down.Store(false)
 	back := time.Now()
-	var last error
-	for time.Since(back) < 10*time.Second {
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		_, last = c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
-		cancel()
-		if last == nil {
-			t.Logf("served %v after the registry's return (%d lookups)", time.Since(back).Round(time.Millisecond), sup.calls.Load())
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no RPC served within 10 s of the registry's return (%d lookups); last error: %v", sup.calls.Load(), last)
+		defer cancel()
+		_, err := c.UnaryCall(ctx, &testgrpc.SimpleRequest{})
+		assert.NoError(ct, err)
+	}, 10*time.Second, 50*time.Millisecond, "no RPC served within 10 s of the registry's return")
+	t.Logf("served %v after the registry's return (%d lookups)", time.Since(back).Round(time.Millisecond), sup.calls.Load())
 }

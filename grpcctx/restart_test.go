@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,29 +19,24 @@ import (
 // listenOn listens on addr, waiting for a port being released.
 func listenOn(t testing.TB, addr string) net.Listener {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l, err := net.Listen("tcp", addr)
-		if err == nil {
-			return l
-		}
-		if time.Now().After(deadline) {
-			require.NoError(t, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var l net.Listener
+	var err error
+	require.Eventually(t, func() bool { l, err = net.Listen("tcp", addr); return err == nil }, 5*time.Second, 10*time.Millisecond,
+		"listening on %s (the port is being released)", addr)
+	return l
 }
 
 // TestBalancer_OnlyProdInstanceRestartedServesAgain: the only prod
-// instance, with outlier detection on (30 s ejection time), stops for 1 s
-// and comes back on its address. Its failures while down eject it;
-// ejection does not keep it away: it serves again within 1 s of its return
-// (DialOptions' reconnect back-off; grpc-go's default waited up to 1.6 s
-// more before its next connection attempt), and no RPC fails from 2 s
-// after its return.
+// instance, with outlier detection on (30 s ejection time), stops until
+// its failures ejected it and the client's reconnect back-off reached its
+// longest wait (five refused connections), and comes back on its address.
+// Ejection does not keep it away: it serves again within 1 s of its
+// return (DialOptions' reconnect back-off; grpc-go's default waited up to
+// 1.6 s more before its next connection attempt), and no RPC fails from
+// 2 s after its return.
 func TestBalancer_OnlyProdInstanceRestartedServesAgain(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs 5 s")
+		t.Skip("runs 4 s")
 	}
 	reg := graylb.NewRegistry()
 	l := listenOn(t, "127.0.0.1:0")
@@ -68,8 +64,16 @@ func TestBalancer_OnlyProdInstanceRestartedServesAgain(t *testing.T) {
 		}
 	}}))
 	require.NoError(t, err)
-	// DialOptions' reconnect back-off, not a short one of the test's.
-	conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	// DialOptions' reconnect back-off, not a short one of the test's; the
+	// dialer counts the connection attempts to the prod instance.
+	var dials atomic.Int64
+	dialer := grpc.WithContextDialer(func(ctx context.Context, to string) (net.Conn, error) {
+		if to == addr {
+			dials.Add(1)
+		}
+		return (&net.Dialer{}).DialContext(ctx, "tcp", to)
+	})
+	conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials()), dialer)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(); lb.Close() })
 	c := testgrpc.NewTestServiceClient(conn)
@@ -101,19 +105,40 @@ func TestBalancer_OnlyProdInstanceRestartedServesAgain(t *testing.T) {
 				mu.Lock()
 				results = append(results, result{time.Now(), err})
 				mu.Unlock()
-				if err != nil {
-					time.Sleep(time.Millisecond)
-				}
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// answered counts the RPCs that ended after since, and those of them
+	// that succeeded.
+	answered := func(since time.Time) (all, ok int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range results {
+			if r.at.After(since) {
+				all++
+				if r.err == nil {
+					ok++
+				}
+			}
+		}
+		return all, ok
+	}
+	require.Eventually(t, func() bool { _, ok := answered(time.Time{}); return ok >= 20 }, 10*time.Second, time.Millisecond,
+		"the instance never served before it stopped")
 	s.Stop()
-	time.Sleep(time.Second)
+	stopped := dials.Load()
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return ejected > 0 }, 10*time.Second, time.Millisecond,
+		"its failures while down never ejected it: the test proves nothing")
+	// 100, 160, 256, 410 ms: the fifth refused connection is followed by
+	// the longest wait, 500 ms.
+	require.Eventually(t, func() bool { return dials.Load() >= stopped+5 }, 10*time.Second, time.Millisecond,
+		"the client stopped reconnecting")
 	back := time.Now()
 	s = start(listenOn(t, addr))
 	defer s.Stop()
-	time.Sleep(4 * time.Second)
+	// The RPCs from 2 s after its return, which must all succeed.
+	require.Eventually(t, func() bool { all, _ := answered(back.Add(2 * time.Second)); return all >= 500 }, 30*time.Second, 10*time.Millisecond,
+		"500 RPCs from 2 s after its return")
 	close(stop)
 	wg.Wait()
 

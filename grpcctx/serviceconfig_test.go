@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
@@ -183,12 +184,19 @@ func TestDialOptions_RefusalOutlivesIdleness(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { lb.Close() })
 	rr := `{"loadBalancingConfig":[{"round_robin":{}}],` + retryMethodConfig + `}`
-	c := dialAfter(t, lb, "svc", grpc.WithDefaultServiceConfig(rr), grpc.WithIdleTimeout(100*time.Millisecond))
+	opts := append(append(DialOptions(lb), grpc.WithTransportCredentials(insecure.NewCredentials())),
+		grpc.WithDefaultServiceConfig(rr), grpc.WithIdleTimeout(100*time.Millisecond))
+	conn, err := grpc.NewClient("graylb:///svc", opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	c := testgrpc.NewTestServiceClient(conn)
 	for round := 0; round < 3; round++ {
 		_, err := call(t, c, "false")
 		require.Error(t, err, "round %d", round)
 		assert.Contains(t, status.Convert(err).Message(), "grpcctx:", "round %d: %v", round, err)
-		time.Sleep(300 * time.Millisecond) // past the idle timeout: the next call builds the resolver again
+		// Idle: the next call builds the resolver again.
+		require.Eventually(t, func() bool { return conn.GetState() == connectivity.Idle }, 5*time.Second, time.Millisecond,
+			"round %d: the ClientConn never went idle", round)
 	}
 	assert.Zero(t, gray.hits.Load()+prod.hits.Load(), "calls that reached an instance")
 }

@@ -160,7 +160,7 @@ func TestPicker_StreamEndsAtItsStatus(t *testing.T) {
 	require.NoError(t, err)
 	_, err = st.Recv()
 	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond) // the stream is open: its status has not been read
+	time.Sleep(100 * time.Millisecond) // must sleep: the duration told must run to the status, past this pause
 	assert.Zero(t, took.Load(), "a stream was told before its status")
 	_, err = st.Recv()
 	require.Equal(t, io.EOF, err)

@@ -46,8 +46,12 @@ func (s *emptySupplier) counts() (active, watches int) {
 // then it fails the test when fatal is set.
 func waitFor(t *testing.T, within time.Duration, fatal bool, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.After(within); !cond(); {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			if fatal {
 				t.Fatalf("%s: not within %v", what, within)
 			}

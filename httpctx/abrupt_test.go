@@ -204,12 +204,10 @@ func TestTransport_AbruptStopOfOnlyGray(t *testing.T) {
 	}
 	waitFor := func(what string, d time.Duration, cond func() bool) {
 		t.Helper()
-		for end := time.Now().Add(d); !cond(); time.Sleep(time.Millisecond) {
-			if time.Now().After(end) {
-				close(stop)
-				wg.Wait()
-				t.Fatalf("%s: not within %v; gray: %v; prod: %v", what, d, &grayT, &prodT)
-			}
+		if !assert.Eventually(t, cond, d, time.Millisecond) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("%s: not within %v; gray: %v; prod: %v", what, d, &grayT, &prodT)
 		}
 	}
 	waitFor("100 gray GETs served by the gray instance", 10*time.Second, func() bool { return grayT.onGray.Load() >= 100 })

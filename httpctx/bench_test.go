@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/internal/benchutil"
+	"github.com/graylb/graylb/adapter/adaptertest"
 )
 
 // BenchmarkTransportOverhead calls the same loopback server through the
@@ -44,5 +44,5 @@ func BenchmarkTransportOverhead(b *testing.B) {
 		plainDo()
 		grayDo()
 	}
-	benchutil.Interleave(b, plainDo, grayDo, "extra-allocs/req")
+	adaptertest.Interleave(b, plainDo, grayDo, "extra-allocs/req")
 }

@@ -53,13 +53,7 @@ func (c *calls) waitFor(t *testing.T, n int) []told {
 // waitUntil polls cond until it holds, for at most 5 s.
 func waitUntil(t *testing.T, cond func() bool, msg string, args ...any) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf(msg, args...)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, cond, 5*time.Second, time.Millisecond, append([]any{msg}, args...)...)
 }
 
 // statsOf returns the Stats lb keeps for in, read through a call it
@@ -286,7 +280,7 @@ func TestTransport_EarlyCloseIsNotAFailure(t *testing.T) {
 		line, err := bufio.NewReader(resp.Body).ReadString('\n')
 		require.NoError(t, err)
 		require.Equal(t, "first\n", line)
-		time.Sleep(caller) // the caller's own work, not the instance's
+		time.Sleep(caller) // must sleep: the caller's own time, which the call's duration must not include
 		require.NoError(t, resp.Body.Close())
 		require.Zero(t, stats.InFlight(), "a body closed early left its call in flight")
 	}

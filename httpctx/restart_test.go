@@ -22,14 +22,8 @@ func serveOn(t testing.TB, addr, body string) *httptest.Server {
 	t.Helper()
 	var l net.Listener
 	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if l, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // the port is being released
-	}
-	require.NoError(t, err)
+	require.Eventually(t, func() bool { l, err = net.Listen("tcp", addr); return err == nil }, 5*time.Second, 10*time.Millisecond,
+		"listening on %s (the port is being released)", addr)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, body)
 	}))
@@ -40,13 +34,13 @@ func serveOn(t testing.TB, addr, body string) *httptest.Server {
 }
 
 // TestTransport_OnlyProdInstanceRestartedServesAgainAtOnce: the only prod
-// instance, with outlier detection on (30 s ejection time), goes down for
-// 1 s and comes back on its address. Its failures while down eject it;
-// ejection does not keep it away: it serves again within 1 s of its
-// return, and no request fails from 2 s after it.
+// instance, with outlier detection on (30 s ejection time), goes down until
+// its failures eject it and comes back on its address. Ejection does not
+// keep it away: it serves again within 1 s of its return, and no request
+// fails from 2 s after it.
 func TestTransport_OnlyProdInstanceRestartedServesAgainAtOnce(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs 5 s")
+		t.Skip("runs 3 s")
 	}
 	reg := graylb.NewRegistry()
 	srv := serveOn(t, "127.0.0.1:0", "prod")
@@ -100,19 +94,35 @@ func TestTransport_OnlyProdInstanceRestartedServesAgainAtOnce(t *testing.T) {
 				mu.Lock()
 				results = append(results, result{time.Now(), err})
 				mu.Unlock()
-				if err != nil {
-					time.Sleep(time.Millisecond) // a refused connect fails at once: do not spin
-				}
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// answered counts the requests answered after since, and those that
+	// ended after since without failing.
+	answered := func(since time.Time) (all, ok int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range results {
+			if r.at.After(since) {
+				all++
+				if r.err == nil {
+					ok++
+				}
+			}
+		}
+		return all, ok
+	}
+	require.Eventually(t, func() bool { _, ok := answered(time.Time{}); return ok >= 20 }, 10*time.Second, time.Millisecond,
+		"the instance never served before it went down")
 	srv.Close()
-	time.Sleep(time.Second)
+	require.Eventually(t, func() bool { return ejected.Load() > 0 }, 10*time.Second, time.Millisecond,
+		"its failures while down never ejected it: the test proves nothing")
 	back := time.Now()
 	srv = serveOn(t, addr, "prod")
 	defer srv.Close()
-	time.Sleep(4 * time.Second)
+	// The requests from 2 s after its return, which must all succeed.
+	require.Eventually(t, func() bool { all, _ := answered(back.Add(2 * time.Second)); return all >= 500 }, 30*time.Second, 10*time.Millisecond,
+		"500 requests from 2 s after its return")
 	close(stop)
 	wg.Wait()
 

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/internal/benchutil"
+	"github.com/graylb/graylb/adapter/adaptertest"
 	"github.com/graylb/graylb/policy"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -595,5 +595,5 @@ func BenchmarkTransportOverheadTLS(b *testing.B) {
 		plainDo()
 		grayDo()
 	}
-	benchutil.Interleave(b, plainDo, grayDo, "extra-allocs/req")
+	adaptertest.Interleave(b, plainDo, grayDo, "extra-allocs/req")
 }

@@ -124,7 +124,7 @@ func slowBody(d time.Duration) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "head...")
 		w.(http.Flusher).Flush()
-		time.Sleep(d)
+		time.Sleep(d) // must sleep: the body must outlast the try timeout
 		io.WriteString(w, "tail")
 	}))
 }
@@ -159,7 +159,7 @@ func (r *slowReader) Read(p []byte) (int, error) {
 	if len(r.data) == 0 {
 		return 0, io.EOF
 	}
-	time.Sleep(r.pause)
+	time.Sleep(r.pause) // must sleep: the upload must outlast the try timeout
 	p[0], r.data = r.data[0], r.data[1:]
 	return 1, nil
 }

@@ -85,15 +85,17 @@ type ledger struct {
 	produced  map[string]bool // id: gray
 	processed map[string]int
 	events    []event
+	changed   chan struct{} // closed (and replaced) at each record produced or processed
 }
 
 func newLedger() *ledger {
-	return &ledger{produced: map[string]bool{}, processed: map[string]int{}}
+	return &ledger{produced: map[string]bool{}, processed: map[string]int{}, changed: make(chan struct{})}
 }
 
 func (l *ledger) produce(id string, gray bool) {
 	l.mu.Lock()
 	l.produced[id] = gray
+	l.changedLocked()
 	l.mu.Unlock()
 }
 
@@ -101,27 +103,43 @@ func (l *ledger) process(id, consumer string, grayC, grayR, routedGray, closed, 
 	l.mu.Lock()
 	l.processed[id]++
 	l.events = append(l.events, event{time.Now(), consumer, grayC, grayR, routedGray, closed, changing})
+	l.changedLocked()
 	l.mu.Unlock()
+}
+
+// changedLocked wakes the waiters of until.
+func (l *ledger) changedLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// until waits until cond holds, checking it at each record produced or
+// processed, within d, and reports whether it held. cond takes the
+// ledger's lock itself (through its other methods).
+func (l *ledger) until(d time.Duration, cond func() bool) bool {
+	deadline := time.After(d)
+	for {
+		l.mu.Lock()
+		changed := l.changed
+		l.mu.Unlock()
+		if cond() {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return cond()
+		}
+	}
 }
 
 // producedAfter waits until n more records were produced, within d.
 func (l *ledger) producedAfter(t *testing.T, n int, d time.Duration) {
 	t.Helper()
-	l.mu.Lock()
-	want := len(l.produced) + n
-	l.mu.Unlock()
-	deadline := time.Now().Add(d)
-	for {
-		l.mu.Lock()
-		got := len(l.produced)
-		l.mu.Unlock()
-		if got >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d more records produced within %v, want %d", got-want+n, d, n)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the ledger
+	count := func() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.produced) }
+	want := count() + n
+	if !l.until(d, func() bool { return count() >= want }) {
+		t.Fatalf("%d more records produced within %v, want %d", count()-want+n, d, n)
 	}
 }
 
@@ -178,32 +196,19 @@ func (l *ledger) first(since time.Time, match func(event) bool) (time.Time, bool
 // the time it took.
 func (l *ledger) waitFor(t *testing.T, what string, since time.Time, d time.Duration, match func(event) bool) time.Duration {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if at, ok := l.first(since, match); ok {
-			return at.Sub(since)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the ledger, not waiting for time to pass
+	var at time.Time
+	if !l.until(d, func() (ok bool) { at, ok = l.first(since, match); return ok }) {
+		t.Fatalf("%s: not within %v", what, d)
 	}
+	return at.Sub(since)
 }
 
 // drained waits until every record produced was processed, within d.
 func (l *ledger) drained(t *testing.T, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		_, lost, _, _ := l.counts()
-		if lost == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%d records produced were not processed within %v", lost, d)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	lost := func() int { _, lost, _, _ := l.counts(); return lost }
+	if !l.until(d, func() bool { return lost() == 0 }) {
+		t.Errorf("%d records produced were not processed within %v", lost(), d)
 	}
 }
 

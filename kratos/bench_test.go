@@ -12,7 +12,7 @@ import (
 	"github.com/go-kratos/kratos/v2/selector/wrr"
 	"github.com/go-kratos/kratos/v2/transport"
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/internal/benchutil"
+	"github.com/graylb/graylb/adapter/adaptertest"
 	graylbkratos "github.com/graylb/graylb/kratos"
 )
 
@@ -87,7 +87,7 @@ func BenchmarkOverhead(b *testing.B) {
 						}
 					}
 				}
-				benchutil.Interleave(b, do(base), do(subject), "extra-allocs/req")
+				adaptertest.Interleave(b, do(base), do(subject), "extra-allocs/req")
 			})
 		}
 	}

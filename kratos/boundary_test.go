@@ -11,6 +11,7 @@ import (
 	"github.com/go-kratos/kratos/v2/transport"
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	graylbkratos "github.com/graylb/graylb/kratos"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -123,17 +124,51 @@ func TestBoundaryStripsKratosMetadata(t *testing.T) {
 	}
 }
 
-// TestBoundaryStripsBaggage: OpenTelemetry's baggage propagation (Kratos'
-// tracing middleware takes a request's W3C baggage onto its context and
-// writes it on every outgoing call) carries graylb's keys to services that
-// read them from baggage (otelgraylb). At an untrusted edge, the members
-// named by routing keys are removed from the request's baggage (header,
-// HTTP request and gRPC metadata) before the middleware after Server and
-// the handler see it; other members are left alone.
+// listBaggage is a Baggage of comma-separated members (OpenTelemetry's
+// parser is otelgraylb's; this module does not depend on it).
+type listBaggage struct{}
+
+func (listBaggage) Header() string { return "baggage" }
+
+func (listBaggage) Members(v string, names []string) []string {
+	out := make([]string, len(names))
+	for _, m := range strings.Split(v, ",") {
+		k, val, _ := strings.Cut(strings.SplitN(m, ";", 2)[0], "=")
+		for i, n := range names {
+			if strings.EqualFold(strings.TrimSpace(k), n) {
+				out[i] = strings.TrimSpace(val)
+			}
+		}
+	}
+	return out
+}
+
+func (listBaggage) Without(v string, drop func(string) bool) string {
+	var keep []string
+	for _, m := range strings.Split(v, ",") {
+		k, _, _ := strings.Cut(strings.SplitN(m, ";", 2)[0], "=")
+		if m = strings.TrimSpace(m); m != "" && !drop(strings.TrimSpace(k)) {
+			keep = append(keep, m)
+		}
+	}
+	return strings.Join(keep, ",")
+}
+
+func (listBaggage) With(v string, pairs ...string) string { return v }
+
+func (listBaggage) ContextWithout(ctx context.Context, _ func(string) bool) context.Context {
+	return ctx
+}
+
+// TestBoundaryStripsBaggage: with a LoadBalancer that reads baggage, at an
+// untrusted edge, the members named by routing keys are removed from the
+// request's baggage (header, HTTP request and gRPC metadata) before the
+// middleware after Server and the handler see it; other members are left
+// alone.
 func TestBoundaryStripsBaggage(t *testing.T) {
 	for _, scheme := range []string{"http", "grpc"} {
 		t.Run(scheme, func(t *testing.T) {
-			lb := newLB(t, graylb.NewRegistry(), graylb.Rules{Matches: []graylb.Match{{Key: "x-tenant", Exact: "t1", Gray: true}}})
+			lb := newLB(t, graylb.NewRegistry(), graylb.Rules{Matches: []graylb.Match{{Key: "x-tenant", Exact: "t1", Gray: true}}}, adapter.WithBaggage(listBaggage{}))
 			seen := make(chan string, 1)
 			look := func(ctx context.Context) (string, error) {
 				var got []string

@@ -39,19 +39,12 @@ func (l *callLog) observe(service string, inst graylb.Instance, kind graylb.Kind
 // take returns the calls told since the last take, waiting up to 2 s for
 // want of them.
 func (l *callLog) take(want int) []observed {
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		l.mu.Lock()
-		n := len(l.calls)
-		if n >= want || time.Now().After(deadline) {
-			out := l.calls
-			l.calls = nil
-			l.mu.Unlock()
-			return out
-		}
-		l.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll(2*time.Second, 5*time.Millisecond, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.calls) >= want })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.calls
+	l.calls = nil
+	return out
 }
 
 var observerPolicies = []struct {
@@ -188,15 +181,13 @@ func warmUp(t *testing.T, call caller, ctxOf func(gray bool) context.Context) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for _, gray := range []bool{false, true} {
-		for {
-			got, err := call(ctxOf(gray))
-			if err == nil && got == kindName(gray) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a %s call answered %q, %v after 20s", kindName(gray), got, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var got string
+		var err error
+		if !poll(time.Until(deadline), 20*time.Millisecond, func() bool {
+			got, err = call(ctxOf(gray))
+			return err == nil && got == kindName(gray)
+		}) {
+			t.Fatalf("a %s call answered %q, %v after 20s", kindName(gray), got, err)
 		}
 	}
 }

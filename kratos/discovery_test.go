@@ -121,13 +121,30 @@ func TestDiscoveryWatchEmptyStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
+	type res struct {
+		list []*registry.ServiceInstance
+		err  error
+	}
+	first := make(chan res, 1)
 	go func() {
-		time.Sleep(50 * time.Millisecond)
-		reg.Register(graylb.NewInstance("later", "127.0.0.1", 9000, nil))
+		l, err := w.Next()
+		first <- res{l, err}
 	}()
-	list, err := next(t, w)
-	if err != nil {
-		t.Fatal(err)
+	select {
+	case r := <-first:
+		t.Fatalf("Next returned %v, %v before any instance", endpoints(r.list), r.err)
+	case <-time.After(50 * time.Millisecond): // must wait: that Next waits shows only in time passing without an answer
+	}
+	reg.Register(graylb.NewInstance("later", "127.0.0.1", 9000, nil))
+	var list []*registry.ServiceInstance
+	select {
+	case r := <-first:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		list = r.list
+	case <-time.After(10 * time.Second):
+		t.Fatal("Next did not return within 10s of the first instance")
 	}
 	// No kind: both schemes, so Kratos' HTTP and gRPC clients each find it.
 	if got := endpoints(list); len(got) != 2 || got[0] != "grpc://127.0.0.1:9000" || got[1] != "http://127.0.0.1:9000" {

@@ -225,6 +225,21 @@ func startChain(t testing.TB, lb *graylb.LoadBalancer, reg *graylb.Registry, sch
 	return c
 }
 
+// poll calls cond every tick until it holds or within passes, and
+// reports whether it held.
+func poll(within, tick time.Duration, cond func() bool) bool {
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for deadline := time.After(within); !cond(); {
+		select {
+		case <-ticker.C:
+		case <-deadline:
+			return cond()
+		}
+	}
+	return true
+}
+
 // warmUp waits until every instance answers: Kratos' gRPC client hands
 // its selector only the connections that are READY, so until then a gray
 // call may see no gray instance and fall back to prod.
@@ -237,15 +252,15 @@ func (c *chain) warmUp(t testing.TB) {
 			want = "a-prod>b-prod"
 		}
 		for ok := 0; ok < 3; {
-			got, err := c.call(map[string]string{"gray": kind})
-			if err == nil && got == want {
-				ok++
-				continue
-			}
-			if time.Now().After(deadline) {
+			var got string
+			var err error
+			if !poll(time.Until(deadline), 20*time.Millisecond, func() bool {
+				got, err = c.call(map[string]string{"gray": kind})
+				return err == nil && got == want
+			}) {
 				t.Fatalf("chain over %s not ready within 20s: gray: %s answered %q, %v", c.scheme, kind, got, err)
 			}
-			time.Sleep(20 * time.Millisecond)
+			ok++
 		}
 	}
 }

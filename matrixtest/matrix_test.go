@@ -401,6 +401,7 @@ func warmUp(t *testing.T, hop string, call caller, service string) {
 			ctx = graylb.WithValue(ctx, "version", v)
 		}
 		want := service + ":" + in.kind
+		tick := time.NewTicker(20 * time.Millisecond)
 		for ok := 0; ok < 3; {
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
 			got, err := call(cctx, nil)
@@ -413,7 +414,8 @@ func warmUp(t *testing.T, hop string, call caller, service string) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: %s not reached within 20s: answered %q, %v", hop, want, got, err)
 			}
-			time.Sleep(20 * time.Millisecond)
+			<-tick.C // polled every 20 ms
 		}
+		tick.Stop()
 	}
 }

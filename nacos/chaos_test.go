@@ -81,14 +81,13 @@ func startBackend(t *testing.T, service, name string, gray bool, servers ...stri
 	defer cancel()
 	var reg *Registration
 	var err error
-	for { // a registration right after a server (re)start can find it still starting
+	// A registration right after a server (re)start can find it still
+	// starting: tried again every 100 ms.
+	poll(registerTimeout, 100*time.Millisecond, func() bool {
 		reg, err = Register(ctx, Service{Name: service, Host: "127.0.0.1", Port: port, Gray: &gray},
 			WithServers(servers...), WithCacheDir(dir), WithLogDir(dir), WithLogLevel("error"))
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil || ctx.Err() != nil
+	})
 	require.NoError(t, err, "registering %s within %v", name, registerTimeout)
 	t.Cleanup(func() { reg.Close() })
 	return &backend{name: name, srv: srv, reg: reg}
@@ -158,6 +157,13 @@ func (l *load) get(gray bool) (string, error) {
 
 func (l *load) finish() { close(l.stop); l.done.Wait() }
 
+// waitSent waits until the load sent n more requests (about 100 a second).
+func (l *load) waitSent(t *testing.T, n int64) {
+	t.Helper()
+	want := l.sent.Load() + n
+	require.Eventually(t, func() bool { return l.sent.Load() >= want }, time.Minute, 10*time.Millisecond, "%d requests of the load", n)
+}
+
 func newHTTPClient(t *testing.T, servers ...string) (*http.Client, *graylb.LoadBalancer) {
 	t.Helper()
 	dir := sdkDir(t)
@@ -174,14 +180,10 @@ func waitRouted(t *testing.T, l *load, name string, within time.Duration) time.D
 	t.Helper()
 	start := time.Now()
 	gray := strings.HasPrefix(name, "gray")
-	for time.Since(start) < within {
-		if got, err := l.get(gray); err == nil && got == name {
-			return time.Since(start)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll(within, 20*time.Millisecond, func() bool { got, err := l.get(gray); return err == nil && got == name }) {
+		t.Fatalf("%s not routed to within %v", name, within)
 	}
-	t.Fatalf("%s not routed to within %v", name, within)
-	return 0
+	return time.Since(start)
 }
 
 // TestIntegration_ChaosHTTP: steady load through the HTTP RoundTripper
@@ -200,11 +202,11 @@ func TestIntegration_ChaosHTTP(t *testing.T) {
 	waitRouted(t, l, "prod-1", 10*time.Second)
 	waitRouted(t, l, "prod-2", 10*time.Second)
 	l.start()
-	time.Sleep(time.Second)
+	l.waitSent(t, 100) // the load's steady state before the fault
 	before := l.sent.Load()
 
 	ctl("stop", "-9")
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // must sleep: the outage's length is the scenario (the fragment says 3 s)
 	ctl("start")
 	restarted := time.Now()
 	// A new gray instance registers after the restart; gray requests then
@@ -212,7 +214,7 @@ func TestIntegration_ChaosHTTP(t *testing.T) {
 	startBackend(t, svc, "gray-2", true, addr)
 	recovery := waitRouted(t, l, "gray-2", 30*time.Second) // from its registration
 	sinceRestart := time.Since(restarted)
-	time.Sleep(time.Second)
+	l.waitSent(t, 100) // the load after the recovery
 	l.finish()
 	st := adapter.For(lb).Cache().Stats()
 	fragment(t, "chaos-http", fmt.Sprintf(
@@ -283,15 +285,15 @@ func TestIntegration_Cluster(t *testing.T) {
 	waitRouted(t, l, "gray-1", 30*time.Second)
 	waitRouted(t, l, "prod-1", 30*time.Second)
 	l.start()
-	time.Sleep(time.Second)
+	l.waitSent(t, 100) // the load's steady state before the fault
 
 	stopped := time.Now()
 	stoppedAt.Store(stopped.UnixNano())
 	ctl("cluster-node-stop", "1")
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // must sleep: the node has been gone 2 s when the registration comes (the scenario)
 	startBackend(t, svc, "gray-2", true, nodes[1:]...)
 	routed := waitRouted(t, l, "gray-2", 30*time.Second)
-	time.Sleep(time.Second)
+	l.waitSent(t, 100) // the load after the new registration
 	l.finish()
 	seenMu.Lock()
 	t.Logf("lists a raw supplier saw (time since the node stop): %v; refill window open until %v after the stop",

@@ -47,13 +47,13 @@ func TestIntegration_DeliberateDeregistration(t *testing.T) {
 	require.NoError(t, p2.reg.Close())
 	stale := 0
 	var err error
-	for time.Since(start) < 15*time.Second {
+	poll(15*time.Second, time.Millisecond, func() bool {
 		if _, err = lb.Pick(prodCtx, svc); err != nil {
-			break
+			return true
 		}
 		stale++
-		time.Sleep(time.Millisecond)
-	}
+		return false
+	})
 	took := time.Since(start)
 	require.ErrorIs(t, err, graylb.ErrNoInstance, "prod picks fail once every prod instance is deregistered")
 	fragment(t, "hostile-08-deregister", fmt.Sprintf(
@@ -174,7 +174,7 @@ func TestIntegration_ForgedUDPPush(t *testing.T) {
 		send()
 		return false
 	}, 10*time.Second, 100*time.Millisecond, "the forged datagram reaches the SDK's cache (else this test proves nothing)")
-	time.Sleep(2 * time.Second) // load runs on the supplier's lists meanwhile
+	l.waitSent(t, 200) // load runs on the supplier's lists meanwhile
 
 	// A genuine update is still followed.
 	startBackend(t, svc, "prod-2", false, addr)
@@ -200,14 +200,13 @@ func countFDs() int {
 // falling (or after 5 s).
 func settled() (goroutines, fds int) {
 	prev := -1
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	poll(5*time.Second, 200*time.Millisecond, func() bool {
 		runtime.GC()
 		n := runtime.NumGoroutine()
-		if n == prev {
-			break
-		}
+		stopped := n == prev
 		prev = n
-	}
+		return stopped
+	})
 	return runtime.NumGoroutine(), countFDs()
 }
 

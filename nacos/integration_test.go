@@ -39,12 +39,25 @@ func nacosAddr(t *testing.T) string {
 	return addr
 }
 
-// waitConnected waits up to timeout for an SDK client to connect.
+// waitConnected waits up to timeout for an SDK client to connect, polling
+// every 20 ms: the SDK offers no connection event.
 func waitConnected(nc interface{ ServerHealthy() bool }, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for !nc.ServerHealthy() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polling: the SDK offers no connection event
+	poll(timeout, 20*time.Millisecond, nc.ServerHealthy)
+}
+
+// poll calls cond every tick until it holds or within passes, and reports
+// whether it held.
+func poll(within, tick time.Duration, cond func() bool) bool {
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for deadline := time.After(within); !cond(); {
+		select {
+		case <-ticker.C:
+		case <-deadline:
+			return cond()
+		}
 	}
+	return true
 }
 
 // sdkDir is a temporary folder for an SDK client's cache and log files.
@@ -60,13 +73,9 @@ func sdkDir(t *testing.T) string {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		var err error
-		for i := 0; i < 50; i++ {
-			if err = os.RemoveAll(dir); err == nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond) // the SDK's writer goroutines finish on their own
+		if !poll(time.Second, 20*time.Millisecond, func() bool { err = os.RemoveAll(dir); return err == nil }) {
+			t.Logf("left %s behind: %v", dir, err)
 		}
-		t.Logf("left %s behind: %v", dir, err)
 	})
 	return dir
 }
@@ -175,15 +184,11 @@ func TestIntegration_GrayRouting(t *testing.T) {
 		gray := i%2 == 0
 		start := time.Now()
 		register(t, nc, svc, 7001, map[string]string{"gray": fmt.Sprint(gray)})
-		for {
+		followed := poll(10*time.Second, 2*time.Millisecond, func() bool {
 			p := ports(t, lb, grayCtx, svc, 4)
-			has := len(p) > 0 && p[0] == 7001
-			if has == gray {
-				break
-			}
-			require.Less(t, time.Since(start), 10*time.Second, "flip %d not followed", i)
-			time.Sleep(2 * time.Millisecond)
-		}
+			return (len(p) > 0 && p[0] == 7001) == gray
+		})
+		require.True(t, followed, "flip %d not followed within 10s", i)
 		took = append(took, time.Since(start))
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
@@ -219,10 +224,10 @@ func TestIntegration_Rules(t *testing.T) {
 	dataID := svc + ".json"
 	publish := func(doc string) {
 		var err error
-		ok := false
-		for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ok := poll(10*time.Second, 50*time.Millisecond, func() (ok bool) {
 			ok, err = cc.PublishConfig(vo.ConfigParam{DataId: dataID, Group: "DEFAULT_GROUP", Content: doc}) // retried while the client connects
-		}
+			return ok
+		})
 		require.NoError(t, err)
 		require.True(t, ok)
 	}
@@ -245,8 +250,10 @@ func TestIntegration_Rules(t *testing.T) {
 	require.Eventually(t, func() bool { return assert.ObjectsAreEqual([]int{7101}, ports(t, lb, alice, svc, 4)) }, 10*time.Second, 20*time.Millisecond,
 		"rules published to Nacos change routing live")
 
+	refused := lb.RulesState().Refused
 	publish(`{"closed": fals`) // broken
-	time.Sleep(time.Second)
+	require.Eventually(t, func() bool { return lb.RulesState().Refused > refused }, 10*time.Second, 20*time.Millisecond,
+		"the broken document was not refused")
 	assert.Equal(t, []int{7101}, ports(t, lb, alice, svc, 4), "a broken document leaves the old rules")
 
 	publish(`{}`)
@@ -321,7 +328,9 @@ func TestIntegration_Restart(t *testing.T) {
 	}()
 
 	ctl("stop", "-9")
-	time.Sleep(2 * time.Second)
+	require.Eventually(t, func() bool { return !sup.client.healthy() }, 10*time.Second, 20*time.Millisecond, "the Client saw the server go")
+	down := picked.Load()
+	require.Eventually(t, func() bool { return picked.Load() >= down+400 }, 30*time.Second, 20*time.Millisecond, "400 picks while Nacos is down")
 	assert.Zero(t, failed.Load(), "picks fail while Nacos is down")
 
 	// A process started while Nacos is down serves from the disk cache.

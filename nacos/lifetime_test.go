@@ -62,7 +62,7 @@ func TestIntegration_ClientOlderThanItsTimeouts(t *testing.T) {
 		list, err := sup.Instances(context.Background(), svc)
 		return err == nil && len(list) == 1
 	}, 10*time.Second, 50*time.Millisecond)
-	time.Sleep(time.Second) // older than the connect wait (300 ms) and the timeout
+	time.Sleep(time.Second) // must sleep: the Client's age is what is tested (older than the connect wait, 300 ms, and the timeout)
 
 	failed := 0
 	var firstErr error
@@ -103,16 +103,16 @@ type lifetimePlan struct {
 	first     time.Duration // the age of the first use ("seconds")
 	old       time.Duration // an age past every timeout and window, before the first restart
 	down      time.Duration // how long the server stays down at a restart
-	dwell     time.Duration // how long each phase runs under load after its change
+	dwell     int           // the load's rounds each phase runs after its change (a round every 40 ms)
 }
 
 func planLifetime() lifetimePlan {
 	if os.Getenv("GRAYLB_LIFETIME") == "long" {
 		return lifetimePlan{mode: "long", timeout: 5 * time.Second, reconcile: DefaultReconcile, refill: DefaultRefillWindow,
-			grace: graylb.DefaultEmptyGrace, first: 2 * time.Second, old: 2 * time.Minute, down: 5 * time.Second, dwell: 30 * time.Second}
+			grace: graylb.DefaultEmptyGrace, first: 2 * time.Second, old: 2 * time.Minute, down: 5 * time.Second, dwell: 750}
 	}
 	return lifetimePlan{mode: "short", timeout: time.Second, reconcile: 3 * time.Second, refill: DefaultRefillWindow,
-		grace: 2 * time.Second, first: time.Second, old: 15 * time.Second, down: 2 * time.Second, dwell: 2 * time.Second}
+		grace: 2 * time.Second, first: time.Second, old: 15 * time.Second, down: 2 * time.Second, dwell: 50}
 }
 
 // longest is the longest timeout or window of the plan (the Cache's seed
@@ -183,6 +183,7 @@ type lifetime struct {
 	phases []*lifePhase
 	stop   chan struct{}
 	done   sync.WaitGroup
+	rounds atomic.Int64 // the load's rounds: a request to every service in use
 }
 
 func (lt *lifetime) age() time.Duration { return time.Since(lt.born) }
@@ -280,6 +281,7 @@ func (lt *lifetime) load() {
 			for _, svc := range lt.services() {
 				lt.request(svc, i%2 == 0)
 			}
+			lt.rounds.Add(1)
 		}
 	}()
 	go func() {
@@ -330,21 +332,21 @@ func (lt *lifetime) request(svc string, gray bool) {
 func (lt *lifetime) publish(doc string) time.Time {
 	t := lt.t
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.PostForm("http://"+lt.addr+"/nacos/v1/cs/configs",
+	var body []byte
+	var err error
+	accepted := poll(30*time.Second, 100*time.Millisecond, func() bool {
+		var resp *http.Response
+		resp, err = http.PostForm("http://"+lt.addr+"/nacos/v1/cs/configs",
 			url.Values{"dataId": {lt.dataID}, "group": {"DEFAULT_GROUP"}, "content": {doc}})
-		var body []byte
-		if err == nil {
-			body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.TrimSpace(string(body)) == "true" {
-				return time.Now()
-			}
+		if err != nil {
+			return false
 		}
-		require.True(t, time.Now().Before(deadline), "publishing %s within 30 s: %v %s", doc, err, body)
-		time.Sleep(100 * time.Millisecond)
-	}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.TrimSpace(string(body)) == "true"
+	})
+	require.True(t, accepted, "publishing %s within 30 s: %v %s", doc, err, body)
+	return time.Now()
 }
 
 // applied polls ok every 2 ms until it holds three times in a row and
@@ -354,18 +356,29 @@ func (lt *lifetime) applied(what string, since time.Time, within time.Duration, 
 	t := lt.t
 	t.Helper()
 	var first time.Time
-	for in := 0; in < 3; time.Sleep(2 * time.Millisecond) {
-		require.Less(t, time.Since(since), within, "%s not applied within %v", what, within)
+	in := 0
+	held := poll(within-time.Since(since), 2*time.Millisecond, func() bool {
 		now := time.Now()
 		if !ok() {
 			in = 0
-			continue
+			return false
 		}
 		if in++; in == 1 {
 			first = now
 		}
-	}
+		return in == 3
+	})
+	require.True(t, held, "%s not applied within %v", what, within)
 	return first.Sub(since)
+}
+
+// dwell lets the load run n more rounds in the current phase.
+func (lt *lifetime) dwell(n int) {
+	t := lt.t
+	t.Helper()
+	want := lt.rounds.Load() + int64(n)
+	require.Eventually(t, func() bool { return lt.rounds.Load() >= want }, time.Duration(n)*time.Second, 10*time.Millisecond,
+		"%d rounds of the load", n)
 }
 
 func (lt *lifetime) answeredBy(svc, want string, header ...string) func() bool {
@@ -391,7 +404,7 @@ func (lt *lifetime) pushRules(svc, user string) {
 	took = lt.applied("closed", at, 15*time.Second, lt.answeredBy(svc, "-prod", "gray", "true"))
 	lt.mode.Store(rulesClosedMode)
 	p.change("`closed: true` applied in %v", took.Round(time.Millisecond))
-	time.Sleep(lt.plan.dwell / 2)
+	lt.dwell(lt.plan.dwell / 2)
 
 	require.True(t, lt.answeredBy(svc, "-prod", "gray", "true")(), "before reopening: gray requests reach prod")
 	lt.mode.Store(rulesChanging)
@@ -410,7 +423,7 @@ func (lt *lifetime) restart(sig string) {
 	t := lt.t
 	p := lt.phase(fmt.Sprintf("server restart (%s), the client older than every timeout", map[string]string{"-9": "SIGKILL", "TERM": "SIGTERM"}[sig]), false)
 	lt.ctl("stop", sig)
-	time.Sleep(lt.plan.down)
+	time.Sleep(lt.plan.down) // must sleep: how long the server stays down is the scenario
 	started := time.Now()
 	lt.ctl("start")
 	up := time.Since(started)
@@ -438,21 +451,18 @@ func (lt *lifetime) restart(sig string) {
 		}
 		return whole
 	})
-	deadline := time.Now().Add(lt.plan.refill + time.Minute)
-	for time.Now().Before(lt.sup.RefillUntil()) {
-		require.True(t, time.Now().Before(deadline), "the refill window did not close")
-		time.Sleep(100 * time.Millisecond)
-	}
+	require.True(t, poll(lt.plan.refill+time.Minute, 100*time.Millisecond, func() bool { return !time.Now().Before(lt.sup.RefillUntil()) }),
+		"the refill window did not close")
 	p.change("down %v; the start script took %v; from the start on, the client connected again after %v, every instance was listed again after %v, the refill window closed after %v",
 		lt.plan.down, up.Round(100*time.Millisecond), reconnected.Round(100*time.Millisecond), refilled.Round(100*time.Millisecond),
 		time.Since(started).Round(100*time.Millisecond))
-	time.Sleep(lt.plan.dwell)
+	lt.dwell(lt.plan.dwell)
 }
 
 // sleepUntilAge waits until the Client is age old.
 func (lt *lifetime) sleepUntilAge(age time.Duration) {
 	if d := age - lt.age(); d > 0 {
-		time.Sleep(d)
+		time.Sleep(d) // must sleep: the Client's age is what is tested
 	}
 }
 
@@ -531,36 +541,36 @@ func TestIntegration_Lifetime(t *testing.T) {
 	lt.sleepUntilAge(plan.first)
 	lt.phase(fmt.Sprintf("first use at %v", plan.first), true)
 	lt.firstUse(a)
-	time.Sleep(plan.dwell)
+	lt.dwell(plan.dwell)
 
 	// Older than the timeout and the connect wait: a new service.
 	lt.sleepUntilAge(3 * plan.timeout)
 	lt.phase(fmt.Sprintf("first use past the timeout (%v) and the connect wait", plan.timeout), true)
 	lt.firstUse(lt.service("b"))
-	time.Sleep(plan.dwell)
+	lt.dwell(plan.dwell)
 
 	lt.phase("rules pushed through Nacos config", true)
 	lt.pushRules(lt.base+"-a", "alice")
-	time.Sleep(plan.dwell)
+	lt.dwell(plan.dwell)
 
 	// Older than every timeout and window.
 	lt.sleepUntilAge(plan.old)
 	lt.phase(fmt.Sprintf("first use and rules past every window (the longest %v)", plan.longest()), true)
 	lt.firstUse(lt.service("c"))
 	lt.pushRules(lt.base+"-c", "bob")
-	time.Sleep(plan.dwell)
+	lt.dwell(plan.dwell)
 
 	lt.restart("-9")
 	lt.phase("after the first restart: rules and a new service", true)
 	lt.pushRules(lt.base+"-b", "carol")
 	lt.firstUse(lt.service("d"))
-	time.Sleep(plan.dwell)
+	lt.dwell(plan.dwell)
 
 	lt.restart("TERM")
 	lt.phase("after the second restart: rules and a new service", true)
 	lt.pushRules(lt.base+"-d", "dave")
 	lt.firstUse(lt.service("e"))
-	time.Sleep(plan.dwell)
+	lt.dwell(plan.dwell)
 	lt.phase("end", true)
 	stopLoad()
 
@@ -625,8 +635,11 @@ func TestIntegration_CloseDuringDeregister(t *testing.T) {
 		defer close(done)
 		derr = cl.deregister(ctx, time.Second, "svc", "DEFAULT_GROUP", model.Instance{Ip: "127.0.0.1", Port: 8080, Ephemeral: true})
 	}()
-	time.Sleep(100 * time.Millisecond) // waiting for the connection (nothing to observe)
-	require.False(t, returned(done), "deregister waits for the connection")
+	select {
+	case <-done:
+		t.Fatalf("deregister returned without a connection: %v", derr)
+	case <-time.After(100 * time.Millisecond): // must wait: that deregister waits for the connection shows only as time passing
+	}
 	require.NoError(t, cl.Close())
 	within(t, done, 10*time.Second, "deregister returns when the Client closes")
 	require.Error(t, derr)

@@ -31,9 +31,18 @@ type httpFake struct {
 	httpErr   error
 	gate      chan struct{}
 	reads     atomic.Int64
+	checks    atomic.Int64 // calls of healthy: the catch-up asks once a period
 }
 
-func (f *httpFake) healthy() bool { return !f.down.Load() }
+func (f *httpFake) healthy() bool { f.checks.Add(1); return !f.down.Load() }
+
+// waitPeriods waits until n whole periods of the catch-up ran: it asks
+// healthy at the start of each.
+func (f *httpFake) waitPeriods(t *testing.T, n int) {
+	t.Helper()
+	want := f.checks.Load() + int64(n) + 1
+	require.Eventually(t, func() bool { return f.checks.Load() >= want }, 5*time.Second, time.Millisecond, "%d periods of the catch-up", n)
+}
 
 func (f *httpFake) listOverHTTP(ctx context.Context, _, _ string, _ []string) ([]model.Instance, error) {
 	f.hmu.Lock()
@@ -90,7 +99,7 @@ func TestSupplier_CatchesUpOverHTTPWhileDisconnected(t *testing.T) {
 	require.NoError(t, err)
 	f.subscribed[0].SubscribeCallback(one, nil)
 
-	time.Sleep(100 * time.Millisecond) // ten periods while connected: no read may happen
+	f.waitPeriods(t, 10) // ten periods while connected: no read may happen
 	assert.Zero(t, f.reads.Load(), "reads over HTTP while connected")
 	require.Len(t, l.snapshot(), 1)
 
@@ -98,7 +107,7 @@ func TestSupplier_CatchesUpOverHTTPWhileDisconnected(t *testing.T) {
 	require.Eventually(t, func() bool { return len(l.snapshot()) == 2 }, 5*time.Second, 5*time.Millisecond,
 		"the list read over HTTP was not handed over")
 	assert.Len(t, l.snapshot()[1], 2)
-	time.Sleep(50 * time.Millisecond) // more periods: the same list is not handed over again
+	f.waitPeriods(t, 5) // more periods: the same list is not handed over again
 	assert.Len(t, l.snapshot(), 2, "an unchanged list handed over again")
 }
 
@@ -271,15 +280,17 @@ func TestSupplier_CatchUpSlowsWhenOnlyHTTPAnswers(t *testing.T) {
 	_, err := s.Watch("svc", func([]graylb.Instance) {})
 	require.NoError(t, err)
 
-	time.Sleep(300 * time.Millisecond) // the patience, then twice as long at the slow pace
+	// Past the patience: the warning, then the slow pace.
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "gRPC port") }, 5*time.Second, time.Millisecond,
+		"no warning past the patience")
 	settled := f.reads.Load()
 	require.Greater(t, settled, int64(5), "the catch-up never read at its pace")
-	time.Sleep(200 * time.Millisecond)
+	f.waitPeriods(t, 40) // twice the patience, at the slow pace
 	assert.LessOrEqual(t, f.reads.Load(), settled+1, "still reading at the fast pace past the patience")
 	assert.Equal(t, 1, strings.Count(logs.String(), "gRPC port"), "one warning: %s", logs.String())
 
 	f.down.Store(false)
-	time.Sleep(50 * time.Millisecond) // up for a few periods
+	f.waitPeriods(t, 3) // up for a few periods
 	f.down.Store(true)
 	before := f.reads.Load()
 	require.Eventually(t, func() bool { return f.reads.Load() > before+5 }, 5*time.Second, 5*time.Millisecond,

@@ -318,7 +318,7 @@ func TestIntegration_DeregisterThroughARestart(t *testing.T) {
 	started := make(chan struct{})
 	go func() {
 		defer close(started)
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // must sleep: the server stays down a second while Deregister waits for it
 		ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 		defer cancel()
 		exec.CommandContext(ctx, os.Getenv("GRAYLB_NACOS_SCRIPT"), "start").Run()
@@ -407,7 +407,7 @@ func TestIntegration_DeregisterOutlastsItsTimeout(t *testing.T) {
 	started := make(chan struct{})
 	go func() {
 		defer close(started)
-		time.Sleep(4 * timeout)
+		time.Sleep(4 * timeout) // must sleep: the server stays down past the registration's timeout, which is what is tested
 		ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 		defer cancel()
 		exec.CommandContext(ctx, os.Getenv("GRAYLB_NACOS_SCRIPT"), "start").Run()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/internal/fanout"
+	"github.com/graylb/graylb/adapter"
 	"github.com/nacos-group/nacos-sdk-go/v2/common/constant"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
@@ -42,8 +42,8 @@ type RuleSource struct {
 	logger  *slog.Logger
 	where   string // Describe's text
 
-	refusals fanout.Set[func(error)]
-	watches  fanout.Set[*ruleWatch]
+	refusals adapter.Watchers[func(error)]
+	watches  adapter.Watchers[*ruleWatch]
 
 	// The catch-up over HTTP (rulescatchup.go), on a Client only.
 	stop      chan struct{}

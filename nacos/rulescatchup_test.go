@@ -18,16 +18,25 @@ import (
 // connection's state and the document its HTTP API answers; gate, when
 // set, holds each read (which answers what was there when it began).
 type fakeConfigReader struct {
-	down  atomic.Bool
-	mu    sync.Mutex
-	data  string
-	found bool
-	err   error
-	gate  chan struct{}
-	reads atomic.Int64
+	down   atomic.Bool
+	mu     sync.Mutex
+	data   string
+	found  bool
+	err    error
+	gate   chan struct{}
+	reads  atomic.Int64
+	checks atomic.Int64 // calls of Healthy: the catch-up asks once a period
 }
 
-func (f *fakeConfigReader) Healthy() bool { return !f.down.Load() }
+func (f *fakeConfigReader) Healthy() bool { f.checks.Add(1); return !f.down.Load() }
+
+// waitPeriods waits until n whole periods of the catch-up ran: it asks
+// Healthy at the start of each.
+func (f *fakeConfigReader) waitPeriods(t *testing.T, n int) {
+	t.Helper()
+	want := f.checks.Load() + int64(n) + 1
+	require.Eventually(t, func() bool { return f.checks.Load() >= want }, 5*time.Second, time.Millisecond, "%d periods of the catch-up", n)
+}
 
 func (f *fakeConfigReader) configOverHTTP(ctx context.Context, _, _ string) (string, bool, error) {
 	f.mu.Lock()
@@ -77,7 +86,7 @@ func TestRuleSource_CatchesUpOverHTTP(t *testing.T) {
 	cr := &fakeConfigReader{}
 	cr.set(`{"grayUsers":["u1"]}`, true, nil)
 	_, got := catchUpSource(t, fc, cr, time.Hour)
-	time.Sleep(50 * time.Millisecond) // ten periods while connected: nothing may be read
+	cr.waitPeriods(t, 10) // ten periods while connected: nothing may be read
 	assert.Zero(t, cr.reads.Load(), "reads over HTTP while connected")
 
 	cr.down.Store(true)
@@ -147,9 +156,9 @@ func TestRuleSource_CatchUpHandsOverOnlyValidDocuments(t *testing.T) {
 		assert.Empty(t, got, tc.name)
 	}
 	cr.down.Store(false)
-	time.Sleep(100 * time.Millisecond) // past the window
+	cr.waitPeriods(t, 12) // past the window: the ticks of 12 periods, 5 ms apart, outlast its 50 ms
 	before := cr.reads.Load()
-	time.Sleep(50 * time.Millisecond) // ten more periods
+	cr.waitPeriods(t, 10)
 	assert.Equal(t, before, cr.reads.Load(), "reads after the window")
 }
 

@@ -77,8 +77,9 @@ func TestIntegration_StalledServerBlocksNothing(t *testing.T) {
 			ctl := script(t)
 			svc := fmt.Sprintf("it-stall-%s-%d", fault, time.Now().UnixNano()%1e9)
 			instance(t, svc, 7601, nil)
-			sup, err := NewSupplier(testOpts(t)...)
+			nsup, err := NewSupplier(testOpts(t)...)
 			require.NoError(t, err)
+			sup := &watchReached{Supplier: nsup, service: svc + "-c", reached: make(chan struct{})}
 			lb, err := graylb.New(sup)
 			require.NoError(t, err)
 			t.Cleanup(func() { lb.Close(); sup.Close() })
@@ -108,9 +109,7 @@ func TestIntegration_StalledServerBlocksNothing(t *testing.T) {
 
 			// One without a deadline waits until Close.
 			blocked := timed(func() error { _, err := lb.Pick(context.Background(), svc+"-c"); return err })
-			// Give it a moment to be under way. Nothing depends on it: a pick
-			// that comes after Close gets ErrClosed all the same.
-			time.Sleep(100 * time.Millisecond)
+			within(t, sup.reached, 3*time.Second, "the pick without a deadline reaches the Supplier")
 			r = awaitTimed(t, timed(lb.Close), 3*time.Second, "LoadBalancer.Close")
 			require.NoError(t, r.err)
 			assert.Less(t, r.took, time.Second, "LoadBalancer.Close")
@@ -124,6 +123,22 @@ func TestIntegration_StalledServerBlocksNothing(t *testing.T) {
 			assert.Less(t, r.took, time.Second, "Supplier.Close")
 		})
 	}
+}
+
+// watchReached is a Supplier that closes reached when a LoadBalancer's
+// first pick of service reaches it (its Cache watches the service first).
+type watchReached struct {
+	*Supplier
+	service string
+	reached chan struct{}
+	once    sync.Once
+}
+
+func (s *watchReached) Watch(service string, fn func([]graylb.Instance)) (func(), error) {
+	if service == s.service {
+		s.once.Do(func() { close(s.reached) })
+	}
+	return s.Supplier.Watch(service, fn)
 }
 
 // stallingNaming is a naming client whose queries hang until their ctx

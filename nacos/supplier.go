@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/internal/fanout"
+	"github.com/graylb/graylb/adapter"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
@@ -97,7 +97,7 @@ type Supplier struct {
 
 type subscription struct {
 	param    *vo.SubscribeParam // the same pointer for Subscribe and Unsubscribe
-	watchers fanout.Set[func([]graylb.Instance)]
+	watchers adapter.Watchers[func([]graylb.Instance)]
 	mu       sync.Mutex // serialises deliveries
 	last     []string   // keys of the last list handed over
 	version  uint64     // lists handed over (pushes, reconciliations, reads over HTTP)

@@ -14,10 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // The tests run against real redis-server processes, each on a free
@@ -138,13 +140,10 @@ func (s *server) start() error {
 
 // ready waits until the server answers PING.
 func (s *server) ready(exited <-chan struct{}) error {
-	deadline := time.Now().Add(waitFor)
-	for time.Now().Before(deadline) {
-		select {
-		case <-exited:
-			return fmt.Errorf("exited")
-		default:
-		}
+	tick := time.NewTicker(10 * time.Millisecond) // a retry interval, bounded by deadline
+	defer tick.Stop()
+	deadline := time.After(waitFor)
+	for {
 		c, err := net.DialTimeout("tcp", s.addr(), 200*time.Millisecond)
 		if err == nil {
 			c.SetDeadline(time.Now().Add(time.Second))
@@ -157,9 +156,14 @@ func (s *server) ready(exited <-chan struct{}) error {
 				return nil
 			}
 		}
-		time.Sleep(10 * time.Millisecond) // a retry interval, bounded by deadline
+		select {
+		case <-exited:
+			return fmt.Errorf("exited")
+		case <-deadline:
+			return fmt.Errorf("not answering after %v", waitFor)
+		case <-tick.C:
+		}
 	}
-	return fmt.Errorf("not answering after %v", waitFor)
 }
 
 // kill kills the server at once (SIGKILL) and waits for it to exit.
@@ -245,12 +249,46 @@ func newLogger() (*slog.Logger, *logBuffer) {
 // eventually polls cond until it holds or waitFor passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", waitFor, what)
-		}
-		time.Sleep(5 * time.Millisecond) // a poll interval, bounded by deadline
+	require.Eventually(t, cond, waitFor, 5*time.Millisecond, "after %v: %s", waitFor, what)
+}
+
+// reads counts the reads of the RuleSources over a client: each reads its
+// keys in one pipeline (or transaction), and the tests send their own
+// commands one at a time. A poll is a read and what it delivers, in the
+// watch's goroutine: the read after it begins once it ended.
+type reads struct{ n atomic.Int64 }
+
+// countReads counts the pipelines c sends from now on.
+func countReads(c *redis.Client) *reads {
+	r := &reads{}
+	c.AddHook(r)
+	return r
+}
+
+func (r *reads) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (r *reads) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (r *reads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// waitPolls waits until n whole polls ran after the call: the n+1th read
+// after it began.
+func (r *reads) waitPolls(t testing.TB, n int) {
+	t.Helper()
+	want := r.n.Load() + int64(n) + 1
+	eventually(t, fmt.Sprintf("%d polls", n), func() bool { return r.n.Load() >= want })
+}
+
+// dials counts the connections a client opens (redis.Options.Dialer): a
+// poll of a server that refuses them, or refuses the client's password,
+// opens one.
+func dials(n *atomic.Int64) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		n.Add(1)
+		return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
 	}
 }
 

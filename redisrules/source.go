@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/graylb/graylb"
-	"github.com/graylb/graylb/internal/fanout"
+	"github.com/graylb/graylb/adapter"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,7 +50,7 @@ type RuleSource struct {
 	loaded     *content
 	watchers   map[*watcher]struct{}
 
-	refusals fanout.Set[func(error)]
+	refusals adapter.Watchers[func(error)]
 }
 
 // New returns a RuleSource reading through client: a single server's,

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,13 +146,14 @@ func TestWatchPolling(t *testing.T) {
 	require.NoError(t, rc.Set(ctx, k[0], "true", 0).Err())
 	_, err = src.Load(ctx)
 	require.NoError(t, err)
+	polls := countReads(rc)
 	var rec recorder
 	stop, err := src.Watch(rec.fn)
 	require.NoError(t, err)
 	defer stop()
 
-	// Unchanged: nothing delivered over several intervals.
-	time.Sleep(5 * interval) // the time during which nothing may happen
+	// Unchanged: nothing delivered over several polls.
+	polls.waitPolls(t, 5)
 	assert.Equal(t, 0, rec.count(), "unchanged data rebuilds nothing")
 	assert.Equal(t, 1, logs.count("following changes by polling"), logs.String())
 
@@ -164,7 +166,7 @@ func TestWatchPolling(t *testing.T) {
 	// A bad address: refused, logged once however many polls see it.
 	require.NoError(t, rc.RPush(ctx, k[2], "10.0.0.9/32").Err())
 	eventually(t, "the refusal logged", func() bool { return logs.count("rules refused") == 1 })
-	time.Sleep(5 * interval) // polls that must not log again
+	polls.waitPolls(t, 5) // polls that must not log again
 	assert.Equal(t, 1, logs.count("rules refused"), logs.String())
 	assert.Equal(t, 1, logs.count(k[2]+`\": graylb: invalid rules: grayAddresses[0] \"10.0.0.9/32\"`), logs.String())
 	assert.Equal(t, 1, rec.count(), "the previous rules stay")
@@ -183,13 +185,18 @@ func TestWatchPolling(t *testing.T) {
 	assert.Equal(t, 1, logs.count(`holds \"off\", neither true nor false`), logs.String())
 	n := rec.count()
 	require.NoError(t, rc.Del(ctx, k[0]).Err())
-	time.Sleep(3 * interval) // polls that must deliver nothing
+	polls.waitPolls(t, 3) // polls that must deliver nothing
 	assert.Equal(t, n, rec.count())
 
 	stop()
 	n = rec.count()
 	require.NoError(t, rc.Set(ctx, k[0], "true", 0).Err())
-	time.Sleep(3 * interval) // polls that must not happen
+	// Another Watch of the source polls meanwhile: a stopped one polling
+	// still would have delivered the change by the end of its polls.
+	stop2, err := src.Watch(func(graylb.Rules) {})
+	require.NoError(t, err)
+	defer stop2()
+	polls.waitPolls(t, 3)
 	assert.Equal(t, n, rec.count(), "nothing after stop")
 }
 
@@ -292,6 +299,7 @@ func TestWatchNotifications(t *testing.T) {
 			src, err := redisrules.New(rc, redisrules.WithPollInterval(time.Hour), redisrules.WithNotifications(c.mode), redisrules.WithLogger(log))
 			require.NoError(t, err)
 			defer src.Close()
+			polls := countReads(rc)
 			var rec recorder
 			stop, err := src.Watch(rec.fn)
 			require.NoError(t, err)
@@ -307,12 +315,16 @@ func TestWatchNotifications(t *testing.T) {
 			eventually(t, "address by notification", func() bool { r, _ := rec.last(); return len(r.GrayAddresses) == 1 })
 			require.NoError(t, rc.Del(ctx, redisrules.DefaultUsersKey).Err())
 			eventually(t, "user removed by notification", func() bool { r, _ := rec.last(); return len(r.GrayUsers) == 0 })
-			// A write that changes nothing: notified, read, not delivered.
+			// A write that changes nothing: notified, read, not delivered
+			// (a change read after it is delivered alone).
 			n := rec.count()
+			before := polls.n.Load()
 			require.NoError(t, rc.Set(ctx, redisrules.DefaultSwitchKey, "true", 0).Err())
 			require.NoError(t, rc.Set(ctx, "{graylb}:gray:other", "x", 0).Err())
-			time.Sleep(100 * time.Millisecond) // the time during which nothing may happen
-			assert.Equal(t, n, rec.count())
+			eventually(t, "the write read", func() bool { return polls.n.Load() > before })
+			require.NoError(t, rc.RPush(ctx, redisrules.DefaultUsersKey, "bob").Err())
+			eventually(t, "the user after it delivered", func() bool { r, _ := rec.last(); return len(r.GrayUsers) == 1 })
+			assert.Equal(t, n+1, rec.count(), "a write that changed nothing was delivered")
 			if c.mode == redisrules.NotifyEnable {
 				m, err := rc.ConfigGet(ctx, "notify-keyspace-events").Result()
 				require.NoError(t, err)
@@ -347,7 +359,8 @@ func TestUnreachableAtStart(t *testing.T) {
 	srv := startServer(t)
 	srv.kill()
 	log, logs := newLogger()
-	src, err := redisrules.NewFromOptions(&redis.UniversalOptions{Addrs: []string{srv.addr()}, MaxRetries: -1},
+	var dialed atomic.Int64
+	src, err := redisrules.NewFromOptions(&redis.UniversalOptions{Addrs: []string{srv.addr()}, MaxRetries: -1, Dialer: dials(&dialed)},
 		redisrules.WithPollInterval(20*time.Millisecond), redisrules.WithLogger(log))
 	require.NoError(t, err)
 	defer src.Close()
@@ -357,7 +370,8 @@ func TestUnreachableAtStart(t *testing.T) {
 	stop, err := src.Watch(rec.fn)
 	require.NoError(t, err)
 	defer stop()
-	time.Sleep(200 * time.Millisecond) // ten failing polls
+	failed := dialed.Load()
+	eventually(t, "ten failing polls", func() bool { return dialed.Load() >= failed+10 })
 	assert.Equal(t, 0, logs.count("redis unavailable"), "Load's caller reported this outage:\n%s", logs.String())
 
 	require.NoError(t, srv.start())
@@ -379,16 +393,18 @@ func TestCredentialsNeverShown(t *testing.T) {
 	require.NoError(t, err)
 
 	const wrong = "wrong-pass-Xk2"
-	bad, err := redisrules.NewFromOptions(&redis.UniversalOptions{Addrs: []string{srv.addr()}, Password: wrong, MaxRetries: -1},
+	var dialed atomic.Int64
+	bad, err := redisrules.NewFromOptions(&redis.UniversalOptions{Addrs: []string{srv.addr()}, Password: wrong, MaxRetries: -1, Dialer: dials(&dialed)},
 		redisrules.WithLogger(log), redisrules.WithPollInterval(20*time.Millisecond))
 	require.NoError(t, err)
 	defer bad.Close()
 	_, loadErr := bad.Load(ctxT(t))
 	require.ErrorIs(t, loadErr, redisrules.ErrRedis)
 	t.Log(loadErr)
+	failed := dialed.Load()
 	stop, err := bad.Watch(func(graylb.Rules) {})
 	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond) // failing polls
+	eventually(t, "five failing polls", func() bool { return dialed.Load() >= failed+5 })
 	stop()
 	for _, s := range []string{loadErr.Error(), logs.String()} {
 		assert.NotContains(t, s, secret)

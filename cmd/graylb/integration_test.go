@@ -301,15 +301,21 @@ func nacosAddr(t *testing.T) string {
 	return addr
 }
 
-// eventually waits up to d for cond, failing with what it waited for.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+// eventually waits up to d for cond, polled every 50 ms, failing with
+// what it waited for.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.After(d); !cond(); {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			if !cond() {
+				t.Fatalf("%s: not within %s", what, d)
+			}
+			return
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

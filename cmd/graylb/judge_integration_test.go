@@ -122,7 +122,7 @@ func timedBackend(errEvery int64, slower float64) http.Handler {
 	var calls atomic.Int64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := calls.Add(1)
-		time.Sleep(time.Duration(slower * (15 + rand.ExpFloat64()*15) * float64(time.Millisecond)))
+		time.Sleep(time.Duration(slower * (15 + rand.ExpFloat64()*15) * float64(time.Millisecond))) // must sleep: the latency is what the judge compares
 		if errEvery > 0 && n%errEvery == 0 {
 			http.Error(w, "gray build failure", http.StatusInternalServerError)
 			return

@@ -58,13 +58,7 @@ func startRedis(t testing.TB) string {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer within 20s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 20*time.Second, "redis-server on "+addr+" answers", func() bool { return c.Ping(context.Background()).Err() == nil })
 	return addr
 }
 

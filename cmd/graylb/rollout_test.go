@@ -542,13 +542,7 @@ func TestRolloutInterrupted(t *testing.T) {
 		done <- run(ctx, rolloutArgs(f, prom.URL, "--interval", "1h"), env{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut,
 			getenv: func(string) string { return "" }, http: &http.Client{}})
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for queries.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the rollout never queried Prometheus within 20s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, 20*time.Second, "the rollout queries Prometheus 3 times", func() bool { return queries.Load() >= 3 })
 	cancel()
 	select {
 	case code := <-done:

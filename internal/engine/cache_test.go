@@ -75,15 +75,28 @@ func TestCache_EmptyProtectionRefusesThenAcceptsAfterGrace(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond, "still empty after the grace period: accepted (no stale forever)")
 }
 
+// A list that comes back before the grace period ends stops its re-query:
+// nothing happens when the grace period would have ended.
 func TestCache_EmptyProtectionRecoveredBeforeGrace(t *testing.T) {
 	src := &fakeSource{list: []Instance{inst("svc", 1)}}
-	c, _ := NewCache(src, WithEmptyGrace(30*time.Millisecond))
+	c, _ := NewCache(src, WithEmptyGrace(time.Hour))
 	defer c.Close()
 	_, err := c.Instances(context.Background(), "svc")
 	require.NoError(t, err)
 	src.push(nil)
+	recheck := func() *time.Timer {
+		c.mu.Lock()
+		e := c.entries["svc"]
+		c.mu.Unlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.recheck
+	}
+	timer := recheck()
+	require.NotNil(t, timer, "an empty push refused without a re-query")
 	src.push([]Instance{inst("svc", 2)})
-	time.Sleep(100 * time.Millisecond) // let the grace period pass: nothing may happen then
+	assert.Nil(t, recheck(), "the list came back: the re-query is still due")
+	assert.False(t, timer.Stop(), "the list came back: the re-query's timer still runs")
 	got, _ := c.Instances(context.Background(), "svc")
 	require.Len(t, got, 1)
 	assert.Equal(t, 2, got[0].Port)
@@ -573,10 +586,8 @@ func TestCache_WatcherStopsItselfFromItsCallback(t *testing.T) {
 				return entries, watchers
 			}
 			if !tc.sync {
-				deadline := time.Now().Add(5 * time.Second)
-				for e, w := left(); (e > 0 || w > 0) && time.Now().Before(deadline); e, w = left() {
-					time.Sleep(time.Millisecond)
-				}
+				require.Eventually(t, func() bool { e, w := left(); return e == 0 && w == 0 }, 5*time.Second, time.Millisecond,
+					"the name is let go of after the delivery")
 			}
 			entries, watchers := left()
 			assert.Zero(t, entries, "cache entries left")

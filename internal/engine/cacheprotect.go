@@ -24,8 +24,9 @@ type Refiller interface {
 // period.
 const maxRefillHold = 3
 
-// heldShrink is a sudden shrink the Cache holds (see WithSettle): kept
-// apart from cacheEntry, since few entries ever hold one.
+// heldShrink is a sudden shrink the Cache holds (see
+// WithShrinkProtection): kept apart from cacheEntry, since few entries
+// ever hold one.
 type heldShrink struct {
 	pending *[]Instance // the newest held list
 	timer   *time.Timer // ends the hold

@@ -105,14 +105,7 @@ func TestChurn(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(42, 42))
 	changes := 0
-	begin := time.Now()
-	for time.Since(begin) < d {
-		// About 100 changes a second: catch up in bursts when the busy
-		// pickers delay this goroutine.
-		if changes >= int(time.Since(begin)/(10*time.Millisecond)) {
-			time.Sleep(time.Millisecond)
-			continue
-		}
+	change := func() {
 		port := 4001 + rng.IntN(20)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		var err error
@@ -133,17 +126,37 @@ func TestChurn(t *testing.T) {
 		}
 		changes++
 	}
+	// About 100 changes a second, for d: caught up in bursts when the busy
+	// pickers delay this goroutine.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	begin := time.Now()
+	end := time.After(d)
+churn:
+	for {
+		select {
+		case <-tick.C:
+		case <-end:
+			break churn
+		}
+		for changes < int(time.Since(begin)/(10*time.Millisecond)) {
+			change()
+		}
+	}
 	close(stop)
 	wg.Wait()
 	for _, lb := range lbs {
 		require.NoError(t, lb.Close())
 	}
-	var after int
-	for i := 0; i < 100; i++ {
-		if after = runtime.NumGoroutine(); after <= before {
-			break
+	// The LoadBalancers' goroutines end on their own after Close: polled
+	// for a second, here (a goroutine polling would count itself).
+	after := runtime.NumGoroutine()
+	for giveUp, over := time.After(time.Second), false; after > before && !over; after = runtime.NumGoroutine() {
+		select {
+		case <-tick.C:
+		case <-giveUp:
+			over = true
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	leaks := max(0, after-before)
 	reliabilityFragment(t, "churn", fmt.Sprintf(

@@ -26,8 +26,8 @@ func (t *tree) route(r *Request) (*node, decision) {
 // kind has no instance (the decision's outcome Failed). call (nil: none)
 // reads the keys of an adapter's call, asked before h, the LoadBalancer's
 // ContextHandlers. Every adapter's route walks it (the Transport, the gRPC
-// picker, a framework's selector), and lb.Pick over a tree that is not
-// plain; lb.Pick over a plain tree walks pick's copy of the flat walk.
+// picker, a framework's selector); lb.Pick takes pick, which routes as
+// walk does (leafOf) and picks in the leaf it reaches.
 //
 // A plain tree (see tree.plain) is walked in its flat form: the request's
 // own gray value (else the canary's draw recorded for the request being

@@ -1,7 +1,8 @@
 // Package fanout keeps the watchers a change is fanned out to: the
-// registry's, the cache's, the LoadBalancer's rule watchers and the Nacos
-// supplier's subscriptions all use one Set, so adding, removing and
-// delivering is written once.
+// registry's, the cache's and the LoadBalancer's rule watchers all use one
+// Set, and package adapter's Watchers offers it to the modules beside
+// graylb's (the Nacos supplier, the Redis rule source), so adding,
+// removing and delivering is written once.
 package fanout
 
 import "sync"

@@ -45,13 +45,9 @@ func sdkDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for i := 0; i < 50; i++ {
-			if err = os.RemoveAll(dir); err == nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond) // the SDK's writer goroutines finish on their own
+		if !poll(time.Second, 20*time.Millisecond, func() bool { err = os.RemoveAll(dir); return err == nil }) {
+			t.Logf("left %s behind: %v", dir, err)
 		}
-		t.Logf("left %s behind: %v", dir, err)
 	})
 	return dir
 }
@@ -59,17 +55,25 @@ func sdkDir(t *testing.T) string {
 // eventually polls cond every 20 ms until it holds or 15 s pass.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 15s (last: %s)", what, last)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var last string
+	if !poll(15*time.Second, 20*time.Millisecond, func() (ok bool) { ok, last = cond(); return ok }) {
+		t.Fatalf("%s: not within 15s (last: %s)", what, last)
 	}
+}
+
+// poll calls cond every tick until it holds or within passes, and reports
+// whether it held.
+func poll(within, tick time.Duration, cond func() bool) bool {
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for deadline := time.After(within); !cond(); {
+		select {
+		case <-ticker.C:
+		case <-deadline:
+			return cond()
+		}
+	}
+	return true
 }
 
 // TestIntegrationNacos: Kratos HTTP servers registered in Nacos with the

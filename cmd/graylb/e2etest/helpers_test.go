@@ -191,12 +191,17 @@ func startPrometheus(t testing.TB, targets ...string) string {
 // waitFor polls cond until it holds, failing the test after d.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.After(d); !cond(); {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			if !cond() {
+				t.Fatalf("%s: not within %s", what, d)
+			}
+			return
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -1,5 +1,4 @@
-// Package benchutil holds what the adapters' overhead benchmarks share.
-package benchutil
+package adaptertest
 
 import (
 	"testing"
@@ -9,7 +8,8 @@ import (
 // Interleave runs base and subject b.N times each, alternating which goes
 // first, and reports subject's total time over base's as the "ratio"
 // metric and the allocations per call subject adds as extra (for example
-// "extra-allocs/req"). Measuring both in one loop keeps a noisy machine's
+// "extra-allocs/req"): an adapter's overhead benchmark against the same
+// call without graylb. Measuring both in one loop keeps a noisy machine's
 // drift out of the ratio.
 func Interleave(b *testing.B, base, subject func(), extra string) {
 	b.Helper()
