@@ -19,7 +19,7 @@ FUZZTIME ?= 30s
 OLDEST_GO ?= go1.23.12
 NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-install test-reliability demo demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
+.PHONY: test test-unit test-allocs test-install test-reliability demo demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
 # The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
@@ -28,15 +28,17 @@ export KAFKA_PORT
 # scripts/kafka.sh cluster-start 3: brokers at KAFKA_PORT + 1000, + 1010, + 1020.
 KAFKA_CLUSTER = $(shell p=$(KAFKA_PORT); echo 127.0.0.1:$$((p + 1000)),127.0.0.1:$$((p + 1010)),127.0.0.1:$$((p + 1020)))
 
-## test: the full suite with -race over every module, with a local Nacos-compatible
-## server (scripts/nacos.sh) for the integration tests. NACOS_HTTP_PORT moves that server (and
-## the cluster test's nodes, at NACOS_HTTP_PORT + 10000) to other ports. Then an Apache Kafka
-## broker (scripts/kafka.sh, KAFKA_PORT) for kafkagray's deployment flows.
+## test: the full suite with -race over every module, and every allocation test without it
+## (test-allocs), with a local Nacos-compatible server (scripts/nacos.sh) for the integration
+## tests. NACOS_HTTP_PORT moves that server (and the cluster test's nodes, at NACOS_HTTP_PORT +
+## 10000) to other ports. Then an Apache Kafka broker (scripts/kafka.sh, KAFKA_PORT) for
+## kafkagray's deployment flows.
 test: lint
 	@echo "== go test . with the oldest Go the root module declares ($(OLDEST_GO))"
 	@GOTOOLCHAIN=$(OLDEST_GO) $(GO) test -count=1 ./...
 	@echo "== go test . with the newest Go ($(NEWEST_GO))"
 	@GOTOOLCHAIN=$(NEWEST_GO) $(GO) test -count=1 ./...
+	@$(MAKE) --no-print-directory test-allocs
 	@$(MAKE) --no-print-directory test-install
 	@scripts/nacos.sh start
 	@set -e; trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; \
@@ -84,9 +86,15 @@ test-install:
 test-reliability:
 	FUZZTIME=$(FUZZTIME) scripts/reliability.sh
 
-## test-unit: the suite without a Nacos server (integration tests skip).
-test-unit:
+## test-unit: the suite without a Nacos server (integration tests skip), and test-allocs.
+test-unit: test-allocs
 	@set -e; for m in $(MODULES); do echo "== go test $$m"; $(IN) $$m $(GO) test -race -count=1 ./...; done
+
+## test-allocs: every test that counts allocations (each Test function calling
+## testing.AllocsPerRun, in every module), without -race: under it they skip
+## (scripts/alloctests.sh).
+test-allocs:
+	@scripts/alloctests.sh
 
 ## demo: the quickstart; needs nothing but Go.
 demo:

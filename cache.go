@@ -20,7 +20,10 @@ import (
 //   - with empty-update protection (WithEmptyProtection, on by default),
 //     refuses an update that would empty a non-empty list, logs and counts
 //     it, and after DefaultEmptyGrace (WithEmptyGrace) asks the source
-//     again: a service still empty then is accepted as empty;
+//     again: a service still empty then is accepted as empty, unless the
+//     source reports a refill, during which the answer is an update like
+//     any other (refused when empty and asked again, held when it lost a
+//     kind);
 //   - with the same protection, holds a sudden shrink, an update in which
 //     every instance of a kind vanished (WithPartition): while the source
 //     reports a refill (see Supplier), for every kind until the refill

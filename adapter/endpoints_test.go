@@ -173,20 +173,38 @@ func TestEndpoints_CallsFeedStatsAndEjection(t *testing.T) {
 // Routing and picking over endpoints allocates nothing on a stable list,
 // whatever the policy, with Stats kept or not.
 func TestEndpoints_Allocations(t *testing.T) {
-	for _, opts := range [][]graylb.Option{nil,
-		{graylb.WithOutlierDetection(graylb.OutlierConfig{})},
-		{graylb.WithPolicy(policy.P2C())},
-		{graylb.WithPolicy(policy.WeightedRoundRobin())},
+	for _, c := range []struct {
+		opts    []graylb.Option
+		tracked bool // Stats kept: the calls end through them
+	}{
+		{nil, false},
+		{[]graylb.Option{graylb.WithOutlierDetection(graylb.OutlierConfig{})}, true},
+		{[]graylb.Option{graylb.WithPolicy(policy.P2C())}, true},
+		{[]graylb.Option{graylb.WithPolicy(policy.WeightedRoundRobin())}, false},
 	} {
-		b := adapter.For(newLB(t, opts...))
+		// Stats are kept for the instances the LoadBalancer's Cache follows.
+		reg := graylb.NewRegistry()
 		var list []adapter.Endpoint[conn]
 		for i := range 20 {
-			list = append(list, endpoint(i+1, i%4 == 0, conn{strconv.Itoa(i), i%5 != 1}))
+			ep := endpoint(i+1, i%4 == 0, conn{strconv.Itoa(i), i%5 != 1})
+			require.NoError(t, reg.Register(ep.Instance))
+			list = append(list, ep)
 		}
+		lb, err := graylb.New(reg, c.opts...)
+		require.NoError(t, err)
+		t.Cleanup(func() { lb.Close() })
+		b := adapter.For(lb)
+		_, err = b.Route(context.Background(), "svc", nil) // the Cache follows svc
+		require.NoError(t, err)
 		e, err := adapter.NewEndpoints(b, "svc", list, ready)
 		require.NoError(t, err)
 		ctx := context.Background()
 		h := gray("true")
+		rt, err := e.Route(ctx, h)
+		require.NoError(t, err)
+		_, probe, _ := rt.Start()
+		probe.End(adapter.Cancelled)
+		require.Equal(t, c.tracked, probe.Tracked(), "calls tracked with %d options", len(c.opts))
 		allocs := testing.AllocsPerRun(200, func() {
 			rt, _ := e.Route(ctx, h)
 			_, call, _ := rt.Start()

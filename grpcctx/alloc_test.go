@@ -62,17 +62,28 @@ func TestPicker_PickAllocatesNothing(t *testing.T) {
 		{"call observer", []graylb.Option{graylb.WithCallObserver(func(string, graylb.Instance, graylb.Kind, bool, time.Duration) {})}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			lb, err := graylb.New(graylb.NewRegistry(), c.opts...)
-			require.NoError(t, err)
-			defer lb.Close()
+			// The registry lb reads holds the instances: lb keeps their
+			// Stats (outlier detection, P2C), so every variant but plain
+			// round robin ends its calls through Done.
+			reg := graylb.NewRegistry()
 			var list []adapter.Endpoint[endpoint]
 			for i := range 10 {
 				md := map[string]string{"gray": strconv.FormatBool(i%3 == 0)}
-				list = append(list, adapter.Endpoint[endpoint]{Instance: graylb.NewInstance("svc", "10.0.0.1", 8000+i, md),
+				in := graylb.NewInstance("svc", "10.0.0.1", 8000+i, md)
+				require.NoError(t, reg.Register(in))
+				list = append(list, adapter.Endpoint[endpoint]{Instance: in,
 					Handle: endpoint{sc: &fakeSubConn{}, state: connectivity.Ready}})
 			}
+			lb, err := graylb.New(reg, c.opts...)
+			require.NoError(t, err)
+			defer lb.Close()
 			e, err := adapter.NewEndpoints(adapter.For(lb), "svc", list, ready)
 			require.NoError(t, err)
+			rt, err := e.Route(context.Background(), nil)
+			require.NoError(t, err)
+			probe := rt.Call(0)
+			probe.End(adapter.Cancelled)
+			require.Equal(t, c.opts != nil, probe.Tracked(), "calls tracked")
 			p := &picker{service: "svc", failures: defaultFailureCodes}
 			p.live.Store(e)
 			p.all.Store(e)

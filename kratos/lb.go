@@ -68,11 +68,16 @@ func resultOf(err error) result {
 // answer): a 504 there was answered.
 func resultOfDone(ctx context.Context, di selector.DoneInfo) result {
 	r := resultOf(di.Err)
-	var ke *kerrors.Error
-	if r == adapter.DeadlineAnswered && (!di.BytesReceived || deadlinePassed(ctx)) && !errors.As(di.Err, &ke) {
+	if r == adapter.DeadlineAnswered && (!di.BytesReceived || deadlinePassed(ctx)) && !isKratosError(di.Err) {
 		return adapter.DeadlineNoAnswer
 	}
 	return r
+}
+
+// isKratosError reports whether err is or wraps a Kratos *errors.Error.
+func isKratosError(err error) bool {
+	var ke *kerrors.Error // escapes to errors.As: allocated when asked, not on every done
+	return errors.As(err, &ke)
 }
 
 // bodyResult is the result of an HTTP call with context ctx whose

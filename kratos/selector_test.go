@@ -14,6 +14,7 @@ import (
 	"github.com/go-kratos/kratos/v2/selector"
 	"github.com/go-kratos/kratos/v2/transport"
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/graylb/graylb/filter"
 	graylbkratos "github.com/graylb/graylb/kratos"
 	"github.com/graylb/graylb/policy"
@@ -415,14 +416,32 @@ func TestSelectorAllocs(t *testing.T) {
 		{"call observer", []graylb.Option{graylb.WithCallObserver(func(string, graylb.Instance, graylb.Kind, bool, time.Duration) {})}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			lb := newLB(t, graylb.NewRegistry(), graylb.Rules{CanaryPercent: 10}, c.opts...)
-			s := newSelector(t, lb)
 			var gray []bool
 			for i := 0; i < 100; i++ {
 				gray = append(gray, i%10 == 0)
 			}
+			// The registry lb reads holds the nodes: lb keeps their Stats
+			// (outlier detection, P2C), so every variant but plain round
+			// robin ends its calls through done.
+			reg := graylb.NewRegistry()
+			for i, n := range nodes("svc", gray...) {
+				if err := reg.Register(graylb.NewInstance("svc", "127.0.0.1", 9000+i, n.Metadata())); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lb := newLB(t, reg, graylb.Rules{CanaryPercent: 10}, c.opts...)
+			s := newSelector(t, lb)
 			s.Apply(nodes("svc", gray...))
 			ctx := callCtx(header{"gray": "true"})
+			rt, err := adapter.For(lb).Route(ctx, "svc", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			probe := rt.Call(0)
+			probe.End(adapter.Cancelled)
+			if want := c.opts != nil; probe.Tracked() != want {
+				t.Fatalf("calls tracked: %v, want %v", probe.Tracked(), want)
+			}
 			// What Kratos' clients pass without NodeFilters. (The variadic slice
 			// of a call through the interface is the caller's allocation: made
 			// once here.)

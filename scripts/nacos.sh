@@ -7,19 +7,25 @@
 #   scripts/nacos.sh stop      stop it (idempotent); kill -9 with "stop -9"
 #   scripts/nacos.sh pause     SIGSTOP it (it keeps its sockets and answers nothing); "resume" SIGCONTs it
 #   scripts/nacos.sh status    exit 0 when it answers
+#   scripts/nacos.sh check-ports   exit 3 naming each of its ports something else holds
 #   scripts/nacos.sh measure-starts N   N fresh starts beside a CPU load: attempts and time each
 #   scripts/nacos.sh cluster-start N   a fresh N-node raft cluster on HTTP ports B, B+10, ...
-#                                      (B = NACOS_HTTP_PORT + 10000: 18848 by default)
+#                                      (B = NACOS_HTTP_PORT + 10000: 18848 by default; node I's
+#                                      gRPC port is its HTTP + 1000, its console B + 3000 + I)
 #   scripts/nacos.sh cluster-stop N [-9]   stop it; "cluster-node-stop I" / "cluster-node-start I" one node
 #
 # NACOS_HTTP_PORT (default 8848) picks the node the start/stop/status commands act on; its
 # gRPC port is HTTP + 1000 and its console HTTP + 2000.
 # NACOS_HOME (default .nacos/ in the repository) holds its data, log and pid file.
 #
-# start refuses a port on which something answers that this script did not start (no pid
-# file): a test would otherwise stop and restart nothing. It starts the server again, on a clean
-# data folder, each time the server loses its start-up race (see start), until NACOS_START_DEADLINE
-# (default 150 s) passes. Every wait has a deadline and says what it waited for.
+# start refuses a port something else holds (its HTTP, gRPC and console ports; raft rides the gRPC
+# port): it exits 3 at once, naming each such port and, when ss or lsof can tell, its holder. A
+# server this script did not start (no pid file) counts: a test would otherwise stop and restart
+# nothing. "check-ports" does that check alone; cluster-start makes it for every node first. start
+# starts the server again, on a clean data folder, each time the server loses its start-up race
+# (see start), until NACOS_START_DEADLINE (default 150 s) passes; a start whose server found a port
+# in use (AddrInUse in its log) is not tried again. Every wait has a deadline and says what it
+# waited for.
 set -euo pipefail
 RNACOS_VERSION=${RNACOS_VERSION:-0.8.8}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,6 +85,42 @@ why() {
 
 alive() { [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 
+# holder PORT: what listens on the TCP port, "name (pid N)", when ss or lsof can tell; else nothing.
+holder() {
+  local out
+  if command -v ss >/dev/null; then
+    out=$(ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*users:(("\([^"]*\)",pid=\([0-9]*\).*/\1 (pid \2)/p' | head -n 1 || true)
+  fi
+  if [ -z "${out:-}" ] && command -v lsof >/dev/null; then
+    out=$(lsof -nP -iTCP:"$1" -sTCP:LISTEN -Fpc 2>/dev/null | awk '/^p/ { p = substr($0, 2) } /^c/ { print substr($0, 2) " (pid " p ")"; exit }' || true)
+  fi
+  echo "${out:-}"
+}
+
+# taken: one line "port <port> (<what it is for>): <who holds it>" for each port of this server
+# that something accepts connections on. Run while this script's own server is stopped.
+taken() {
+  local p what h
+  for p in "$HTTP_PORT HTTP" "$GRPC_PORT gRPC and raft" "$CONSOLE_PORT console"; do
+    what=${p#* }; p=${p%% *}
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      h=$(holder "$p")
+      echo "port $p ($what): ${h:+held by }${h:-something accepts connections on it}"
+    fi
+  done
+}
+
+# refuse_taken LINES: the message for the ports taken() listed (start then exits 3).
+refuse_taken() {
+  echo "nacos on $HTTP_PORT${NACOS_NODE_ID:+ (cluster node $NACOS_NODE_ID)}: a port it needs is taken:" >&2
+  echo "$1" | sed 's/^/  /' >&2
+  echo "free it, or choose other ports (NACOS_HTTP_PORT moves every port this script uses)" >&2
+}
+
+# in_use: the log shows the server could not bind a port (another program took it meanwhile, or
+# holds it without accepting connections).
+in_use() { grep -qE 'AddrInUse|Address already in use' "$(log_file)" 2>/dev/null; }
+
 # raft_ready: a config write (it goes through r-nacos's raft log) succeeds and reads back.
 # r-nacos can answer "true" to a write while reads still 404 (seen after a start-up panic).
 raft_ready() {
@@ -102,15 +144,12 @@ start() {
   if [ -f "$PIDFILE" ] && ! alive; then rm -f "$PIDFILE"; fi
   ATTEMPTS=0
   if [ -f "$PIDFILE" ] && answers; then echo "nacos already runs on 127.0.0.1:$HTTP_PORT (pid $(cat "$PIDFILE"))"; return 0; fi
-  if [ ! -f "$PIDFILE" ] && answers; then
-    echo "something already answers on 127.0.0.1:$HTTP_PORT that this script did not start (no pid file $PIDFILE);" >&2
-    echo "stop it, or set NACOS_HTTP_PORT to a free port" >&2
-    return 1
-  fi
   [ -f "$PIDFILE" ] && stop -9 # ours, alive, not answering
-  local began=$SECONDS deadline=$((SECONDS + START_DEADLINE)) reason
+  local began=$SECONDS deadline=$((SECONDS + START_DEADLINE)) reason t
   while :; do
     ATTEMPTS=$((ATTEMPTS + 1))
+    t=$(taken)
+    [ -z "$t" ] || { refuse_taken "$t"; return 3; }
     # Up: it answers, stays up a moment, its raft takes a write that reads back (the first node
     # of a raft group; a joining node gets its state from the leader), and its log shows no panic.
     if start_once && sleep 1 && alive && answers && { [ -n "${NACOS_JOIN:-}" ] || raft_ready; } && ! broken; then
@@ -120,6 +159,12 @@ start() {
     reason=$(why)
     stop -9
     rm -rf "$NACOS_HOME/data-$HTTP_PORT"
+    if in_use; then
+      t=$(taken)
+      [ -z "$t" ] || { refuse_taken "$t"; return 3; }
+      echo "nacos on $HTTP_PORT: the server found one of its ports in use (HTTP $HTTP_PORT, gRPC and raft $GRPC_PORT, console $CONSOLE_PORT), though none accepts connections now; its log: $(grep -m1 -E 'AddrInUse|Address already in use' "$(log_file)" | cut -c1-300)" >&2
+      return 3
+    fi
     if [ "$SECONDS" -ge "$deadline" ]; then
       echo "nacos on $HTTP_PORT: gave up after $ATTEMPTS attempts in $((SECONDS - began)) s (the deadline, NACOS_START_DEADLINE, is $START_DEADLINE s); the last attempt: $reason; its log ends:" >&2
       tail -n 10 "$(log_file)" >&2 || true
@@ -130,7 +175,6 @@ start() {
 }
 
 start_once() {
-  if answers; then echo "nacos: port $HTTP_PORT answers although the server was stopped" >&2; return 1; fi
   bin=$(install | tail -n 1)
   mkdir -p "$NACOS_HOME/data-$HTTP_PORT"
   : >"$(log_file)" # broken() must read this attempt's log, never the last one's
@@ -147,6 +191,7 @@ start_once() {
     alive || break
     sleep 0.2
   done
+  in_use && return 1 # start says which port
   echo "nacos did not answer on HTTP $HTTP_PORT and gRPC $GRPC_PORT within 30 s (or exited); log:" >&2
   tail -n 30 "$(log_file)" >&2 || true
   return 1
@@ -221,6 +266,12 @@ node() { # node I CMD...: run this script for cluster node I (1-based)
     "$0" "$@"
 }
 
+# cluster_give_up STATUS: stop the nodes cluster-start started and exit with STATUS.
+cluster_give_up() {
+  for i in $(seq 1 "$n"); do node "$i" stop -9; done
+  exit "$1"
+}
+
 case "${1:-}" in
   install) install ;;
   start) start ;;
@@ -229,6 +280,9 @@ case "${1:-}" in
   pause) alive || { echo "nacos on $HTTP_PORT is not running" >&2; exit 1; }; kill -STOP "$(cat "$PIDFILE")" ;;
   resume) if alive; then kill -CONT "$(cat "$PIDFILE")"; fi ;;
   status) answers ;;
+  # check-ports: exit 3 naming each port of this server that something else holds (nothing while
+  # this script's own server runs)
+  check-ports) if ! alive; then t=$(taken); [ -z "$t" ] || { refuse_taken "$t"; exit 3; }; fi ;;
   measure-starts) measure_starts "${2:-30}" ;;
   cluster-start)
     # Each node's start retries a node that lost the start-up race (see start); the cluster as a
@@ -238,10 +292,13 @@ case "${1:-}" in
     while :; do
       attempt=$((attempt + 1))
       for i in $(seq 1 "$n"); do node "$i" stop -9; rm -rf "$NACOS_HOME/data-$((CLUSTER_BASE + (i - 1) * 10))"; done
+      # Every node's ports before any node starts: a taken one ends the start at once.
       ok=1
+      for i in $(seq 1 "$n"); do node "$i" check-ports || ok=0; done
+      [ $ok = 1 ] || { echo "cluster of $n nodes: not started" >&2; exit 3; }
       for i in $(seq 1 "$n"); do
         left=$((deadline - SECONDS)); [ "$left" -gt 0 ] || { ok=0; break; }
-        NACOS_START_DEADLINE=$left node "$i" start || { ok=0; break; }
+        NACOS_START_DEADLINE=$left node "$i" start || { rc=$?; [ $rc != 3 ] || cluster_give_up 3; ok=0; break; }
       done
       # every node alive, and a write on node 1 readable on the last node
       if [ $ok = 1 ]; then for i in $(seq 1 "$n"); do node "$i" status || ok=0; done; fi
@@ -258,12 +315,12 @@ case "${1:-}" in
       fi
       if [ "$SECONDS" -ge "$deadline" ]; then
         echo "cluster of $n nodes: gave up after $attempt attempts in $((SECONDS - began)) s (the deadline, NACOS_START_DEADLINE, is $START_DEADLINE s)" >&2
-        exit 1
+        cluster_give_up 1
       fi
       echo "cluster did not form (attempt $attempt: a node did not start, or a write on node 1 did not reach node $n); starting it again" >&2
     done ;;
   cluster-stop) for i in $(seq 1 "${2:-3}"); do node "$i" stop "${3:-TERM}"; done ;;
   cluster-node-stop) node "$2" stop -9 ;;
   cluster-node-start) node "$2" start ;;
-  *) echo "usage: $0 install|start|stop [-9]|pause|resume|status|measure-starts N|cluster-start N|cluster-stop N|cluster-node-stop I|cluster-node-start I" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|stop [-9]|pause|resume|status|check-ports|measure-starts N|cluster-start N|cluster-stop N|cluster-node-stop I|cluster-node-start I" >&2; exit 2 ;;
 esac

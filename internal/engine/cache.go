@@ -29,8 +29,11 @@ import (
 // serving. After the grace period (DefaultEmptyGrace) the Cache asks the
 // source once more: if the service is still empty, the empty list is
 // accepted, so a service that really went to zero instances does not stay
-// stale forever (nacos-sdk-go issue #781). A grace of zero or less holds the
-// last good list until a non-empty update arrives.
+// stale forever (nacos-sdk-go issue #781). While the source reports a refill
+// (see below) that answer is an update like any other: refused when empty
+// (and asked again after another grace period), held when a kind vanished.
+// A grace of zero or less holds the last good list until a non-empty update
+// arrives.
 //
 // With the same protection, a sudden shrink (an update in which every
 // instance of a kind vanished; see WithPartition and WithShrinkProtection)

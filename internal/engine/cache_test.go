@@ -54,6 +54,23 @@ func (f *fakeSource) push(list []Instance) {
 	}
 }
 
+// pushThenAnswer pushes push to the watchers while a query answers answer
+// from then on.
+func (f *fakeSource) pushThenAnswer(push, answer []Instance) {
+	f.mu.Lock()
+	f.list = answer
+	ws := make([]func([]Instance), 0, len(f.watches))
+	for _, w := range f.watches {
+		ws = append(ws, w)
+	}
+	f.mu.Unlock()
+	for _, w := range ws {
+		w(push)
+	}
+}
+
+func (f *fakeSource) queryCount() int { f.mu.Lock(); defer f.mu.Unlock(); return f.queries }
+
 func (f *fakeSource) watchCount() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.watches) }
 
 func TestCache_EmptyProtectionRefusesThenAcceptsAfterGrace(t *testing.T) {
@@ -332,6 +349,74 @@ func TestCache_RefillHoldsVanishedGray(t *testing.T) {
 	in, err = lb.Pick(gray, "svc")
 	require.NoError(t, err)
 	assert.Equal(t, 3, in.Port)
+}
+
+// A registry restart whose first list is empty: the empty update is
+// refused, and the re-query at the end of the grace period finds the prod
+// instance registered again but not yet the gray one. While the registry
+// refills, that list is a sudden shrink like any other: held, so gray
+// requests stay on gray; the list with the gray instance back is applied.
+func TestCache_RefillHoldsWhatTheEmptyRecheckFinds(t *testing.T) {
+	p1, g1 := inst("svc", 1), inst("svc", 3, "gray", "true")
+	src := &refillSource{}
+	src.list = []Instance{p1, g1}
+	lb, err := New(src, WithContextHandler(testHandler), WithCacheOptions(WithEmptyGrace(10*time.Millisecond)))
+	require.NoError(t, err)
+	defer lb.Close()
+	gray := withHeaders(context.Background(), "gray", "true")
+	_, err = lb.Pick(gray, "svc")
+	require.NoError(t, err)
+
+	src.refillFor(time.Hour)
+	before := src.queryCount()
+	src.pushThenAnswer(nil, []Instance{p1}) // pushed: nothing yet; the re-query: prod back
+	require.Eventually(t, func() bool { return src.queryCount() > before },
+		5*time.Second, time.Millisecond, "the re-query at the end of the grace period")
+	require.Eventually(t, func() bool { return lb.cache.Stats().HeldShrinks > 0 || lb.cache.Stats().Applied > 1 },
+		5*time.Second, time.Millisecond, "the re-queried list held or applied")
+	for i := 0; i < 10; i++ {
+		in, err := lb.Pick(gray, "svc")
+		require.NoError(t, err)
+		require.Equal(t, 3, in.Port, "gray requests stay on gray while the registry refills")
+	}
+	assert.EqualValues(t, 1, lb.cache.Stats().HeldShrinks)
+
+	src.push([]Instance{p1, g1}) // the gray instance is back
+	in, err := lb.Pick(gray, "svc")
+	require.NoError(t, err)
+	assert.Equal(t, 3, in.Port)
+	in, err = lb.Pick(context.Background(), "svc")
+	require.NoError(t, err)
+	assert.Equal(t, 1, in.Port)
+}
+
+// While the registry refills, a re-query that still finds the service
+// empty is refused like the update before it, and asked again after
+// another grace period; once the registry has settled the empty list is
+// accepted (a service that really went to zero does not stay stale).
+func TestCache_RefillRefusesAnEmptyRecheck(t *testing.T) {
+	p1 := inst("svc", 1)
+	src := &refillSource{}
+	src.list = []Instance{p1}
+	c, err := NewCache(src, WithEmptyGrace(10*time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Instances(context.Background(), "svc")
+	require.NoError(t, err)
+	src.refillFor(time.Hour)
+	before := src.queryCount()
+	src.push(nil)
+	require.Eventually(t, func() bool { return src.queryCount() >= before+2 }, 5*time.Second, time.Millisecond,
+		"asked again after each grace period while the registry refills")
+	got, _ := c.Instances(context.Background(), "svc")
+	assert.Len(t, got, 1, "the last good list serves while the registry refills")
+	assert.GreaterOrEqual(t, c.Stats().RefusedEmpty, uint64(2))
+
+	src.refillFor(-time.Second) // settled
+	require.Eventually(t, func() bool {
+		got, _ := c.Instances(context.Background(), "svc")
+		return len(got) == 0
+	}, 5*time.Second, time.Millisecond, "still empty once settled: accepted")
 }
 
 // Outside a refill window a deliberate deregistration of every prod (or

@@ -172,7 +172,11 @@ func (c *Cache) settled(service string, e *cacheEntry) {
 	}
 }
 
-// recheckEmpty asks the source again once the grace period has passed.
+// recheckEmpty asks the source again once the grace period has passed and
+// applies what it answers. While the source refills, that answer is an
+// update like any other: an empty one is refused again (and asked again
+// after another grace period), one that lost a kind is held; once settled,
+// it is applied whatever it holds.
 func (c *Cache) recheckEmpty(service string, e *cacheEntry) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -182,6 +186,10 @@ func (c *Cache) recheckEmpty(service string, e *cacheEntry) {
 	e.mu.Unlock()
 	if err != nil {
 		c.logger.Warn("graylb: re-query after an empty update failed; keeping the last good list", "service", service, "err", err)
+		return
+	}
+	if _, refill, _ := c.holdFor(); refill {
+		c.apply(service, e, list, false)
 		return
 	}
 	if !anyKept(list) {
