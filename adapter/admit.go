@@ -3,6 +3,7 @@ package adapter
 import (
 	"context"
 
+	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/routestate"
 )
 
@@ -66,7 +67,7 @@ func (b *Balancer) Admitter(extra ...string) *Admitter {
 	keys := b.Keys()
 	keys.Match = nil
 	a := &Admitter{b: b, grayKey: routestate.Lower(keys.Gray), userKey: routestate.Lower(keys.User), version: routestate.Lower(keys.Version)}
-	for _, n := range append(keys.Names(), extra...) {
+	for _, n := range append(append(keys.Names(), ShadowKey), extra...) {
 		if n = routestate.Lower(n); n != "" && !has(a.names, n) {
 			a.names = append(a.names, n)
 		}
@@ -161,6 +162,9 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 			return ctx
 		}
 		st = routestate.New(nil, untrusted)
+	}
+	if graylb.IsGray(st.Get(ShadowKey)) {
+		st.SetShadow()
 	}
 	// What each key means to this LoadBalancer: one whose names differ
 	// reads the kind, user and version there.

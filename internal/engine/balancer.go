@@ -53,7 +53,9 @@ type LoadBalancer struct {
 	// Stats and outlier detection (ejection.go, stats.go).
 	outlier        *OutlierConfig // nil: no ejection
 	baggage        Baggage        // nil: the calls' baggage is not read
-	keepStats      bool           // outlier detection, or a StatsPolicy
+	shadowObs      []ShadowObserver
+	shadowLog      shadowLog
+	keepStats      bool // outlier detection, or a StatsPolicy
 	healthWatchers fanout.Set[func(service string)]
 	ruleLog        ruleLog     // rules in force, changes and refusals (RulesState)
 	ejectionLog    ejectionLog // ejections and readmissions (Ejections)
@@ -98,11 +100,12 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 			observer: cfg.observer,
 			calls:    cfg.calls,
 		},
-		filters: sortFilters(cfg.filters),
-		policy:  cfg.policy,
-		logger:  cfg.logger,
-		outlier: cfg.outlier,
-		baggage: cfg.baggage,
+		filters:   sortFilters(cfg.filters),
+		policy:    cfg.policy,
+		logger:    cfg.logger,
+		outlier:   cfg.outlier,
+		baggage:   cfg.baggage,
+		shadowObs: cfg.shadowObs,
 	}
 	lb.life, lb.endLife = context.WithCancel(context.Background())
 	lb.lookupSlots = make(chan struct{}, maxLookups)

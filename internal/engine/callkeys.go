@@ -110,6 +110,9 @@ func (lb *LoadBalancer) decide(ctx context.Context, call ContextHandler) Decisio
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if stateIn(ctx).IsShadow() {
+		return Decision{Kind: Gray, Source: FromKey} // a shadow copy is gray whatever its keys say
+	}
 	h := lb.handlerFor(call)
 	if UntrustedCaller(ctx) {
 		h = nil // a ContextHandler may read the call's raw keys, which a proxy copied from the caller

@@ -190,11 +190,13 @@ func fnv32(s string) uint32 {
 	return h
 }
 
-// Subset indexes of the gray stage.
+// Subset indexes of the gray stage; grayIdxNone is no subset (a shadow
+// copy with nowhere to go).
 const (
 	grayIdxProd = iota
 	grayIdxGray
 	grayIdxAll
+	grayIdxNone = -1
 )
 
 // grayStage is the gray decision built over one instance list.
@@ -243,6 +245,16 @@ func (s *grayDecision) decide(r *Request) (int, decision) {
 	rl := s.rules
 	k, src, lane := s.f.decideRequest(r, rl)
 	d := decision{kind: k, source: src, lane: lane, outcome: Selected}
+	if r.state.IsShadow() {
+		// A shadow copy goes to gray instances only: no fall-back, closed
+		// rules or routing off included.
+		d.kind, d.source = Gray, FromKey
+		if !s.hasGray || rl.closed || !rl.enabled {
+			d.outcome = Failed
+			return grayIdxNone, d
+		}
+		return grayIdxGray, d
+	}
 	switch {
 	case rl.closed && k == Gray:
 		d.outcome = FellBack

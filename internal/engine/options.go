@@ -21,6 +21,7 @@ type config struct {
 	cacheOpts  []CacheOption
 	outlier    *OutlierConfig
 	baggage    Baggage
+	shadowObs  []ShadowObserver
 
 	ruleLoadTimeout time.Duration
 }

@@ -74,8 +74,14 @@ func (lb *LoadBalancer) rerouteWith(ctx context.Context, service string, first r
 		t = built
 		idx, outcome = t.gray.place(d.kind)
 	}
+	if stateIn(ctx).IsShadow() && idx != grayIdxGray {
+		idx = grayIdxNone // a shadow copy never falls back to prod
+	}
 	d.outcome = outcome
-	n := walk(t.children[idx], &r)
+	var n *node
+	if idx != grayIdxNone {
+		n = walk(t.children[idx], &r)
+	}
 	rt := routing{Kind: d.kind, Source: d.source, Outcome: outcome, Lane: d.lane, leaf: n}
 	if n == nil || !rt.hasUntried(tried) {
 		d.outcome = Failed

@@ -56,6 +56,11 @@ type Rules struct {
 	// version (a lane), by one of its keys; the first that matches wins
 	// (see Match).
 	Matches []Match `json:"matches,omitempty"`
+	// ShadowPercent (0-100, in steps of 0.01) of the prod requests an
+	// adapter may mirror (idempotent ones: see package shadow) are copied
+	// to a gray instance of the same service, their answers compared and
+	// never returned.
+	ShadowPercent float64 `json:"shadowPercent,omitempty"`
 }
 
 // MaxRulesSize is the largest rule document accepted, in bytes.
@@ -183,6 +188,22 @@ func checkObject(dec *json.Decoder, keys map[string]bool, where string) (map[str
 
 const canaryScale = 10000 // canary resolution: 0.01 %
 
+// percent reads p, a percentage of the rules named name, out of
+// canaryScale: within 0-100 and a multiple of 0.01.
+func percent(name string, p float64) (uint32, error) {
+	if math.IsNaN(p) || p < 0 || p > 100 {
+		return 0, fmt.Errorf("%w: %s %v is not within 0-100", ErrInvalidRules, name, p)
+	}
+	v := uint32(math.Round(p * canaryScale / 100))
+	if p > 0 && v == 0 {
+		return 0, fmt.Errorf("%w: %s %v is below the resolution of 0.01", ErrInvalidRules, name, p)
+	}
+	if steps := p * 100; math.Abs(steps-math.Round(steps)) > 1e-6 {
+		return 0, fmt.Errorf("%w: %s %v is not a multiple of 0.01 (the resolution)", ErrInvalidRules, name, p)
+	}
+	return v, nil
+}
+
 // compiledRules is Rules prepared for the pick path.
 type compiledRules struct {
 	compiledRulesFields
@@ -198,6 +219,7 @@ type compiledRulesFields struct {
 	addrs   map[addrKey]struct{} // canonical (see addr.ParseAddress); port 0: every port
 	zoned   map[addrKey]struct{} // the entries of addrs with a zone, without it
 	canary  uint32               // out of canaryScale
+	shadow  uint32               // out of canaryScale
 
 	matches   []compiledMatch
 	matchKeys []string // the keys the matches name, lower case, each once
@@ -207,16 +229,12 @@ var defaultCompiledRules = &compiledRules{compiledRulesFields: compiledRulesFiel
 
 func compileRules(r Rules) (*compiledRules, error) {
 	c := &compiledRules{compiledRulesFields: compiledRulesFields{enabled: r.Enabled == nil || *r.Enabled, closed: r.Closed}}
-	p := r.CanaryPercent
-	if math.IsNaN(p) || p < 0 || p > 100 {
-		return nil, fmt.Errorf("%w: canaryPercent %v is not within 0-100", ErrInvalidRules, p)
+	var err error
+	if c.canary, err = percent("canaryPercent", r.CanaryPercent); err != nil {
+		return nil, err
 	}
-	c.canary = uint32(math.Round(p * canaryScale / 100))
-	if p > 0 && c.canary == 0 {
-		return nil, fmt.Errorf("%w: canaryPercent %v is below the resolution of 0.01", ErrInvalidRules, p)
-	}
-	if steps := p * 100; math.Abs(steps-math.Round(steps)) > 1e-6 {
-		return nil, fmt.Errorf("%w: canaryPercent %v is not a multiple of 0.01 (the resolution)", ErrInvalidRules, p)
+	if c.shadow, err = percent("shadowPercent", r.ShadowPercent); err != nil {
+		return nil, err
 	}
 	if len(r.GrayUsers) > 0 {
 		c.users = make(map[string]struct{}, len(r.GrayUsers))

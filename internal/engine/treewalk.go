@@ -13,8 +13,10 @@ import (
 func (t *tree) route(r *Request) (*node, decision) {
 	i, d := t.gray.decide(r)
 	r.lane = d.lane
-	if n := walk(t.children[i], r); n != nil {
-		return n, d
+	if i != grayIdxNone {
+		if n := walk(t.children[i], r); n != nil {
+			return n, d
+		}
 	}
 	d.outcome = Failed
 	return nil, d
@@ -88,9 +90,16 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 		}
 	}
 	i := grayIdxProd
+	if st.IsShadow() { // a shadow copy is gray whatever its keys say
+		v, d.source = "true", FromKey
+	}
 	if IsGray(v) {
 		d.kind, i = Gray, grayIdxGray
 		if !t.gray.hasGray {
+			if st.IsShadow() {
+				d.outcome = Failed // a shadow copy never falls back to prod
+				return nil
+			}
 			i, d.outcome = grayIdxAll, FellBack
 		}
 	}

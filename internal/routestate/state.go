@@ -45,6 +45,9 @@ type State struct {
 	// decided is the request's kind, what decided it and its lane, fixed
 	// by Detach (decidedSet unset: none): later decisions take it.
 	decided Decided
+	// shadow: the request is a shadow copy (a mirrored prod request): its
+	// calls go to gray instances only and write nothing.
+	shadow bool
 	// The first pairs and values live in the State itself: admitting a
 	// request's few routing keys is one allocation.
 	pairBuf [inlinePairs]Pair
@@ -120,6 +123,12 @@ func (s *State) Role(r Role) string {
 	return s.pairs[s.roles[r]-1].Value
 }
 
+// SetShadow marks a State not yet on any context as a shadow copy's.
+func (s *State) SetShadow() { s.shadow = true }
+
+// IsShadow reports whether the request is a shadow copy.
+func (s *State) IsShadow() bool { return s != nil && s.shadow }
+
 // Decided returns the decision fixed for the request (see Detached).
 func (s *State) Decided() Decided {
 	if s == nil {
@@ -137,7 +146,7 @@ func (s *State) Detached(d Decided) *State {
 		for _, p := range s.pairs {
 			out.Add(p.Name, p.Value)
 		}
-		out.untrusted, out.roles = s.untrusted, s.roles
+		out.untrusted, out.roles, out.shadow = s.untrusted, s.roles, s.shadow
 		out.drawn.Store(s.drawn.Load())
 	}
 	return out
