@@ -10,9 +10,9 @@ import (
 type build struct {
 	fault string // examples/rollout instance -fault; "" for a build identical to prod
 	what  string // for the table
-	// known are the targets today's code misses, and why; a known miss is
-	// reported, not failed. A target that holds again is said, so that its
-	// entry can go.
+	// known are the targets today's code misses, and why (a key of
+	// knownReasons); a known miss is reported, not failed. A target that
+	// holds again is said, so that its entry can go.
 	known map[target]string
 }
 
@@ -31,18 +31,31 @@ const (
 // gray build registered.
 const maxFailedShare = 0.01
 
-// Why targets are missed today, named once.
+// Why targets are missed today: each reason's key (for the table) and
+// text (below it, once).
 const (
-	// The Transport ends a call when the response's headers come; what
-	// happens to the body afterwards is not the instance's result.
-	knownBodyNotACall = "the HTTP Transport ends a call at the response's headers: a body that stalls or breaks off counts as a success, for outlier detection and for the call metrics, so graylb keeps the build in rotation and the judge sees a healthy build (branch body)"
-	// Containment hides the build from the judge.
-	knownContained = "the caller ejects (or pauses) the gray instances within a few calls, before the rollout's first step, so gray requests fall back to prod and are counted as prod's: gray completes too few calls in a step to be judged (--min-requests) and the rollout ends without a verdict"
-	// Each pause ends with a 429 again.
-	knownOverloadRetry = "each pause (Retry-After: 1) ends with the next gray calls answered 429 again, and the Transport does not send a request answered 429 to another instance: about one failed request a pause"
-	// A crash loop shows in no call.
-	knownCrashUnseen = "the Transport sends the GETs a crash cuts off, and those refused while the instance is down, to prod: the users see no failure and the call metrics a few failed connections, far below --max-error-increase, so the judge finds gray healthy; an instance registered again on its address within the server's push delay never leaves the callers' lists, so their gray instance count does not change either"
+	knownBody      = "body"      // the Transport ends a call at the headers
+	knownContained = "contained" // containment hides the build from the judge
+	knownOverload  = "overload"  // each pause ends with a 429 again
+	knownCrash     = "crash"     // a crash loop shows in no call
 )
+
+var knownReasons = map[string]string{
+	knownBody: "the HTTP Transport ends a call when the response's headers come: a body that stalls or breaks off " +
+		"afterwards counts as a success, for outlier detection and in the call metrics, so the caller keeps the build " +
+		"in rotation and the judge sees a healthy build (the branch body changes it)",
+	knownContained: "the caller ejects (or pauses) the gray instances within a few calls, before the rollout's first " +
+		"step, so gray requests fall back to prod and are counted as prod's: gray completes too few calls in a step " +
+		"to be judged (--min-requests), and the rollout ends without a verdict",
+	knownOverload: "each pause (Retry-After: 1) ends with the next gray calls answered 429 again, and the Transport " +
+		"sends no request answered 429 to another instance: about one failed request a pause",
+	knownCrash: "the Transport sends the GETs a crash cuts off, and those refused while the instance is down, to " +
+		"prod: the users see no failure and the call metrics a few failed connections, below --max-error-increase, " +
+		"so the judge finds gray healthy; an instance registered again on its address within the server's push " +
+		"delay never leaves the callers' lists. When the refused connections come five in a row, the caller ejects " +
+		"the instance and keeps the restarted one ejected for the ejection time (nothing is sent to it to readmit " +
+		"it while prod serves its requests): contained, as above",
+}
 
 // builds are the gray builds, as the issue lists them, then the healthy
 // one.
@@ -51,15 +64,15 @@ var builds = []build{
 	{fault: "slow", what: "every call 3× slower"},
 	{fault: "hang", what: "no answer (hang)", known: map[target]string{targetVerdict: knownContained}},
 	{fault: "stalled-body", what: "body stalled after the headers (200 at once, then 1 byte a second)",
-		known: map[target]string{targetFailed: knownBodyNotACall, targetVerdict: knownBodyNotACall}},
+		known: map[target]string{targetFailed: knownBody, targetVerdict: knownBody}},
 	{fault: "reset-body", what: "body reset mid-stream",
-		known: map[target]string{targetFailed: knownBodyNotACall, targetVerdict: knownBodyNotACall}},
+		known: map[target]string{targetFailed: knownBody, targetVerdict: knownBody}},
 	{fault: "broken-endpoint", what: "one endpoint of five always 500", known: map[target]string{targetVerdict: knownContained}},
 	{fault: "gray-requests", what: "only requests with gray: true fail (500)", known: map[target]string{targetVerdict: knownContained}},
 	{fault: "overloaded", what: "429 on half the calls (Retry-After: 1)",
-		known: map[target]string{targetFailed: knownOverloadRetry, targetVerdict: knownContained}},
+		known: map[target]string{targetFailed: knownOverload, targetVerdict: knownContained}},
 	{fault: "crash", what: "a crash loop: exits 10 s after each start, restarted at once on its port",
-		known: map[target]string{targetVerdict: knownCrashUnseen}},
+		known: map[target]string{targetVerdict: knownCrash}},
 	{fault: "", what: "identical to prod"},
 }
 

@@ -116,7 +116,7 @@ type evidence struct {
 }
 
 func (e evidence) String() string {
-	return fmt.Sprintf("gray ejected: up to %.0f; gray picks fell back: %.0f of %.0f; gray instance count changed %.0f times",
+	return fmt.Sprintf("gray instances ejected at most: %.0f; gray picks that fell back: %.0f of %.0f; changes of the gray instance count: %.0f",
 		e.ejectedMax, e.fellBack, e.grayPicks, e.countChanges)
 }
 
