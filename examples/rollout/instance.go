@@ -26,7 +26,11 @@ func instance(ctx context.Context, args []string, out io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: rollout instance [flags]\n\nFaults (-fault) a gray build can have:\n")
 		for _, f := range faults {
-			fmt.Fprintf(fs.Output(), "  %-16s %s\n", f.name, f.what)
+			name := f.name
+			if name == "" {
+				name = `""`
+			}
+			fmt.Fprintf(fs.Output(), "  %-16s %s\n", name, f.what)
 		}
 		fmt.Fprintln(fs.Output(), "\nFlags:")
 		fs.PrintDefaults()
