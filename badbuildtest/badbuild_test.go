@@ -93,6 +93,7 @@ type result struct {
 	checks     int           // the rollout's checks in all
 	enough     int           // of them, in the deciding (last) step, with enough gray calls to judge
 	judged     string        // what the judge's last check saw, from the rollout's JSON
+	rollback   string        // why it rolled back, as it said
 	evidence   evidence      // what the callers' metrics showed while the rollout ran
 	took       time.Duration // the rollout's
 }
@@ -156,6 +157,9 @@ func runOnce(t *testing.T, bins programs, addr string, b build, grays int) resul
 	res.exit, res.took = code, took
 	res.checks, res.enough = checks(stderr, code)
 	res.judged = judged(stdout)
+	if m := rolledBack.FindStringSubmatch(stderr); m != nil {
+		res.rollback = m[1]
+	}
 	if res.evidence, err = callersEvidence(prom, svc, took); err != nil {
 		t.Errorf("reading the callers' metrics: %v", err)
 	}
@@ -206,7 +210,7 @@ func rollout(t *testing.T, bin, addr, svc, rules, prom string) (int, string, str
 var (
 	stepSet    = regexp.MustCompile(`: canary [0-9.]+% set$`)
 	stepCheck  = regexp.MustCompile(`step \d+/\d+: canary [0-9.]+%(: \S+ of \S+: (wait|healthy|worse): | healthy after |: waiting, not advancing blind: )`)
-	rolledBack = regexp.MustCompile(`gray is worse than prod: .*; rolling back`)
+	rolledBack = regexp.MustCompile(`gray is worse than prod: (.*); rolling back`)
 	notEnough  = regexp.MustCompile(`calls in the step, at least \d+ needed to judge|prometheus unreachable`)
 )
 
@@ -334,8 +338,16 @@ func (g *grayBuild) restarts() int {
 const tableHeader = "| gray build | gray instances | runs | QA requests (`gray: true`) failed from 5 s on | unmarked requests failed from 5 s on | prod requests on gray | the caller's ejections of gray | the callers' metrics while the rollout ran | the rollout | checks in all (with enough gray calls, in the deciding step) | targets |\n" +
 	"|---|---:|---:|---|---|---:|---|---|---|---|---|\n"
 
-// row checks the targets over a plan item's runs and writes its row.
-func row(t *testing.T, p planned, rs []result, usedReasons map[string]bool) string {
+// reporter is where row says what it found: a *testing.T.
+type reporter interface {
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+// row checks the targets over a plan item's runs, reports a missed target
+// that is not a known miss as an error, and writes the item's row; it
+// adds the known reasons it used to usedReasons.
+func row(t reporter, p planned, rs []result, usedReasons map[string]bool) string {
 	var qa, unmarked counts
 	failures, ejections := map[string]int{}, map[string]int{}
 	prodOnGray, restarts := 0, 0
@@ -343,11 +355,12 @@ func row(t *testing.T, p planned, rs []result, usedReasons map[string]bool) stri
 	judgedText := ""
 	var ev evidence
 	var checksAll, checksEnough []int
-	missed := map[target]string{}
-	miss := func(tg target, format string, args ...any) {
-		if _, ok := missed[tg]; !ok {
-			missed[tg] = fmt.Sprintf(format, args...)
-		}
+	// The misses of each target, each with the known reason's key ("":
+	// not a known miss).
+	type miss struct{ why, known string }
+	misses := map[target][]miss{}
+	missed := func(tg target, known, format string, args ...any) {
+		misses[tg] = append(misses[tg], miss{fmt.Sprintf(format, args...), known})
 	}
 	for _, r := range rs {
 		qa.plus(r.rep.Gray)
@@ -369,34 +382,45 @@ func row(t *testing.T, p planned, rs []result, usedReasons map[string]bool) stri
 		checksAll = append(checksAll, r.checks)
 		checksEnough = append(checksEnough, r.enough)
 		if share(r.rep.Gray) > maxFailedShare || share(r.rep.Unmarked) > maxFailedShare {
-			miss(targetFailed, "%s of QA and %s of unmarked requests failed from 5 s on", pct(r.rep.Gray), pct(r.rep.Unmarked))
+			missed(targetFailed, p.build.known[targetFailed], "%s of QA and %s of unmarked requests failed from 5 s on", pct(r.rep.Gray), pct(r.rep.Unmarked))
 		}
 		if r.prodOnGray > 0 || r.rep.Gray.ProdOnGray+r.rep.Unmarked.ProdOnGray > 0 {
-			miss(targetProdOnGray, "%d prod requests reached a gray instance", r.prodOnGray)
+			missed(targetProdOnGray, p.build.known[targetProdOnGray], "%d prod requests reached a gray instance", r.prodOnGray)
 		}
 		switch {
 		case p.build.bad() && r.exit != 3:
-			miss(targetVerdict, "%s, not rolled back", verdictName(r.exit))
+			missed(targetVerdict, p.build.known[targetVerdict], "%s, not rolled back", verdictName(r.exit))
 		case p.build.bad() && r.enough > 2:
-			miss(targetVerdict, "rolled back at the %d. check with enough gray calls", r.enough)
+			missed(targetVerdict, p.build.known[targetVerdict], "rolled back at the %d. check with enough gray calls", r.enough)
+		case !p.build.bad() && r.exit == 3 && strings.Contains(r.rollback, " took longer than "):
+			missed(targetVerdict, knownTail, "rolled back, not passed (%s)", r.rollback)
 		case !p.build.bad() && r.exit != 0:
-			miss(targetVerdict, "%s, not passed", verdictName(r.exit))
+			missed(targetVerdict, p.build.known[targetVerdict], "%s, not passed", verdictName(r.exit))
 		}
 	}
 	var notes []string
 	for _, tg := range []target{targetFailed, targetProdOnGray, targetVerdict} {
-		why, isMissed := missed[tg]
-		known, isKnown := p.build.known[tg]
+		ms := misses[tg]
+		var unknown []string
+		known := map[string]bool{}
+		for _, m := range ms {
+			if m.known == "" {
+				unknown = append(unknown, m.why)
+			} else {
+				known[m.known] = true
+				usedReasons[m.known] = true
+			}
+		}
+		keys := strings.Join(slices.Sorted(maps.Keys(known)), ", ")
 		switch {
-		case isMissed && isKnown:
-			notes = append(notes, fmt.Sprintf("%s missed: %s (known: %s)", tg, why, known))
-			usedReasons[known] = true
-			t.Logf("known miss, %s: %s (%s)", tg, why, knownReasons[known])
-		case isMissed:
-			notes = append(notes, fmt.Sprintf("**%s missed: %s**", tg, why))
-			t.Errorf("%s with %d gray: target %q missed: %s", p.build.what, p.grays, tg, why)
-		case isKnown:
-			t.Logf("%s with %d gray: target %q held, though listed as a known miss (%s): the entry can go", p.build.what, p.grays, tg, known)
+		case len(unknown) > 0:
+			notes = append(notes, fmt.Sprintf("**%s missed: %s**", tg, unknown[0]))
+			t.Errorf("%s with %d gray: target %q missed: %s", p.build.what, p.grays, tg, strings.Join(unknown, "; "))
+		case len(ms) > 0:
+			notes = append(notes, fmt.Sprintf("%s missed: %s (known: %s)", tg, ms[0].why, keys))
+			t.Logf("known miss, %s: %s (%s)", tg, ms[0].why, keys)
+		case p.build.known[tg] != "":
+			t.Logf("%s with %d gray: target %q held, though listed as a known miss (%s): the entry can go", p.build.what, p.grays, tg, p.build.known[tg])
 		}
 	}
 	if len(notes) == 0 {

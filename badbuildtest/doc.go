@@ -16,10 +16,11 @@
 // healthy build passed.
 //
 // It is a module of its own, with tests only: it builds the example and
-// the command from their modules in this tree and runs them. Its tests
-// skip without GRAYLB_NACOS_ADDR (host:port of the server's HTTP port),
+// the command from their modules in this tree and runs them. TestBadBuilds
+// skips without GRAYLB_NACOS_ADDR (host:port of the server's HTTP port),
 // under -race, and outside the repository (a copy fetched from a tag has
-// no sources beside it). GRAYLB_BADBUILD_PLAN=full runs every build with
+// no sources beside it); the tests of how it reads the rollout and judges
+// the targets run anywhere. GRAYLB_BADBUILD_PLAN=full runs every build with
 // one and with two gray instances and the healthy build 20 times; the
 // short plan, the default, a few of them.
 package badbuildtest

@@ -38,12 +38,15 @@ const (
 	knownContained = "contained" // containment hides the build from the judge
 	knownOverload  = "overload"  // each pause ends with a 429 again
 	knownCrash     = "crash"     // a crash loop shows in no call
+	knownTail      = "tail"      // the judge's tail test, on a loaded machine
 )
 
 var knownReasons = map[string]string{
 	knownBody: "the HTTP Transport ends a call when the response's headers come: a body that stalls or breaks off " +
 		"afterwards counts as a success, for outlier detection and in the call metrics, so the caller keeps the build " +
-		"in rotation and the judge sees a healthy build (the branch body changes it)",
+		"in rotation and the judge sees a healthy build (the branch body changes it). A reset that reaches the caller " +
+		"before it read the headers is a failed connection instead: the GET goes to prod and the failure counts " +
+		"against the instance, and when five come in a row the instance is ejected: contained (below)",
 	knownContained: "the caller ejects (or pauses) the gray instances within a few calls, before the rollout's first " +
 		"step, so gray requests fall back to prod and are counted as prod's: gray completes too few calls in a step " +
 		"to be judged (--min-requests), and the rollout ends without a verdict",
@@ -55,6 +58,10 @@ var knownReasons = map[string]string{
 		"delay never leaves the callers' lists. When the refused connections come five in a row, the caller ejects " +
 		"the instance and keeps the restarted one ejected for the ejection time (nothing is sent to it to readmit " +
 		"it while prod serves its requests): contained, as above",
+	knownTail: "the judge's tail test rolled a build identical to prod back: on the shared 2-core machine under " +
+		"load (load average about 6), a stall delayed 8 gray calls of one check past prod's p99 × 1.5 + 10 ms, the " +
+		"fewest the test acts on, and one such check is beyond doubt (cmd/graylb's judge). A healthy build rolled " +
+		"back for any other reason fails the test",
 }
 
 // builds are the gray builds, as the issue lists them, then the healthy
