@@ -102,6 +102,10 @@ badbuilds_how() {
   echo "began in, from 5 s after the registration to the run's end. A crash-looping instance is started again on"
   echo "its port each time it exits, as an orchestrator does. \"Checks\" are the rollout's reads of Prometheus;"
   echo "\"with enough gray calls\" those of the deciding step in which gray had completed \`--min-requests\` calls."
+  echo "\"The callers' metrics while the rollout ran\" are read from the same Prometheus over the rollout's time, what"
+  echo "the judge could read and does not: the most gray instances ejected at once (\`graylb_instances_ejected\`), the"
+  echo "gray picks that fell back to prod of all gray picks (\`graylb_picks_total\`, outcome \`fell_back\`), and how"
+  echo "often the number of routable gray instances changed (\`graylb_instances\`)."
   echo "The rows above are the full plan (GRAYLB_BADBUILD_PLAN=full); \`make test\` runs the short plan (one"
   echo "gray instance: 20 % errors, a stalled body, the crash loop, and the healthy build 3 times)."
 }
