@@ -59,6 +59,8 @@ test: lint
 	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .; \
 	echo "== go test ./gozero: a go-zero chain over the Nacos supplier (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) gozero $(GO) test -count=1 -timeout 5m -run Integration -v .; \
+	echo "== go test ./badbuildtest: bad gray builds rolled out with real processes (examples/rollout, Prometheus, graylb rollout), the short plan (real Nacos at $$addr; without -race)"; \
+	GRAYLB_NACOS_ADDR=$$addr $(IN) badbuildtest $(GO) test -count=1 -timeout 10m -v .; \
 	echo "== go test ./faulttest: network faults on each link through Toxiproxy, the short plan (real Nacos at $$addr; without -race)"; \
 	scripts/toxiproxy.sh start; trap '$(CURDIR)/scripts/nacos.sh stop; $(CURDIR)/scripts/toxiproxy.sh stop' EXIT; \
 	GRAYLB_NACOS_ADDR=$$addr GRAYLB_TOXIPROXY_ADDR=127.0.0.1:$${TOXIPROXY_PORT:-8474} \
@@ -81,8 +83,8 @@ test-install:
 	@echo "== every module installs from a tag (scripts/install-test.sh)"
 	@scripts/install-test.sh
 
-## test-reliability: churn 30s, chaos, cluster and the deployment flows against Nacos, each fuzz
-## target FUZZTIME; writes RELIABILITY.md.
+## test-reliability: churn 30s, chaos, cluster and the deployment flows against Nacos, the bad gray
+## builds (full plan), each fuzz target FUZZTIME; writes RELIABILITY.md.
 test-reliability:
 	FUZZTIME=$(FUZZTIME) scripts/reliability.sh
 

@@ -2,8 +2,9 @@
 # make test-reliability: the reliability figures, regenerated into RELIABILITY.md.
 #   the test server's start-up (NACOS_STARTS fresh starts beside a build), churn 30 s under -race,
 #   chaos (SIGKILL and restart of Nacos under HTTP load), a 3-node Nacos cluster losing a node, the
-#   deployment flows (deploytest), a process's life against Nacos (GRAYLB_LIFETIME=long, about six
-#   minutes), and each fuzz target for FUZZTIME.
+#   deployment flows (deploytest), the bad gray builds (badbuildtest, GRAYLB_BADBUILD_PLAN=full,
+#   about 20 minutes), a process's life against Nacos (GRAYLB_LIFETIME=long, about six minutes),
+#   and each fuzz target for FUZZTIME.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -41,6 +42,12 @@ scripts/kafka.sh cluster-stop 3
 echo "== the rollout judge: 20 rollouts per gray build against a real Prometheus"
 (GRAYLB_JUDGE_ROLLOUTS=20 scripts/inmodule.sh cmd/graylb go test -count=1 -timeout 30m -run 'TestIntegration_JudgeRealMetrics$' .)
 
+echo "== bad gray builds rolled out with real processes, the full plan (GRAYLB_BADBUILD_PLAN=full)"
+# A missed target that is not a known miss fails the test but not this script (badmissed, below).
+badmissed=""
+(GRAYLB_BADBUILD_PLAN=full scripts/inmodule.sh badbuildtest go test -count=1 -timeout 40m -run '^TestBadBuilds$' .) ||
+  badmissed="**This run missed a target that is not a known miss: the test failed (its log names the rows).** "
+
 echo "== network faults on each link through Toxiproxy, the long plan (GRAYLB_FAULT_PLAN=long)"
 # A missed target fails the test but not this script: the rows say which (faultmissed, below).
 scripts/toxiproxy.sh start
@@ -72,6 +79,36 @@ for t in $(go test -list '^Fuzz' . | grep '^Fuzz'); do
   corpus=$( (ls testdata/fuzz/"$t" 2>/dev/null || true) | wc -l)
   fuzzrows+="| $t | $FUZZTIME | ${execs:-?} | $corpus committed seed files (plus the f.Add seeds) | 0 |"$'\n'
 done
+
+# badbuilds_how: how the bad-builds table is measured (badbuildtest's TestBadBuilds).
+badbuilds_how() {
+  echo "${badmissed}Targets: at most 1 % of the requests of each kind failed from 5 s after the gray build registered (a"
+  echo "working prod instance is always there: every gray request has its fall-back), 0 prod requests on gray, every"
+  echo "bad build rolled back within two checks of gray having enough calls in the step (\`--min-requests\`), every"
+  echo "healthy build passed. A target the code of the day misses for a reason the test names (a \"known miss\") is"
+  echo "reported in the row and does not fail the test; any other miss does."
+  echo
+  echo "How: \`TestBadBuilds\` (badbuildtest, a module of its own) builds examples/rollout and the graylb command"
+  echo "from this tree and runs, for each run, fresh processes on loopback: two prod instances and the gray build's"
+  echo "instance(s) of one service, each registered in Nacos by \`nacos.Register\`, each answering its five"
+  echo "endpoints after 15 ms plus an exponential time of mean 15 ms; one caller sending 100 requests a second"
+  echo "(open loop: users do not wait for each other), every other one \`gray: true\` (QA traffic), the others"
+  echo "unmarked (the canary decides), each with a 1 s deadline within which its body is read whole, through the"
+  echo "httpctx Transport with \`graylb.WithOutlierDetection(graylb.OutlierConfig{})\` and round robin, its"
+  echo "otelgraylb metrics scraped every second by a real Prometheus. Once the gray build registered and the"
+  echo "caller lists it, \`graylb rollout\` runs against the rules in Nacos config at the judge's defaults, its"
+  echo "times shortened so that a run takes seconds: \`--steps 10,50 --interval 10s --poll 1s --max-wait 10s\`."
+  echo "A run lasts at least 20 s from the gray build's registration; its requests are counted by the second they"
+  echo "began in, from 5 s after the registration to the run's end. A crash-looping instance is started again on"
+  echo "its port each time it exits, as an orchestrator does. \"Checks\" are the rollout's reads of Prometheus;"
+  echo "\"with enough gray calls\" those of the deciding step in which gray had completed \`--min-requests\` calls."
+  echo "\"The callers' metrics while the rollout ran\" are read from the same Prometheus over the rollout's time, what"
+  echo "the judge could read and does not: the most gray instances ejected at once (\`graylb_instances_ejected\`), the"
+  echo "gray picks that fell back to prod of all gray picks (\`graylb_picks_total\`, outcome \`fell_back\`), and how"
+  echo "often the number of routable gray instances changed (\`graylb_instances\`)."
+  echo "The rows above are the full plan (GRAYLB_BADBUILD_PLAN=full); \`make test\` runs the short plan (one"
+  echo "gray instance: 20 % errors, a stalled body, the crash loop, and the healthy build 3 times)."
+}
 
 # kafka_how: how the messages table is measured (kafkagray's TestKafkaFlows).
 kafka_how() {
@@ -229,6 +266,12 @@ kafka_how() {
   echo "Prometheus (TestIntegration_JudgeRealMetrics; the judge: docs/operations.md)."
   echo
   cat "$OUT"/judge.md 2>/dev/null
+  echo
+  echo "## Bad gray builds, rolled out with real processes"
+  echo
+  cat "$OUT"/badbuilds.md 2>/dev/null
+  echo
+  badbuilds_how
   if [ -n "$traffic" ]; then echo; echo "$traffic"; fi
 } > RELIABILITY.md
 echo "wrote RELIABILITY.md"

@@ -1,0 +1,3 @@
+module github.com/graylb/graylb/badbuildtest
+
+go 1.26.0

@@ -1,0 +1,5 @@
+//go:build !race
+
+package badbuildtest
+
+const raceEnabled = false

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/httpctx"
+)
+
+// syncBuffer is an io.Writer for concurrent handlers and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serveBuild runs a build of fault as an instance of svc in reg.
+func serveBuild(t *testing.T, reg *graylb.Registry, fault string, gray bool) *syncBuffer {
+	t.Helper()
+	out := &syncBuffer{}
+	b, err := newBuild(fault, gray, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	p, _ := strconv.Atoi(port)
+	if err := reg.Register(graylb.NewInstance("svc", host, p, map[string]string{"gray": strconv.FormatBool(gray)})); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Each fault breaks the calls a user makes the way its description says,
+// as the caller counts them: through graylb's Transport, with a deadline
+// the body is read within.
+func TestFaultsAsTheCallerSeesThem(t *testing.T) {
+	for _, tc := range []struct {
+		fault string
+		path  string
+		calls int
+		want  []string // each call's failure ("" succeeded), in order
+	}{
+		{"", "/users", 2, []string{"", ""}},
+		{"errors", "/users", 5, []string{"", "", "", "", "HTTP 500"}},
+		{"slow", "/users", 1, []string{""}},
+		{"hang", "/users", 1, []string{"no answer within the deadline"}},
+		{"stalled-body", "/users", 1, []string{"body not whole within the deadline"}},
+		{"reset-body", "/users", 1, []string{"body broken off"}},
+		{"broken-endpoint", "/users", 1, []string{""}},
+		{"broken-endpoint", "/search", 2, []string{"HTTP 500", "HTTP 500"}},
+		{"gray-requests", "/users", 1, []string{"HTTP 500"}},
+		{"overloaded", "/users", 2, []string{"", "HTTP 429"}},
+		{"crash", "/users", 1, []string{""}},
+	} {
+		t.Run(tc.fault+tc.path, func(t *testing.T) {
+			reg := graylb.NewRegistry()
+			serveBuild(t, reg, "", false)
+			serveBuild(t, reg, tc.fault, true)
+			lb, err := graylb.New(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			c := callerConfig{service: "svc", deadline: 500 * time.Millisecond}
+			client := &http.Client{Transport: httpctx.NewTransport(lb)}
+			tl := newTally()
+			start := time.Now()
+			for i, want := range tc.want {
+				call(context.Background(), c, client, tl, true, tc.path)
+				r := tl.report(start.Truncate(time.Second), time.Now().Add(time.Second), lb, "svc")
+				if got := r.Gray.Failed; (want != "") != (got > failedBefore(tc.want[:i])) {
+					t.Fatalf("call %d: %d failed so far (%v), want failure %q", i+1, got, r.Failures, want)
+				}
+				if want != "" && r.Failures[want] == 0 {
+					t.Fatalf("call %d: failures %v, want %q", i+1, r.Failures, want)
+				}
+				if r.Gray.ServedByGray+count(r.Failures, "no answer") != i+1 {
+					t.Fatalf("call %d: %+v, want every call answered by the gray instance", i+1, r.Gray)
+				}
+			}
+		})
+	}
+}
+
+func failedBefore(want []string) int {
+	n := 0
+	for _, w := range want {
+		if w != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func count(m map[string]int, prefix string) int {
+	n := 0
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			n += v
+		}
+	}
+	return n
+}
+
+// A gray instance logs a prod request it receives, and its answers name
+// its kind and the kind of request it read.
+func TestGrayInstanceLogsProdRequests(t *testing.T) {
+	out := &syncBuffer{}
+	b, err := newBuild("", true, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	for _, gray := range []string{"true", ""} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/users", nil)
+		if gray != "" {
+			req.Header.Set("gray", gray)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := map[string]string{"true": "gray", "": "prod"}[gray]
+		if k, r := resp.Header.Get(headerInstanceKind), resp.Header.Get(headerRequestKind); k != "gray" || r != want {
+			t.Errorf("gray header %q: Instance-Kind %q, Request-Kind %q; want gray, %s", gray, k, r, want)
+		}
+	}
+	if n := strings.Count(out.String(), "prod request on a gray instance"); n != 1 {
+		t.Errorf("%d prod requests logged, want 1:\n%s", n, out.String())
+	}
+}
+
+func TestUnknownFaultRefused(t *testing.T) {
+	if _, err := newBuild("typo", true, &syncBuffer{}); err == nil || !strings.Contains(err.Error(), `"typo"`) {
+		t.Fatalf("got %v, want an error naming the fault", err)
+	}
+}
