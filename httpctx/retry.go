@@ -165,6 +165,46 @@ func (t *Transport) retry(req *http.Request, routeCtx context.Context, reader gr
 	}
 }
 
+// resendOverloaded follows a first try, to call, answered 429 (resp, its
+// call ended at its body's end): when the request may be sent again (as
+// after a connection that broke: idempotent, its body replayable, retries
+// on) and an instance of its kind is left that was not tried, the answer
+// is read and closed (the instance is paused: its Retry-After) and the
+// request sent once more there, as Envoy's retry on 429; else the 429 is
+// the answer.
+func (t *Transport) resendOverloaded(req *http.Request, routeCtx context.Context, reader graylb.ContextHandler, rt http.RoundTripper, clone *tlsClone, host string, route adapter.Route, call adapter.Call, resp *http.Response) (*http.Response, error) {
+	first := call.Instance
+	isFirst := func(in graylb.Instance) bool { return in.SameAddr(first) }
+	if req.Context().Err() != nil || t.notRetried(req, lost, 1) != "" {
+		return resp, nil
+	}
+	next, rerr := t.lb.Reroute(routeCtx, route, isFirst, reader)
+	i, ok := next.NextUntried(isFirst)
+	if rerr != nil || !ok {
+		return resp, nil
+	}
+	var body io.ReadCloser
+	if req.GetBody != nil {
+		b, err := req.GetBody()
+		if err != nil {
+			return resp, nil // the 429 stands
+		}
+		body = b
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	call = next.Call(i)
+	c := t.outgoing(req, host, t.addrs.of(call.Instance), next, !canonicalKeys(req.Header))
+	if body != nil {
+		c.r.Body = body
+	}
+	again, cancel, err := t.send(rt, &c.r)
+	if err != nil {
+		return t.retry(req, routeCtx, reader, rt, clone, host, next, call, err)
+	}
+	return t.answered(c, again, call, clone, cancel), nil
+}
+
 // notRetried returns why a request whose try failed as f, after tries
 // instances, is not sent again; "" when it is.
 func (t *Transport) notRetried(req *http.Request, f failure, tries int) string {

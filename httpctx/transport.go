@@ -300,7 +300,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, call, err)
 	}
-	return t.answered(c, resp, call, clone, cancel), nil
+	resp = t.answered(c, resp, call, clone, cancel)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return t.resendOverloaded(req, ctx, headerReader{routed}, rt, clone, host, route, call, resp)
+	}
+	return resp, nil
 }
 
 // isServiceName: no port, not an IP address. (An IPv4 address is digits

@@ -267,3 +267,34 @@ func TestOverload_P2CDoesNotFavourFastRefusals(t *testing.T) {
 	}
 	require.Less(t, counts[list[1].Addr()], 200, "%v", counts)
 }
+
+// An instance overloaded again as soon as its pause ends is paused twice as
+// long each time, at most MaxRetryAfter; an answer that is not overloaded
+// starts the count again.
+func TestOverload_RepeatedPausesGrow(t *testing.T) {
+	list := mix("svc", nil, nil)
+	cfg, evs := recordEjections(OutlierConfig{})
+	lb, _, clk, events := ejectionLB(t, list, cfg)
+	ctx := context.Background()
+	pauseFor := func() time.Duration {
+		t.Helper()
+		n := len(evs())
+		st := lb.healthOf("svc").statsOf(list[1])
+		c := started{stats: st, start: st.begin(), kind: Prod}
+		c.End(AnswerOverloaded, 0)
+		waitRebuild(t, events)
+		e := evs()
+		require.Len(t, e, n+1)
+		d := e[n].For
+		clk.Advance(d)
+		waitRebuild(t, events)
+		return d
+	}
+	var got []time.Duration
+	for range 7 {
+		got = append(got, pauseFor())
+	}
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}, got)
+	require.True(t, answer(t, lb, ctx, list[1].Addr(), AnswerOK, 0))
+	require.Equal(t, time.Second, pauseFor(), "an answer that was not overloaded starts the count again")
+}

@@ -28,6 +28,9 @@ type Stats struct {
 	pending atomic.Int64
 	waiting atomic.Int64
 	gray    atomic.Bool // the instance's kind when the tables were last synced
+	// overloads counts its pauses in a row (no answer that was not
+	// overloaded between them): each lasts twice the one before.
+	overloads atomic.Int32
 	// by is the outlier state for requests of each kind (Prod, Gray): an
 	// instance can be out of rotation for one kind of request only (it
 	// fails gray-marked requests alone, say).

@@ -39,6 +39,9 @@ func (h *health) result(s *Stats, k Kind, a Answer, start, now int64, retryAfter
 		if s.fails.Load() != 0 {
 			s.fails.Store(0)
 		}
+		if s.overloads.Load() != 0 {
+			s.overloads.Store(0)
+		}
 		if sl.fails.Load() != 0 {
 			sl.fails.Store(0)
 		}
@@ -85,27 +88,40 @@ func (h *health) reported(s *Stats, ok bool, start int64) {
 
 // pause takes s out of rotation for every kind of request after an
 // overloaded answer: for retryAfter (at most MaxRetryAfter) when the
-// answer named one, else for OverloadPause.
+// answer named one, else for OverloadPause; and for twice as long as its
+// last pause when it was overloaded again at once (an instance that keeps
+// shedding is tried less and less often), at most MaxRetryAfter.
 func (h *health) pause(s *Stats, retryAfter time.Duration) {
-	d := h.cfg.OverloadPause
-	if retryAfter > 0 && h.cfg.MaxRetryAfter > 0 {
-		d = min(retryAfter, h.cfg.MaxRetryAfter)
+	cfg := h.cfg
+	d := cfg.OverloadPause
+	if retryAfter > 0 && cfg.MaxRetryAfter > 0 {
+		d = min(retryAfter, cfg.MaxRetryAfter)
 	}
-	if d > 0 {
-		h.takeOut(s, everyKind, reasonOverloaded, d)
+	if d <= 0 {
+		return
+	}
+	if n := s.overloads.Load(); n > 0 {
+		limit := cfg.MaxRetryAfter
+		if limit <= 0 {
+			limit = DefaultMaxRetryAfter
+		}
+		d = min(max(d, cfg.OverloadPause<<min(n, 16)), max(limit, d))
+	}
+	if h.takeOut(s, everyKind, reasonOverloaded, d) {
+		s.overloads.Add(1)
 	}
 }
 
 // takeOut takes s out of rotation for the kinds of request in m that it
 // is not out for already and that the cap allows: ejected (for its
 // ejection time, which grows with each ejection in a row) or, for the
-// reason reasonOverloaded, paused for d.
-func (h *health) takeOut(s *Stats, m kinds, reason string, d time.Duration) {
+// reason reasonOverloaded, paused for d. It reports whether s went out.
+func (h *health) takeOut(s *Stats, m kinds, reason string, d time.Duration) bool {
 	cfg := h.cfg
 	h.mu.Lock()
 	if s.removed {
 		h.mu.Unlock()
-		return
+		return false
 	}
 	var go_ kinds
 	for k := range s.by {
@@ -120,7 +136,7 @@ func (h *health) takeOut(s *Stats, m kinds, reason string, d time.Duration) {
 	}
 	if go_ == 0 {
 		h.mu.Unlock()
-		return
+		return false
 	}
 	now := cfg.Clock.Now()
 	if reason != reasonOverloaded {
@@ -152,6 +168,7 @@ func (h *health) takeOut(s *Stats, m kinds, reason string, d time.Duration) {
 	if cfg.OnEjection != nil {
 		cfg.OnEjection(ev)
 	}
+	return true
 }
 
 // capAllows reports whether s may go out for requests of kind k: a gray
