@@ -11,6 +11,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/shadow"
 )
 
 // ErrNoHost: the request URL has no host to resolve.
@@ -149,6 +150,7 @@ type Transport struct {
 	addrs        addrCache             // instances' host:port strings
 	failure      func(status int) bool // nil: adapter.HTTPResult (WithFailureStatus)
 	canon        map[string]string     // the canonical header form of the LoadBalancer's key names, by lower-case name
+	mirror       *shadow.Mirror        // mirrors prod requests when the rules say so (shadow.go)
 }
 
 // WithFailureStatus sets which response status codes count as a failure
@@ -223,7 +225,7 @@ func WithPassthroughUnknown() TransportOption { return func(t *Transport) { t.pa
 // the request it sends, then those Middleware kept from the request being
 // served, whether or not lb has a ContextHandler (see Handler).
 func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
-	t := &Transport{lb: adapter.For(lb), base: http.DefaultTransport, maxRetries: 2, canon: map[string]string{}}
+	t := &Transport{lb: adapter.For(lb), base: http.DefaultTransport, maxRetries: 2, canon: map[string]string{}, mirror: shadow.NewMirror(lb)}
 	for _, n := range lb.Keys().Names() {
 		t.canon[strings.ToLower(n)] = textproto.CanonicalMIMEHeaderKey(n)
 	}
@@ -240,6 +242,12 @@ func NewTransport(lb *graylb.LoadBalancer, opts ...TransportOption) *Transport {
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.roundTrip(req, true)
+}
+
+// roundTrip is RoundTrip; mirror says whether the request may be mirrored
+// (not a copy a mirror sends itself).
+func (t *Transport) roundTrip(req *http.Request, mirror bool) (*http.Response, error) {
 	if req == nil || req.URL == nil {
 		closeBody(req)
 		return nil, fmt.Errorf("httpctx: nil request or URL")
@@ -294,17 +302,32 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		rt = clone.tr
 	}
 
+	if !shadow.Safe(req.Method) && shadow.Refuses(ctx) {
+		closeBody(req)
+		return nil, t.refuseWrite(req, host)
+	}
+	var tk *shadow.Ticket
+	var start time.Time
+	if mirror && route.Kind == graylb.Prod && shadow.Mirrored(req.Method) && replayable(req) && t.mirror.Drawn() {
+		if tk = t.mirror.Begin(host, shadow.HTTPRoute(req.Method, req.URL.Path)); tk != nil {
+			start = time.Now()
+		}
+	}
 	call := route.Start()
 	c := t.outgoing(req, host, t.addrs.of(call.Instance), route, folded)
 	resp, cancel, err := t.send(rt, &c.r)
-	if err != nil {
-		return t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, call, err)
+	if err == nil {
+		resp = t.answered(c, resp, call, clone, cancel)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			resp, err = t.resendOverloaded(req, ctx, headerReader{routed}, rt, clone, host, route, call, resp)
+		}
+	} else {
+		resp, err = t.retry(req, ctx, headerReader{routed}, rt, clone, host, route, call, err)
 	}
-	resp = t.answered(c, resp, call, clone, cancel)
-	if resp.StatusCode == http.StatusTooManyRequests {
-		return t.resendOverloaded(req, ctx, headerReader{routed}, rt, clone, host, route, call, resp)
+	if tk != nil {
+		resp = t.mirrored(req, tk, start, resp, err)
 	}
-	return resp, nil
+	return resp, err
 }
 
 // isServiceName: no port, not an IP address. (An IPv4 address is digits

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
@@ -110,4 +111,47 @@ func Percent(lb *graylb.LoadBalancer) float64 { return (*engine.LoadBalancer)(lb
 // (an adapter calls it where it refuses one).
 func Refused(lb *graylb.LoadBalancer, service, route string) {
 	(*engine.LoadBalancer)(lb).Shadowed(Event{Service: service, Route: route, Outcome: BlockedWrite})
+}
+
+// HTTPRoute is the route a mirrored HTTP call is counted under: its method
+// and path, each segment that is a number or a long hexadecimal id written
+// "*" (GET /users/*), so that routes stay few.
+func HTTPRoute(method, path string) string {
+	var b strings.Builder
+	b.WriteString(method)
+	b.WriteByte(' ')
+	for i, seg := range strings.Split(path, "/") {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		if isID(seg) {
+			seg = "*"
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
+}
+
+// isID reports whether a path segment is a number or a hexadecimal id (at
+// least 8 hex digits and dashes: a UUID).
+func isID(seg string) bool {
+	if seg == "" {
+		return false
+	}
+	digits, hex := true, 0
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		switch {
+		case '0' <= c && c <= '9':
+			hex++
+		case 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
+			digits = false
+			hex++
+		case c == '-':
+			digits = false
+		default:
+			return false
+		}
+	}
+	return digits || hex >= 8
 }
