@@ -60,7 +60,7 @@ func init() { balancer.Register(builder{}) }
 // 1 s, then 1.6 s, 2.56 s, ... (up to 2 min) between attempts, so that the
 // only instance of a kind, restarted, served again only seconds after its
 // return. A grpc.WithConnectParams after DialOptions replaces it.
-func DialOptions(lb *graylb.LoadBalancer) []grpc.DialOption {
+func DialOptions(lb *graylb.LoadBalancer, opts ...ClientOption) []grpc.DialOption {
 	// The service config and the back-off first: gozero.NewClient puts
 	// these two before the program's options (which may replace them) and
 	// the rest after them.
@@ -68,8 +68,8 @@ func DialOptions(lb *graylb.LoadBalancer) []grpc.DialOption {
 		grpc.WithDefaultServiceConfig(ServiceConfig),
 		grpc.WithConnectParams(ReconnectBackoff()),
 		grpc.WithResolvers(&resolverBuilder{lb: lb, ab: adapter.For(lb), guard: true}),
-		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(lb)),
-		grpc.WithChainStreamInterceptor(StreamClientInterceptor(lb)),
+		grpc.WithChainUnaryInterceptor(UnaryClientInterceptor(lb, opts...)),
+		grpc.WithChainStreamInterceptor(StreamClientInterceptor(lb, opts...)),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/adapter"
+	"github.com/graylb/graylb/shadow"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -196,23 +197,39 @@ func NextHop(lb *graylb.LoadBalancer) func(ctx context.Context) context.Context 
 }
 
 // UnaryClientInterceptor passes the kept incoming keys on to the call and
-// writes the kind lb's rules decided (see DialOptions).
-func UnaryClientInterceptor(lb *graylb.LoadBalancer) grpc.UnaryClientInterceptor {
+// writes the kind lb's rules decided (see DialOptions); it mirrors the
+// idempotent methods (WithIdempotent) to the gray build and refuses a
+// shadow copy's other calls (see shadow.go).
+func UnaryClientInterceptor(lb *graylb.LoadBalancer, opts ...ClientOption) grpc.UnaryClientInterceptor {
 	keys := lb.Keys()
 	d := newDecisions(keys.Gray, keys.Version)
 	ab := adapter.For(lb)
+	co := newClientOptions(lb, opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		return invoker(outgoing(ctx, ab, d), method, req, reply, cc, opts...)
+		out := outgoing(ctx, ab, d)
+		if !co.idempotent[method] && shadow.Refuses(out) {
+			return co.refuse(cc, method)
+		}
+		if co.idempotent[method] && co.mirror.Drawn() && !isGray(out, d) {
+			return co.mirrored(ctx, out, ab, d, method, req, reply, cc, invoker, opts)
+		}
+		return invoker(out, method, req, reply, cc, opts...)
 	}
 }
 
-// StreamClientInterceptor is UnaryClientInterceptor for streams.
-func StreamClientInterceptor(lb *graylb.LoadBalancer) grpc.StreamClientInterceptor {
+// StreamClientInterceptor is UnaryClientInterceptor for streams (which it
+// does not mirror).
+func StreamClientInterceptor(lb *graylb.LoadBalancer, opts ...ClientOption) grpc.StreamClientInterceptor {
 	keys := lb.Keys()
 	d := newDecisions(keys.Gray, keys.Version)
 	ab := adapter.For(lb)
+	co := newClientOptions(lb, opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		return streamer(outgoing(ctx, ab, d), desc, cc, method, opts...)
+		out := outgoing(ctx, ab, d)
+		if !co.idempotent[method] && shadow.Refuses(out) {
+			return nil, co.refuse(cc, method)
+		}
+		return streamer(out, desc, cc, method, opts...)
 	}
 }
 

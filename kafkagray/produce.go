@@ -3,6 +3,7 @@ package kafkagray
 import (
 	"context"
 
+	"github.com/graylb/graylb/shadow"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -27,19 +28,47 @@ func (l *Link) Stamp(ctx context.Context, r *kgo.Record) {
 }
 
 // Produce stamps r (Stamp) and produces it with cl, as cl.Produce does:
-// promise, when not nil, is called once with the result.
+// promise, when not nil, is called once with the result. For a shadow
+// copy (package shadow) r is not produced: promise gets an error wrapping
+// shadow.ErrWrite (unless shadow.AllowWrites).
 func (l *Link) Produce(ctx context.Context, cl *kgo.Client, r *kgo.Record, promise func(*kgo.Record, error)) {
+	if shadow.Refuses(ctx) {
+		err := l.refuse(r)
+		if promise != nil {
+			promise(r, err)
+		}
+		return
+	}
 	l.Stamp(ctx, r)
 	cl.Produce(ctx, r, promise)
 }
 
 // ProduceSync stamps each record (Stamp) and produces them with cl, as
-// cl.ProduceSync does.
+// cl.ProduceSync does; for a shadow copy none is produced, each result
+// carrying an error wrapping shadow.ErrWrite.
 func (l *Link) ProduceSync(ctx context.Context, cl *kgo.Client, rs ...*kgo.Record) kgo.ProduceResults {
+	if shadow.Refuses(ctx) {
+		out := make(kgo.ProduceResults, len(rs))
+		for i, r := range rs {
+			out[i] = kgo.ProduceResult{Record: r, Err: l.refuse(r)}
+		}
+		return out
+	}
 	for _, r := range rs {
 		l.Stamp(ctx, r)
 	}
 	return cl.ProduceSync(ctx, rs...)
+}
+
+// refuse is the error of a record a shadow copy would produce, told to the
+// shadow observers.
+func (l *Link) refuse(r *kgo.Record) error {
+	topic := ""
+	if r != nil {
+		topic = r.Topic
+	}
+	shadow.Refused(l.b.LoadBalancer(), "", "record to "+topic)
+	return &shadow.WriteError{Call: "record to topic " + topic}
 }
 
 // recordGray reports whether r is a gray record: its gray header is

@@ -14,6 +14,7 @@ import (
 	"github.com/go-kratos/kratos/v2/transport"
 	khttp "github.com/go-kratos/kratos/v2/transport/http"
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/shadow"
 	grpcmd "google.golang.org/grpc/metadata"
 )
 
@@ -245,13 +246,27 @@ func removeFromHeader(hdr transport.Header, drop func(string) bool) {
 // deadline counts against the node, and the call's duration runs to its
 // end. (Kratos' Client.Do hands the body to its caller: its calls end at
 // their headers.)
-func Client(lb *graylb.LoadBalancer) middleware.Middleware {
+func Client(lb *graylb.LoadBalancer, opts ...ClientOption) middleware.Middleware {
 	b := balancerOf(lb)
 	keys := lb.Keys()
 	grayKey, grayCanon := keys.Gray, textproto.CanonicalMIMEHeaderKey(keys.Gray)
+	idempotent := map[string]bool{}
+	for _, o := range opts {
+		if o != nil {
+			o(idempotent)
+		}
+	}
 	return func(next middleware.Handler) middleware.Handler {
 		return func(ctx context.Context, req interface{}) (interface{}, error) {
 			if tr, ok := transport.FromClientContext(ctx); ok {
+				if r := httpRequest(tr); !(r != nil && shadow.Safe(r.Method) || r == nil && idempotent[tr.Operation()]) && shadow.Refuses(ctx) {
+					call := tr.Operation()
+					if r != nil {
+						call = r.Method + " " + r.URL.Path
+					}
+					shadow.Refused(lb, tr.Endpoint(), call)
+					return nil, &shadow.WriteError{Service: tr.Endpoint(), Call: call}
+				}
 				c := clientHeaders.Get().(*clientHeader)
 				c.hdr, c.req, c.grayKey, c.grayCanon = tr.RequestHeader(), httpRequest(tr), grayKey, grayCanon
 				stamp(ctx, b, c)
@@ -263,6 +278,22 @@ func Client(lb *graylb.LoadBalancer) middleware.Middleware {
 				}
 			}
 			return next(ctx, req)
+		}
+	}
+}
+
+// ClientOption configures Client.
+type ClientOption func(idempotent map[string]bool)
+
+// WithIdempotent names the gRPC operations ("/pkg.Service/Method") that
+// write nothing: a shadow copy (package shadow) may call them. A shadow
+// copy's HTTP call other than GET, HEAD, OPTIONS or TRACE, and its call of
+// any other gRPC operation, fails with an error wrapping shadow.ErrWrite
+// unless shadow.AllowWrites.
+func WithIdempotent(operations ...string) ClientOption {
+	return func(m map[string]bool) {
+		for _, op := range operations {
+			m[op] = true
 		}
 	}
 }
