@@ -199,7 +199,7 @@ func NextHop(lb *graylb.LoadBalancer) func(ctx context.Context) context.Context 
 // UnaryClientInterceptor passes the kept incoming keys on to the call and
 // writes the kind lb's rules decided (see DialOptions); it mirrors the
 // idempotent methods (WithIdempotent) to the gray build and refuses a
-// shadow copy's other calls (see shadow.go).
+// shadow copy's other calls (WithIdempotent).
 func UnaryClientInterceptor(lb *graylb.LoadBalancer, opts ...ClientOption) grpc.UnaryClientInterceptor {
 	keys := lb.Keys()
 	d := newDecisions(keys.Gray, keys.Version)
