@@ -151,7 +151,8 @@ func conformanceClient(t *testing.T, lb *graylb.LoadBalancer, service string) te
 	// failing calls in a fresh-clone CI run). A program's breaker
 	// sees one program's calls.
 	c.Middlewares.Breaker = false
-	cli, err := gozero.NewClient(lb, c, zrpc.WithDialOption(grpc.WithDefaultServiceConfig(retryOnUnavailable)))
+	cli, err := gozero.NewClient(lb, c, zrpc.WithDialOption(grpc.WithDefaultServiceConfig(retryOnUnavailable)),
+		zrpc.WithDialOption(grpc.WithDefaultCallOptions(grpcctx.Idempotent("/grpc.testing.TestService/UnaryCall", "/grpc.testing.TestService/StreamingOutputCall"))))
 	require.NoError(t, err)
 	t.Cleanup(func() { cli.Conn().Close() })
 	return testgrpc.NewTestServiceClient(cli.Conn())

@@ -32,10 +32,12 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(s.Stop)
 		},
 		Dial: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.Client {
-			return dialClient(t, "graylb:///"+service, append(grpcctx.DialOptions(lb), grpc.WithDefaultServiceConfig(idempotent))...)
+			return dialClient(t, "graylb:///"+service, append(grpcctx.DialOptions(lb), grpc.WithDefaultServiceConfig(idempotent),
+				grpc.WithDefaultCallOptions(grpcctx.Idempotent("/grpc.testing.TestService/UnaryCall")))...)
 		},
 		Stream: func(t *testing.T, _ *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.StreamClient {
-			return streamClient(t, "graylb:///"+service, append(grpcctx.DialOptions(lb), grpc.WithDefaultServiceConfig(idempotent))...)
+			return streamClient(t, "graylb:///"+service, append(grpcctx.DialOptions(lb), grpc.WithDefaultServiceConfig(idempotent),
+				grpc.WithDefaultCallOptions(grpcctx.Idempotent("/grpc.testing.TestService/StreamingOutputCall")))...)
 		},
 		Direct: func(t *testing.T, addr string) adaptertest.Client {
 			return dialClient(t, "passthrough:///"+addr)

@@ -198,8 +198,8 @@ func NextHop(lb *graylb.LoadBalancer) func(ctx context.Context) context.Context 
 
 // UnaryClientInterceptor passes the kept incoming keys on to the call and
 // writes the kind lb's rules decided (see DialOptions); it mirrors the
-// idempotent methods (WithIdempotent) to the gray build and refuses a
-// shadow copy's other calls (WithIdempotent).
+// idempotent methods (Idempotent) to the gray build and refuses a shadow
+// copy's calls of the others.
 func UnaryClientInterceptor(lb *graylb.LoadBalancer, opts ...ClientOption) grpc.UnaryClientInterceptor {
 	keys := lb.Keys()
 	d := newDecisions(keys.Gray, keys.Version)
@@ -207,10 +207,11 @@ func UnaryClientInterceptor(lb *graylb.LoadBalancer, opts ...ClientOption) grpc.
 	co := newClientOptions(lb, opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		out := outgoing(ctx, ab, d)
-		if !co.idempotent[method] && shadow.Refuses(out) {
+		idem := idempotent(method, opts)
+		if !idem && shadow.Refuses(out) {
 			return co.refuse(cc, method)
 		}
-		if co.idempotent[method] && co.mirror.Drawn() && !isGray(out, d) {
+		if idem && co.mirror.Drawn() && !isGray(out, d) {
 			return co.mirrored(ctx, out, ab, d, method, req, reply, cc, invoker, opts)
 		}
 		return invoker(out, method, req, reply, cc, opts...)
@@ -226,7 +227,7 @@ func StreamClientInterceptor(lb *graylb.LoadBalancer, opts ...ClientOption) grpc
 	co := newClientOptions(lb, opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		out := outgoing(ctx, ab, d)
-		if !co.idempotent[method] && shadow.Refuses(out) {
+		if !idempotent(method, opts) && shadow.Refuses(out) {
 			return nil, co.refuse(cc, method)
 		}
 		return streamer(out, desc, cc, method, opts...)

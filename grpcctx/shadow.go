@@ -23,22 +23,8 @@ type ClientOption func(*clientOptions)
 
 type clientOptions struct {
 	lb         *graylb.LoadBalancer
-	idempotent map[string]bool
 	mirror     *shadow.Mirror
 	mirrorOpts []shadow.Option
-}
-
-// WithIdempotent names the methods (full names: "/pkg.Service/Method")
-// that write nothing: their unary calls are mirrored to the gray build
-// when the rules' ShadowPercent draws them, and a shadow copy may call
-// them; a shadow copy's call of any other method fails with an error
-// wrapping shadow.ErrWrite (unless shadow.AllowWrites).
-func WithIdempotent(methods ...string) ClientOption {
-	return func(o *clientOptions) {
-		for _, m := range methods {
-			o.idempotent[m] = true
-		}
-	}
 }
 
 // WithMirror configures the mirroring of idempotent methods (package
@@ -48,7 +34,7 @@ func WithMirror(opts ...shadow.Option) ClientOption {
 }
 
 func newClientOptions(lb *graylb.LoadBalancer, opts []ClientOption) *clientOptions {
-	o := &clientOptions{lb: lb, idempotent: map[string]bool{}}
+	o := &clientOptions{lb: lb}
 	for _, f := range opts {
 		if f != nil {
 			f(o)
@@ -56,6 +42,36 @@ func newClientOptions(lb *graylb.LoadBalancer, opts []ClientOption) *clientOptio
 	}
 	o.mirror = shadow.NewMirror(lb, o.mirrorOpts...)
 	return o
+}
+
+// Idempotent is a call option naming the methods (full names:
+// "/pkg.Service/Method") that write nothing: their unary calls are
+// mirrored to the gray build when the rules' ShadowPercent draws them, and
+// a shadow copy may call them; a shadow copy's call of any other method
+// fails with an error wrapping shadow.ErrWrite (unless shadow.AllowWrites).
+// Give it per call, or to every call of a ClientConn with
+// grpc.WithDefaultCallOptions (for go-zero: zrpc.WithDialOption of it).
+func Idempotent(methods ...string) grpc.CallOption {
+	o := idempotentOption{methods: map[string]bool{}}
+	for _, m := range methods {
+		o.methods[m] = true
+	}
+	return o
+}
+
+type idempotentOption struct {
+	grpc.EmptyCallOption
+	methods map[string]bool
+}
+
+// idempotent reports whether a call's options name method Idempotent.
+func idempotent(method string, opts []grpc.CallOption) bool {
+	for _, o := range opts {
+		if io, ok := o.(idempotentOption); ok && io.methods[method] {
+			return true
+		}
+	}
+	return false
 }
 
 // serviceOf is the service a ClientConn dials (graylb:///svc), its target

@@ -58,8 +58,8 @@ func TestShadow_MirrorsIdempotentUnaryCalls(t *testing.T) {
 			lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{ShadowPercent: 100}), shadow.WithObserver(func(e shadow.Event) { evs <- e }))
 			require.NoError(t, err)
 			defer lb.Close()
-			conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb, WithIdempotent(unaryCall), WithMirror(shadow.WithNoiseSample(0))),
-				grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+			conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb, WithMirror(shadow.WithNoiseSample(0))),
+				grpc.WithDefaultCallOptions(Idempotent(unaryCall)), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 			require.NoError(t, err)
 			defer conn.Close()
 			c := testgrpc.NewTestServiceClient(conn)
@@ -97,8 +97,8 @@ func TestShadow_RefusesWritesOverGRPC(t *testing.T) {
 	lb, err := graylb.New(reg)
 	require.NoError(t, err)
 	defer lb.Close()
-	dial := func(opts ...ClientOption) testgrpc.TestServiceClient {
-		conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb, opts...), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	dial := func(opts ...grpc.DialOption) testgrpc.TestServiceClient {
+		conn, err := grpc.NewClient("graylb:///svc", append(append(DialOptions(lb), opts...), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 		require.NoError(t, err)
 		t.Cleanup(func() { conn.Close() })
 		return testgrpc.NewTestServiceClient(conn)
@@ -107,7 +107,7 @@ func TestShadow_RefusesWritesOverGRPC(t *testing.T) {
 	defer cancel()
 	_, err = dial().UnaryCall(ctx, &testgrpc.SimpleRequest{})
 	assert.ErrorIs(t, err, shadow.ErrWrite)
-	r, err := dial(WithIdempotent(unaryCall)).UnaryCall(ctx, &testgrpc.SimpleRequest{})
+	r, err := dial(grpc.WithDefaultCallOptions(Idempotent(unaryCall))).UnaryCall(ctx, &testgrpc.SimpleRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, "g", r.GetUsername(), "a shadow copy goes to gray only")
 	assert.Zero(t, prod.calls.Load())

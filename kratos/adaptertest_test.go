@@ -50,7 +50,8 @@ func kratosDriver(name, scheme string) adaptertest.Driver {
 		Dial: func(t *testing.T, reg *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.Client {
 			b := graylbkratos.NewBuilder(lb)
 			t.Cleanup(b.Close)
-			c := kratosClient(t, scheme, "discovery:///"+service, graylbkratos.NewDiscovery(reg), graylbkratos.Client(lb))
+			c := kratosClient(t, scheme, "discovery:///"+service, graylbkratos.NewDiscovery(reg),
+				graylbkratos.Client(lb, graylbkratos.WithIdempotent("/grpc.testing.TestService/UnaryCall")))
 			return func(ctx context.Context, keys map[string]string) (adaptertest.Answer, error) {
 				return c(context.WithValue(ctx, builderKey{}, b), keys)
 			}
@@ -58,7 +59,8 @@ func kratosDriver(name, scheme string) adaptertest.Driver {
 		Stream: func(t *testing.T, reg *graylb.Registry, lb *graylb.LoadBalancer, service string) adaptertest.StreamClient {
 			b := graylbkratos.NewBuilder(lb)
 			t.Cleanup(b.Close)
-			c := kratosStream(t, scheme, "discovery:///"+service, graylbkratos.NewDiscovery(reg), graylbkratos.Client(lb))
+			c := kratosStream(t, scheme, "discovery:///"+service, graylbkratos.NewDiscovery(reg),
+				graylbkratos.Client(lb, graylbkratos.WithIdempotent("/grpc.testing.TestService/StreamingOutputCall")))
 			return func(ctx context.Context, keys map[string]string, whole bool) (adaptertest.Answer, error) {
 				return c(context.WithValue(ctx, builderKey{}, b), keys, whole)
 			}

@@ -15,7 +15,8 @@
 // errors, timeouts of its own, not implemented, client errors), a call
 // that ends when its caller is done with its answer (a body or stream
 // that comes late, stalls, breaks off or is abandoned), an instance's
-// abrupt death, and the
+// abrupt death, the shadow mark (a shadow copy reaches gray instances
+// only, on every hop), and the
 // allocations a call adds. Each subtest's doc comment (suite.go: routing,
 // keys and the trust boundary; calls.go: what calls report and how
 // instances fail) says what it holds the adapter to. What an adapter legitimately cannot do its
@@ -145,7 +146,8 @@ type ServerOptions struct {
 	Next Client
 }
 
-// Client makes one idempotent call (an HTTP GET, a unary RPC) with ctx,
+// Client makes one idempotent call (an HTTP GET, a unary RPC of a method
+// the client declares idempotent: grpcctx.Idempotent) with ctx,
 // carrying keys on the call as a program sets them on its transport:
 // HTTP headers with http.Header.Add (several spellings of one name are one
 // header, repeated), gRPC metadata (whose names gRPC lowers). It returns

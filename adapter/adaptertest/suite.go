@@ -30,6 +30,7 @@ func Run(t *testing.T, d Driver) {
 	t.Run("Answers", func(t *testing.T) { answers(t, &d) })
 	t.Run("CallEnds", func(t *testing.T) { callEnds(t, &d) })
 	t.Run("AbruptDeath", func(t *testing.T) { abruptDeath(t, &d) })
+	t.Run("ShadowMark", func(t *testing.T) { shadowMark(t, &d) })
 	t.Run("Allocations", func(t *testing.T) { allocations(t, &d) })
 }
 
