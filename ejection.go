@@ -21,8 +21,8 @@ import "github.com/graylb/graylb/internal/engine"
 //
 // An instance is ejected for a kind of request by failures of the kind in a
 // row (or as many of any kind: for every kind), or by rate over the window:
-// FailurePercentage percent failed, or a failure ratio beyond chance five
-// points above the other prod instances'. A failure is what the adapter
+// FailurePercentage percent failed, or a failure ratio five points or more
+// above the other prod instances', beyond chance. A failure is what the adapter
 // reports as one, a call its caller's deadline ended unanswered included.
 // It is back when its time is up, at once when it answers a call begun after
 // its ejection, or when listed again. An overloaded answer (429,
