@@ -132,7 +132,7 @@ fuzz:
 
 ## lint: gofmt, go vet and staticcheck over every module; every go.mod and go.sum tidy; go.work
 ## as scripts/gowork.sh writes it; scripts/repolint: no module imports another module's internal
-## packages, and the names doc comments refer to exist.
+## packages, the names doc comments refer to exist, and no doc comment is over 30 lines.
 STATICCHECK_VERSION ?= v0.8.2
 STATICCHECK := $(CURDIR)/.bin/staticcheck
 lint: $(STATICCHECK)

@@ -28,7 +28,8 @@ import (
 //     every instance of a kind vanished (WithPartition): while the source
 //     reports a refill (see Supplier), for every kind until the refill
 //     ends; otherwise, for the partitions with a non-empty key (in New's
-//     Cache, the prod instances), up to DefaultSettle. A later update that is no sudden shrink applies
+//     Cache, the prod instances), up to DefaultSettle; then the newest
+//     held list applies. A later update that is no sudden shrink applies
 //     at once; other changes are never delayed;
 //   - remembers a service whose first query failed for DefaultSeedRetry
 //     (WithSeedRetry), answering calls for it with the same error, and
@@ -72,10 +73,11 @@ func WithShrinkProtection(keep float64, settle time.Duration) CacheOption {
 
 // WithPartition sets the kind of each instance for sudden-shrink
 // protection: instances with the same key form a partition, and an update
-// in which every instance of a partition left is a sudden shrink. Outside
-// a refill only partitions with a non-empty key are guarded. New sets it
-// to guard the prod instances. key is called on list changes only; nil
-// turns it off.
+// in which every instance of a partition left is a sudden shrink
+// (instances that only changed partition do not count). Outside a refill
+// only partitions with a non-empty key are guarded. New sets it to guard
+// the prod instances. key is called on list changes only and must classify
+// as routing does at that moment; nil turns it off.
 func WithPartition(key func(Instance) string) CacheOption { return engine.WithPartition(key) }
 
 // WithSeedRetry sets how long a failed first query of a service is

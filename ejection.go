@@ -2,10 +2,9 @@ package graylb
 
 import "github.com/graylb/graylb/internal/engine"
 
-// OutlierConfig configures outlier detection (WithOutlierDetection), the
-// passive health checking of each instance by its calls' results, for
-// each kind of request apart (an instance failing only gray-marked
-// requests stops getting those alone):
+// OutlierConfig configures outlier detection (WithOutlierDetection): each
+// instance judged by its calls' results, for each kind of request apart.
+// Fields left zero take the defaults:
 //
 //	ConsecutiveFailures int            // failures in a row that eject (DefaultConsecutiveFailures)
 //	BaseEjectionTime    time.Duration  // ejected for this times the ejections in a row (DefaultBaseEjectionTime)
@@ -17,36 +16,20 @@ import "github.com/graylb/graylb/internal/engine"
 //	FailurePercentage   int            // 1-100: a share of failed calls that ejects (DefaultFailurePercentage)
 //	OverloadPause       time.Duration  // pause after a 429 without Retry-After; < 0: none (DefaultOverloadPause)
 //	MaxRetryAfter       time.Duration  // cap of a Retry-After pause; < 0: Retry-After ignored (DefaultMaxRetryAfter)
-//	Clock               interface{...} // time and timers, see below; nil: the system clock
+//	Clock               interface{...} // Now() time.Time; AfterFunc(d, f) (stop func() bool), f in its own goroutine; nil: the system clock
 //	OnEjection          func(Ejection) // told of each ejection, pause and readmission; must not block
 //
-// An instance is ejected for a kind of request when that many calls of
-// the kind fail in a row (or as many of any kind: then for every kind), or
-// by rate over the window: when FailurePercentage percent of the kind's
-// calls failed, or when its failure ratio is five points or more above its
-// baseline's (the other prod instances' ratio over all their calls) beyond
-// chance (a binomial bound below 1 in 10 000). A failure is what the
-// adapter reports as one: a connection failure, a failure status, a call
-// its caller's deadline ended before the instance answered or whose body
-// failed. It is back when its ejection time is up, at once when it answers
-// a call of that kind begun after its ejection, or when it is listed again.
-//
-// An overloaded answer (HTTP 429, gRPC ResourceExhausted) counts toward
-// no ejection: it pauses the instance for every kind of request, for the
-// answer's Retry-After (at most MaxRetryAfter) or else OverloadPause.
-//
-// The cap and the panic threshold (as Envoy's) keep prod routable: at most
-// MaxEjectionPercent of the prod instances are out at once (one always
-// may be), and below PanicThreshold percent usable, prod is routed over
-// all of its instances rather than failed. Gray has prod as its fall-back:
-// every gray instance may be ejected, a gray request whose gray instances
-// are all out goes to prod (FellBack), and gray panics only when prod has
-// no usable instance for it either. A prod request never reaches gray.
-//
-// Clock is any value with Now() time.Time and AfterFunc(d time.Duration,
-// f func()) (stop func() bool), which calls f in its own goroutine once d
-// has elapsed unless stop is called first (stop reports whether it
-// prevented the call); tests set one to readmit without waiting.
+// An instance is ejected for a kind of request by failures of the kind in a
+// row (or as many of any kind: for every kind), or by rate over the window:
+// FailurePercentage percent failed, or a failure ratio five points or more
+// above the other prod instances', beyond chance. A failure is what the adapter
+// reports as one, a call its caller's deadline ended unanswered included.
+// It is back when its time is up, at once when it answers a call begun after
+// its ejection, or when listed again. An overloaded answer (429,
+// ResourceExhausted) ejects nothing: it pauses the instance for every kind.
+// Prod stays routable (the cap, and the panic threshold); every gray
+// instance may go, gray requests then falling back to prod (FellBack). A
+// prod request never reaches gray. docs/traffic.md has the detectors.
 type OutlierConfig = engine.OutlierConfig
 
 // Ejection is an ejection or pause (For > 0) or a readmission (For == 0)

@@ -29,5 +29,6 @@ const (
 // connection failure, a 5xx answer, gRPC Unavailable) and for a call that
 // ran past its caller's deadline; a call the caller cancelled is not
 // told. latency runs from the start of the call to its end. It runs on
-// the caller's goroutine: keep it short and non-blocking.
+// the caller's goroutine: keep it short and non-blocking. A nil
+// CallObserver costs nothing.
 type CallObserver = engine.CallObserver

@@ -39,7 +39,8 @@ type Admission struct {
 	Untrusted bool
 	// User, when not nil, gives the program's user id for the call (an
 	// authenticated user; "" for none): it replaces whatever the caller
-	// sent under the user key, in the carrier too (deleted when it is "").
+	// sent under the user key, in the carrier too (deleted when it is ""),
+	// and in its baggage when the LoadBalancer reads baggage.
 	// It is asked after an untrusted caller's keys are deleted, with the
 	// call's context as admitted so far: marked untrusted
 	// (UntrustedCaller) for such a caller, and carrying the
@@ -126,6 +127,13 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 		}
 		u := how.User(uctx)
 		c.Delete(a.userKey)
+		if bag != nil && !untrusted {
+			// The caller's user id goes from its baggage too, and from the
+			// baggage the context carries: the program's replaces it.
+			isUser := func(n string) bool { return routestate.SameName(a.userKey, n) }
+			stripBaggage(bag, c, isUser)
+			ctx = bag.ContextWithout(ctx, isUser)
+		}
 		if u != "" {
 			c.Set(a.userKey, u)
 		}

@@ -27,7 +27,7 @@ func TestOutlierDetectionAndP2C(t *testing.T) {
 
 	// snippet: outlier-p2c
 	lb, err := graylb.New(reg,
-		graylb.WithOutlierDetection(graylb.OutlierConfig{}), // 5 consecutive failures, 30 s × count (≤ 300 s), ≤ 50 % of a kind
+		graylb.WithOutlierDetection(graylb.OutlierConfig{}), // in a row (5), by rate (10 s window), per kind of request; 429 pauses
 		graylb.WithPolicy(policy.P2C()))                     // power of two choices, peak-EWMA latency × calls in flight
 	if err != nil {
 		log.Fatal(err)

@@ -21,45 +21,26 @@ func init() { balancer.Register(builder{}) }
 
 // DialOptions returns what a client needs: the resolver for graylb:///
 // targets over lb's Supplier, the service config selecting the balancer,
-// and the client interceptors. The interceptors and the picker read the
-// call's outgoing metadata and the incoming values the server interceptors
-// kept themselves, whether or not lb has a ContextHandler.
+// the client interceptors, and the reconnect back-off (ReconnectBackoff; a
+// grpc.WithConnectParams after DialOptions replaces it). The interceptors
+// and the picker read the call's outgoing metadata and the request's
+// admitted keys themselves, whether or not lb has a ContextHandler.
 //
-// The client interceptors make each call's gray decision once: when lb's
-// rules (a gray user, the canary), a context value or the caller's own
-// flag decided the kind, they write it under the gray key, the picker reads
-// it back, and every later hop routes the same way, unary and streaming.
-// A kind the call already carries is left as it is. Writing it costs a
-// call without outgoing metadata of its own one allocation (the decision's
-// metadata is made once per kind and lane and shared), a call with some
-// one append of the pairs; retries and transparent retries resend the
-// call's metadata, so every attempt carries it once.
+// The client interceptors decide each call's kind once: when rules (a gray
+// user, the canary), a context value or the caller's own flag decided it,
+// they write it under the gray key, the picker reads it back, and every
+// later hop routes the same way, unary and streaming. A kind the call
+// already carries is left as it is.
 //
-// The balancer is chosen by the ClientConn's default service config: of
-// several grpc.WithDefaultServiceConfig options the last counts, whole
-// (grpc-go merges none, and takes no part of one when a resolver provides
-// a service config of its own). DialOptions' resolver provides none, so a
-// program's own service config (a methodConfig with a retryPolicy, a
-// retryThrottling) is the default one and applies as written; it must
-// select graylb's balancer ("loadBalancingConfig":[{"graylb":{}}], as
-// ServiceConfig and ServiceConfigWithFailureCodes do) and come after
-// DialOptions. One given before DialOptions is replaced by ServiceConfig.
-// One given after that selects another balancer (round robin would send
-// prod RPCs to gray instances) is refused: before handing over any
-// address, the resolver checks which balancer the ClientConn built, and if
-// it is not graylb's, no instance is ever dialled and every RPC fails with
-// codes.Unavailable and an error that wraps ErrOtherBalancer and says what
-// to do. (With grpc.WithDisableServiceConfig the refusal is the resolver's
-// build error, which a blocking dial returns.) The resolver does not
-// provide graylb's service config instead, so that no part of the
-// program's is silently dropped.
-//
-// DialOptions also set the ClientConn's reconnect back-off
-// (ReconnectBackoff): an instance that stopped and came back on its address
-// is dialled again within half a second, where grpc-go's default waits
-// 1 s, then 1.6 s, 2.56 s, ... (up to 2 min) between attempts, so that the
-// only instance of a kind, restarted, served again only seconds after its
-// return. A grpc.WithConnectParams after DialOptions replaces it.
+// The last grpc.WithDefaultServiceConfig counts, whole: a program's own
+// service config (a retryPolicy) goes after DialOptions and selects
+// graylb's balancer ("loadBalancingConfig":[{"graylb":{}}], as
+// ServiceConfig and ServiceConfigWithFailureCodes do). One that selects
+// another balancer is refused: no instance is dialled, and every RPC fails
+// with codes.Unavailable and an error wrapping ErrOtherBalancer (with
+// grpc.WithDisableServiceConfig, the resolver's build error). docs/grpc.md
+// says why and what each costs.
+// opts configure the client interceptors (WithMirror).
 func DialOptions(lb *graylb.LoadBalancer, opts ...ClientOption) []grpc.DialOption {
 	// The service config and the back-off first: gozero.NewClient puts
 	// these two before the program's options (which may replace them) and

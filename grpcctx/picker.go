@@ -25,54 +25,21 @@ import (
 // picker reads the same decision.
 //
 // An instance whose connection failed (TRANSIENT_FAILURE, and not READY
-// since: a refused or reset connect, a failed handshake) serves nobody: the
-// picker routes as if it were not listed, as an ejected instance is not.
-// So a gray RPC whose gray instances have all failed falls back to prod's
-// READY connections at once (the gray rule's fall-back), instead of
-// failing or waiting for an instance that refuses connections; a prod RPC
-// never goes to gray.
+// since) serves nobody: the picker routes as if it were not listed (live),
+// so a gray RPC whose gray instances have all failed falls back to prod's
+// READY connections, and a prod RPC never goes to gray. A connection being
+// made is not failed: its RPCs queue, on their kind. When the request's
+// kind has no instance left that has not failed, the RPC queues while a
+// candidate connects, else fails at once with Unavailable and the last
+// connection error (queues when wait-for-ready).
 //
-// A connection being made (for the first time, or again after the
-// instance closed it: a GOAWAY, MaxConnectionAge, a restart) is not
-// failed: its RPCs wait for it, as grpc-go queues RPCs while CONNECTING,
-// and stay on their kind. An instance killed abruptly closes its
-// connection and refuses the next one within a round trip, so it fails
-// then; one that stops answering without closing (a host that vanished,
-// no RST) keeps RPCs waiting until the connect timeout
-// (grpc.WithConnectParams' MinConnectTimeout, 20 s by default) or the
-// RPC's deadline. With outlier detection an RPC whose deadline ends that
-// wait counts against the instances it waited for (see waits), so such an
-// instance is ejected and a gray RPC then falls back to prod.
-//
-// An RPC ends when grpc-go calls its pick's Done, at its status (a server
-// stream's too, however long it ran). One whose deadline passed before
-// its status (grpc-go made the DeadlineExceeded: the server sent nothing,
-// or headers or messages and then nothing, a stream that stalls) counts
-// against the instance, with the time waited as its latency; a
-// DeadlineExceeded status the server sent before the deadline is an
-// answer.
-//
-// When the request's kind has no instance left that has not failed,
-// grpc-go's convention applies: while a candidate is connecting the RPC
-// queues; when every one has failed it fails at once with Unavailable and
-// the last connection error (grpc-go queues it instead when it is
-// wait-for-ready).
-//
-// An RPC picked onto a connection that turns out to be closed is not lost:
-// grpc-go waits for the next picker, or retries it transparently when its
-// stream could not be started, so it follows the rules above. An RPC
-// already sent on a connection that then breaks fails with Unavailable
-// (grpc-go cannot know whether the instance acted on it): a retryPolicy
-// for UNAVAILABLE in the service config sends idempotent methods again,
-// each try picking anew.
-//
-// When the LoadBalancer keeps Stats or has a CallObserver, every RPC is
-// one adapter.Call, whatever the policy: the result's Done ends it with
-// the RPC's result (see resultOf), which counts it in flight, feeds its
-// latency and its success or failure to the instance's Stats (outlier
-// detection, P2C) and tells the CallObserver. The Done carries the Call
-// in an object taken from a pool and returned by Done (see callDone): no
-// allocation per pick.
+// An RPC ends at its status, when grpc-go calls its pick's Done: with
+// Stats or a CallObserver every RPC is one adapter.Call, ended with the
+// RPC's result (resultOf); one whose deadline passed before any status the
+// server sent counts against the instance, and so does a wait for a
+// connection its deadline ended (waits). The Done carries the Call in an
+// object taken from a pool (callDone): no allocation per pick.
+// docs/grpc.md has the whole behaviour.
 type picker struct {
 	live     atomic.Pointer[adapter.Endpoints[endpoint]] // over the instances whose connection has not failed
 	all      atomic.Pointer[adapter.Endpoints[endpoint]] // over every instance; live itself when none has failed

@@ -19,123 +19,32 @@ var ErrNoHost = errors.New("httpctx: request URL has no host")
 
 // Transport is an http.RoundTripper that resolves http://<service>/... and
 // https://<service>/... through a graylb.LoadBalancer and sends the
-// request to the picked instance.
+// request to the picked instance. As net/http's RoundTripper, it is safe
+// for concurrent use, does not modify the caller's request (it sends a
+// shallow copy, sharing the body and, until it writes a header, the header
+// map), and returns an error only when no response was obtained, the
+// request body then closed. On the copy it writes the request's routing
+// state for the next hop (adapter.Balancer.Stamp) and sends the service
+// name as Host, unless the caller set req.Host (WithInstanceHost: the
+// instance's host:port).
 //
-// Contract, as net/http's RoundTripper:
-//   - it is safe for concurrent use;
-//   - it does not modify the caller's request: it sends a copy whose URL
-//     host is the picked instance's host:port. The copy is shallow, as
-//     Request.WithContext makes one: it shares the body and, until the
-//     Transport writes a header, the header map with the caller's request,
-//     which the base RoundTripper, by the same contract, does not modify;
-//   - it returns an error only when no response was obtained, and then
-//     the request body is closed;
-//   - on the copy it sets the propagated headers kept by Middleware that
-//     the caller did not set; the gray header to the kind it routed
-//     ("true" or "false") when rules (a gray user, a match, the canary), a
-//     context value or the caller's own flag decided it, and the version
-//     header to the lane a match rule gave the request (when it carries no
-//     version), so later hops route the same way. A request nobody
-//     classified gets no gray header: later hops' rules still apply to it.
+// https:// verifies each instance's certificate against the service's name
+// (or the name WithServerName maps it to), never skipping verification,
+// when the base is an *http.Transport (docs/https.md). A host with a port,
+// or an IP address, goes to the base unchanged; a service the Supplier
+// does not know is refused (graylb.ErrUnknownService) unless
+// WithPassthroughUnknown. graylb's errors come back wrapped, so errors.Is
+// works through *url.Error.
 //
-// The Host header an instance receives is the service name, as the
-// request names it (http://user-service/... sends "Host: user-service"),
-// the way a proxy or gRPC sends the service as the authority. A Host the
-// caller set to something else (req.Host) is sent as it is.
-// WithInstanceHost sends the picked instance's host:port instead.
-//
-// HTTPS: https://<service>/... connects to the picked instance and
-// verifies its certificate against the service's name, or the name
-// WithServerName maps the service to; it never skips verification. When
-// the base transport is an *http.Transport (the default is), the
-// Transport clones it once per server name, on first use, with
-// TLSClientConfig.ServerName set to that name; everything else of the
-// base's TLS configuration (roots, client certificates for mutual TLS,
-// minimum version, cipher suites) is kept, and HTTP/2 is negotiated
-// exactly when the base would negotiate it. The clone pools connections
-// per instance address, as any http.Transport pools per host:port, so a
-// connection is only reused for the instance and the server name it was
-// verified for. At most 256 clones are kept; beyond that the least
-// recently used one is dropped and its idle connections closed.
-// CloseIdleConnections reaches the base and every clone. A DialTLSContext
-// (or DialTLS) on the base does its own handshake: it is called with the
-// instance's address, and the server name cannot reach it.
-//
-// A base that is not an *http.Transport (a wrapper, a test double)
-// receives https requests whose URL host is the instance's host:port and
-// whose Host is the service name: what it verifies is its own affair,
-// usually the instance address, which a certificate naming only the
-// service does not match. Wrap the graylb Transport instead
-// (wrapper(httpctx.NewTransport(lb))) to keep the service's name
-// verified.
-//
-// A host with a port, or that is an IP address, is not a service name: the
-// request goes to the base transport unchanged. A service name the
-// supplier does not know is refused with an error wrapping
-// graylb.ErrUnknownService, unless WithPassthroughUnknown is set. A server
-// name that is not a valid TLS host name is refused with an error wrapping
-// ErrServerName. graylb errors come back wrapped, so errors.Is works
-// through *url.Error.
-//
-// Each try's result is reported for the instance that served it (see
-// adapter.Route.Call) when the caller is done with it: its body read to
-// the end, a read of it failed, or the body closed (at once for a
-// response without a body and a protocol switch). A connection failure, a
-// failure status (WithFailureStatus; by default adapter.HTTPResult's: a
-// 5xx but 501 and 504), a body that breaks off (reset, cut by
-// WithBodyTimeout) or the request's deadline passing before the body's
-// end counts against it; any other answer, closed early or not, for it.
-// Its latency runs to the body's end (to the last byte read, for a body
-// closed early; the time waited, for a deadline). A 504 (a timeout of the
-// instance's own) counts for it but is told to the CallObserver as
-// failed; a 499 is told to neither, as a cancelled request. A body never
-// read to its end nor closed keeps its call in flight, as it keeps its
-// connection. With graylb.WithOutlierDetection this ejects an instance
-// that keeps failing, one that hangs or stalls included.
-//
-// Retries. A try that gets no response because its connection failed is
-// reported against its instance (see above) and, when the policy below
-// allows, the request is sent again to an instance not tried yet, picked
-// as if the instances tried were not usable (adapter.Balancer.Reroute):
-// a gray request goes to another gray instance while one is left, then
-// falls back to prod, since a gray instance that cannot be connected to
-// serves nobody (the gray rule's fall-back); a prod request only ever goes
-// to prod. A retried request keeps its kind (a gray request served by prod
-// still tells the next hop it is gray). The policy is net/http's own and
-// that of Envoy's retry on connect-failure and reset:
-//   - a connection that was never made (refused, timed out while
-//     connecting, a certificate that failed verification): nothing was
-//     sent; an idempotent request is retried, and with WithRetryUnsent any
-//     request;
-//   - a connection that broke before the response (reset, closed): the
-//     instance may have acted on the request; only an idempotent one is
-//     retried;
-//   - idempotent: GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or a request with
-//     an Idempotency-Key or X-Idempotency-Key header; its body must be
-//     replayable (none, or GetBody set, as http.NewRequest sets it for
-//     in-memory bodies);
-//   - at most WithMaxRetries retries (default 2: three instances), each on
-//     an instance not tried yet, within the request's context: once it is
-//     done, the context's error comes back;
-//   - anything else (a timeout waiting for the response, an error status,
-//     a protocol error, an error the server reports after the handshake,
-//     such as a refused client certificate) is not retried.
-//
-// A connection failure that is not retried fails at once with a
-// *ConnectionError, which wraps ErrConnectionFailed and the transport's
-// error: it names the instance (and those tried before it), says whether
-// the request may have been sent, and why it was not retried ("POST is not
-// idempotent", "its body cannot be sent again", "3 tries, as many as
-// WithMaxRetries(2) allows", "no other instance can serve a prod
-// request"). errors.As still reaches the cause: a
-// *tls.CertificateVerificationError and the x509 error inside it, a
-// *net.OpError. A request answered at its first try does no retry work.
-//
-// Retries remember nothing between requests: while the registry still
-// lists an instance that refuses connections, each request picked onto it
-// pays one failed connect before its retry. With
-// graylb.WithOutlierDetection the instance is ejected after its
-// consecutive failures (5 by default) and later requests skip it.
+// Each try's result is reported for the instance that served it when the
+// caller is done with the response's body: read to its end, failed, or
+// closed (docs/traffic.md says what counts against an instance). A try
+// whose connection failed is sent again, at most WithMaxRetries times, to
+// an instance of the request's kind not tried yet (a gray request falls
+// back to prod once no gray one is left) when the request is idempotent
+// (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, an Idempotency-Key header) and
+// its body replayable, or, with WithRetryUnsent, when nothing was sent;
+// otherwise it fails with a *ConnectionError that says why (docs/http.md).
 type Transport struct {
 	lb           *adapter.Balancer
 	base         http.RoundTripper

@@ -43,10 +43,11 @@ const (
 	srvKratosGRPC                   // Kratos gRPC server with graylbkratos.Server
 	srvRest                         // go-zero rest with gozero.Middleware
 	srvZrpc                         // go-zero zrpc with gozero.AddServerInterceptors
+	srvKafka                        // a Kafka consumer with kafkagray (records_test.go)
 )
 
 func (k serverKind) String() string {
-	return [...]string{"httpctx", "grpcctx", "kratoshttp", "kratosgrpc", "rest", "zrpc"}[k]
+	return [...]string{"httpctx", "grpcctx", "kratoshttp", "kratosgrpc", "rest", "zrpc", "kafka"}[k]
 }
 
 // overHTTP reports whether the server speaks HTTP (else gRPC).
@@ -61,10 +62,11 @@ const (
 	cliKratosHTTP                   // Kratos HTTP client, graylbkratos.Client, graylb's selector
 	cliKratosGRPC                   // Kratos gRPC client, graylbkratos.Client, graylb's selector
 	cliZrpc                         // go-zero zrpc client, gozero.NewClient
+	cliKafka                        // a Kafka producer with kafkagray (records_test.go)
 )
 
 func (k clientKind) String() string {
-	return [...]string{"httpctx Transport", "grpcctx", "kratos http client", "kratos grpc client", "zrpc client"}[k]
+	return [...]string{"httpctx Transport", "grpcctx", "kratos http client", "kratos grpc client", "zrpc client", "kafkagray record"}[k]
 }
 
 // The trust boundary: a caller is trusted when it sends internalHeader:
@@ -206,6 +208,8 @@ func serve(t *testing.T, k serverKind, lb *graylb.LoadBalancer, boundary bool, f
 		gozero.AddServerInterceptors(s, lb, opts...)
 		runGoZero(t, addr, s.Start)
 		return addr
+	case srvKafka:
+		return serveRecords(t, lb, boundary, fn)
 	}
 	t.Fatalf("server adapter %d", k)
 	return ""
@@ -389,6 +393,8 @@ func dial(t *testing.T, k clientKind, lb *graylb.LoadBalancer, service string) c
 			noHeaders(hdr)
 			return call(ctx, nil)
 		}
+	case cliKafka:
+		return dialRecords(t, lb, service)
 	}
 	t.Fatalf("client adapter %d", k)
 	return nil

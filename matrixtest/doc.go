@@ -4,7 +4,9 @@
 // middleware and zrpc server interceptors) against every client adapter
 // (httpctx's Transport, grpcctx's resolver and balancer, Kratos' HTTP and
 // gRPC clients with graylbkratos.Client and graylb's selector, go-zero's
-// zrpc client) over three hops: an edge caller, then services A, B and C,
+// zrpc client), a Kafka record among them (kafkagray's producer and
+// consumer, the record handed over in memory: records_test.go), over three
+// hops: an edge caller, then services A, B and C,
 // each with its own LoadBalancer (no ContextHandler), a prod, a gray and a
 // lane instance serving on loopback, all over one in-memory registry, under
 // one rules document (a 50 % canary, a gray user, a match rule giving a
@@ -18,6 +20,8 @@
 // cells whose chain changes adapter family fail while each adapter keeps
 // the incoming keys in a context slot of its own.
 //
-// It is a module of its own because it needs the core, grpcctx, kratos and
-// gozero together; it holds tests only.
+// It also runs the conformance suite's key parts for otelgraylb's W3C
+// baggage over HTTP and gRPC (conformance_test.go). It is a module of its
+// own because it needs the core, grpcctx, kratos, gozero, kafkagray and
+// otelgraylb together; it holds tests only.
 package matrixtest

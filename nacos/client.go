@@ -54,12 +54,8 @@ var ErrDuplicateRegistration = errors.New("nacos: the client already registered 
 // rotating files in that folder instead. The SDK's logger is process-wide:
 // the last Client built sets it.
 //
-// Close releases what the SDK lets go of. Measured per NewClient and Close
-// with nacos-sdk-go v2.3.0 and v2.3.2 (TestIntegration_CloseLeaks): no goroutine and
-// no file descriptor is left. The SDK keeps each gRPC client in a
-// process-wide map it never prunes (a few kilobytes per Client); with
-// WithLogDir, each Client's rotating log writer keeps one goroutine and
-// its open file once it has written.
+// Close releases what the SDK lets go of: no goroutine and no file
+// descriptor is left, but for what docs/nacos.md lists.
 type Client struct {
 	cfg    *config
 	ctx    context.Context

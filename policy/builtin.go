@@ -43,9 +43,13 @@ func WeightedRoundRobin() Policy { return engine.WeightedRoundRobin() }
 // read from their Stats. A slower result raises the estimate at once,
 // faster ones lower it gradually, and it decays while the instance gets
 // no results, so an instance that was slow is tried again; a failed call
-// counts as at least 1 s; an instance not measured yet costs little, so a
-// new one is tried at once. The results come from the adapters (httpctx's
-// Transport, grpcctx's balancer) or from package adapter's Call.End; with
-// no results, P2C picks uniformly at random. A pick is O(1), takes no lock
-// and does not allocate.
+// counts as at least 1 s, and a call its caller's deadline ended before an
+// answer as a failure that took at least the time waited; an instance not
+// measured yet costs little, so a new one is tried at once, but while two
+// or more of its calls begun since its last result are in flight, its
+// estimate is at least how long they have waited (an instance that never
+// answers is priced by the age of its calls). The results come from the
+// adapters (httpctx's Transport, grpcctx's balancer) or from package
+// adapter's Call.End; with no results, P2C picks uniformly at random. A
+// pick is O(1), takes no lock and does not allocate.
 func P2C() Policy { return engine.P2C() }

@@ -21,7 +21,9 @@
 // keys and the trust boundary; calls.go: what calls report and how
 // instances fail) says what it holds the adapter to. What an adapter legitimately cannot do its
 // Driver names in Lacks, with why; the subtests that need it are skipped
-// with that reason, never silently.
+// with that reason, never silently. A message adapter runs the parts that
+// apply to a record (RunRecords); a carrier that is no transport of its
+// own runs the parts about keys through a transport's driver (RunKeys).
 //
 // The package uses the standard library and testify only, so that it
 // stays in graylb's root module.

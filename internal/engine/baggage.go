@@ -2,7 +2,7 @@ package engine
 
 import "context"
 
-// Baggage is adapter.Baggage, whose doc is its contract.
+// Baggage is adapter.Baggage.
 type Baggage interface {
 	Header() string
 	Members(v string, names []string) []string

@@ -14,14 +14,11 @@ import (
 	"github.com/graylb/graylb/internal/fanout"
 )
 
-// LoadBalancer picks an instance of a service for each request: the gray
-// decision first, then the user's filters, over a cached instance list,
-// then a load-balancing policy over what is left. It is safe for
-// concurrent use.
-//
-// Routing is precomputed per instance-list or rules change into an
-// immutable tree swapped atomically; Pick reads it without a lock, in O(1)
-// in the number of instances, without allocating.
+// Routing is precomputed per instance-list or rules change into an immutable
+// tree swapped atomically; Pick reads it without a lock, in O(1) in the number
+// of instances, without allocating.
+
+// LoadBalancer is graylb.LoadBalancer.
 type LoadBalancer struct {
 	// What a pick reads, first and apart from every field written after
 	// New (see package cacheline; the allocator may put a header before it).
@@ -73,9 +70,7 @@ type service struct {
 	_ [cacheline.Size - unsafe.Sizeof(serviceCold{})%cacheline.Size]byte
 }
 
-// New returns a LoadBalancer over the instances of s. Unless s is already
-// a *Cache, New puts one over it (and Close closes it). With a rule source,
-// New waits for its first Load at most WithRuleLoadTimeout.
+// New is graylb.New.
 func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 	if s == nil {
 		return nil, errors.New("graylb: nil supplier")
@@ -169,9 +164,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 	return lb, nil
 }
 
-// SetRules validates r and, if valid, puts it in force for every service.
-// Invalid rules are refused with an error wrapping ErrInvalidRules and the
-// previous rules stay in force.
+// SetRules is graylb.LoadBalancer.SetRules.
 func (lb *LoadBalancer) SetRules(r Rules) error {
 	c, err := compileRules(r)
 	if err != nil {
@@ -201,16 +194,7 @@ func (lb *LoadBalancer) rulesChanged() {
 	}
 }
 
-// Pick returns an instance of service for the request in ctx.
-//
-// A pick of a service already routed never blocks. The first pick of a
-// service waits for its lookup (one per service, whoever asks; a lookup
-// never delays another service) until ctx ends or the LoadBalancer closes.
-//
-// Errors wrap ErrNoInstance (the request's kind has no instance; the
-// *NoInstanceError names the service and the kind), ErrInvalidService,
-// ErrUnknownService (from the supplier), ErrClosed, or ctx.Err() when ctx
-// ended before the service's lookup did.
+// Pick is graylb.LoadBalancer.Pick.
 func (lb *LoadBalancer) Pick(ctx context.Context, service string) (Instance, error) {
 	// Small enough to be inlined: the picked instance is copied once,
 	// straight into the caller's result.
@@ -300,11 +284,7 @@ func (lb *LoadBalancer) rebuild(s *service, list []Instance) {
 	s.tree.Store(t)
 }
 
-// Close stops following the supplier and the rule source. Picks for
-// services already in use keep serving their last lists; new services
-// give ErrClosed. It cancels the context lookups in flight run under, and
-// the picks waiting on them return ErrClosed at once; it does not wait for
-// the Supplier's calls to return (a Supplier's Close bounds its own).
+// Close is graylb.LoadBalancer.Close.
 func (lb *LoadBalancer) Close() error {
 	lb.mu.Lock()
 	if lb.closed.Swap(true) {

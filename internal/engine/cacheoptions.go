@@ -5,55 +5,35 @@ import (
 	"time"
 )
 
-// DefaultEmptyGrace is how long the Cache holds the last good list after
-// the source reports an empty one, before it asks the source again.
+// DefaultEmptyGrace is graylb.DefaultEmptyGrace.
 const DefaultEmptyGrace = 30 * time.Second
 
-// CacheOption configures a Cache.
+// CacheOption is graylb.CacheOption.
 type CacheOption func(*Cache)
 
-// WithEmptyProtection turns empty-update protection on or off (default on).
+// WithEmptyProtection is graylb.WithEmptyProtection.
 func WithEmptyProtection(on bool) CacheOption { return func(c *Cache) { c.protect = on } }
 
-// WithEmptyGrace sets the grace period of empty-update protection.
+// WithEmptyGrace is graylb.WithEmptyGrace.
 func WithEmptyGrace(d time.Duration) CacheOption { return func(c *Cache) { c.grace = d } }
 
-// DefaultSettle is how long the Cache holds a sudden shrink (see Cache):
-// long enough for Nacos clients to reconnect and register again after a
-// server restart or a cluster node's loss (5-7 s measured with r-nacos).
+// DefaultSettle is graylb.DefaultSettle.
 const DefaultSettle = 10 * time.Second
 
-// WithShrinkProtection also holds an update that keeps less than keep
-// (0-1; default 0, off) of the last good list, for up to settle (default
-// DefaultSettle). Off by default: instances that deregister before they
-// shut down should stop getting traffic at once.
+// WithShrinkProtection is graylb.WithShrinkProtection.
 func WithShrinkProtection(keep float64, settle time.Duration) CacheOption {
 	return func(c *Cache) { c.shrinkKeep, c.settle = keep, settle }
 }
 
-// WithPartition sets the kind of each instance (instances with the same
-// key form a partition; for a LoadBalancer, the routing kind). An update
-// in which every instance of a partition left the list is a sudden shrink
-// (instances that only changed partition do not count). While the source
-// refills (see Refiller) every partition is guarded, the one with the
-// empty key included; otherwise, and for sources that are not Refillers,
-// only partitions with a non-empty key are. graylb.New guards the prod
-// instances that way: outside a refill, losing all gray instances is
-// applied at once, as gray requests then fall back to prod. The function
-// is called on list changes only and must classify as routing does at
-// that moment. nil turns it off.
+// WithPartition is graylb.WithPartition.
 func WithPartition(key func(Instance) string) CacheOption {
 	return func(c *Cache) { c.partition = key }
 }
 
-// WithSeedRetry sets how long a failed first query of a service is
-// remembered (default DefaultSeedRetry): calls for that service within the
-// period return the same error without asking the source again; the first
-// call after it asks again, so the Cache recovers on its own. Zero or less
-// asks the source on every call.
+// WithSeedRetry is graylb.WithSeedRetry.
 func WithSeedRetry(d time.Duration) CacheOption { return func(c *Cache) { c.seedRetry = d } }
 
-// WithCacheLogger sets the Cache's logger (default slog.Default()).
+// WithCacheLogger is graylb.WithCacheLogger.
 func WithCacheLogger(l *slog.Logger) CacheOption {
 	return func(c *Cache) {
 		if l != nil {

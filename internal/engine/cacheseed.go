@@ -8,8 +8,7 @@ import (
 	"github.com/graylb/graylb/internal/ring"
 )
 
-// DefaultSeedRetry is how long the Cache remembers that the first query
-// of a service failed (see WithSeedRetry).
+// DefaultSeedRetry is graylb.DefaultSeedRetry.
 const DefaultSeedRetry = time.Second
 
 // maxSeedFailures bounds the failed first queries the Cache remembers.

@@ -6,21 +6,12 @@ import (
 	"github.com/graylb/graylb/internal/routestate"
 )
 
-// ContextHandler reads a named request value (a header) for the call
-// described by ctx. It returns "" when the value is absent. Names are
-// case-insensitive, as header and metadata names are: graylb asks for its
-// own keys as configured and for match rule keys in lower case, so an
-// implementation matches name in any letter case (http.Header.Get and gRPC
-// metadata do). Implementations must be safe for concurrent use and should
-// not allocate.
-//
-// The httpctx package reads net/http headers (outgoing request first, then
-// the incoming request being served); grpcctx reads gRPC metadata.
+// ContextHandler is graylb.ContextHandler.
 type ContextHandler interface {
 	Value(ctx context.Context, name string) string
 }
 
-// ContextHandlerFunc adapts a function to a ContextHandler.
+// ContextHandlerFunc is graylb.ContextHandlerFunc.
 type ContextHandlerFunc func(ctx context.Context, name string) string
 
 // Value calls f(ctx, name).
@@ -56,8 +47,7 @@ func (c chainHandler) Value(ctx context.Context, name string) string {
 	return ""
 }
 
-// Request is what a Stage sees of one call: its context and service, and a
-// way to read the call's named values.
+// Request is filter.Request.
 type Request struct {
 	Context context.Context
 	Service string
@@ -166,13 +156,7 @@ func (r *Request) contextValue(name string) string {
 	return r.vals.get(name)
 }
 
-// WithUntrustedCaller returns a copy of ctx marked as serving a caller
-// outside the trust boundary. The server adapters' trust boundaries set it
-// (httpctx.WithTrusted, grpcctx.WithTrusted); the client adapters then
-// settle the request's side on every outgoing call made with the context:
-// they write its kind even when nothing decided it (prod, "false"), so no
-// later hop's rules can be steered by what the caller sent, and they do
-// not let the caller's headers feed this hop's match rules.
+// WithUntrustedCaller is adapter.WithUntrustedCaller.
 func WithUntrustedCaller(ctx context.Context) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
@@ -184,7 +168,7 @@ func WithUntrustedCaller(ctx context.Context) context.Context {
 	return routestate.With(ctx, s.Untrusted())
 }
 
-// UntrustedCaller reports whether ctx was marked by WithUntrustedCaller.
+// UntrustedCaller is adapter.UntrustedCaller.
 func UntrustedCaller(ctx context.Context) bool {
 	return routestate.From(ctx).IsUntrusted()
 }

@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// Defaults of OutlierConfig.
+// The defaults of OutlierConfig are graylb.DefaultConsecutiveFailures and the others.
 const (
 	DefaultConsecutiveFailures = 5
 	DefaultBaseEjectionTime    = 30 * time.Second
@@ -18,9 +18,10 @@ const (
 	DefaultMaxRetryAfter       = 30 * time.Second
 )
 
-// OutlierConfig is graylb.OutlierConfig, whose doc is its contract. The
-// rate test is in outlierrate.go, take-outs and readmissions in
+// The rate test is in outlierrate.go, take-outs and readmissions in
 // takeout.go, the routed lists in health.go.
+
+// OutlierConfig is graylb.OutlierConfig.
 type OutlierConfig struct {
 	ConsecutiveFailures int
 	BaseEjectionTime    time.Duration
@@ -42,9 +43,7 @@ type OutlierConfig struct {
 	OnEjection func(Ejection)
 }
 
-// Ejection is an ejection (For > 0) or a readmission (For == 0) of an
-// instance of a service. In JSON, For is in nanoseconds (as encoding/json
-// writes a time.Duration), under the key forNs.
+// Ejection is graylb.Ejection.
 type Ejection struct {
 	Service string `json:"service"`
 	Addr    string `json:"addr"`
@@ -73,14 +72,7 @@ func (systemClock) Now() time.Time { return time.Now() }
 
 func (systemClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
-// WithOutlierDetection turns outlier detection on (see OutlierConfig).
-// Adapters report each call's result for the instance that served it
-// (httpctx's Transport and grpcctx's picker do it themselves); a program
-// that picks by hand reports through package adapter (Route.Call and
-// Call.End, or Balancer.Report). Reporting a
-// result costs a few atomic operations; only an ejection or a
-// readmission rebuilds the service's routing, once, on the goroutine that
-// reported it.
+// WithOutlierDetection is graylb.WithOutlierDetection.
 func WithOutlierDetection(cfg OutlierConfig) Option {
 	if cfg.ConsecutiveFailures <= 0 {
 		cfg.ConsecutiveFailures = DefaultConsecutiveFailures

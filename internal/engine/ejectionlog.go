@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// EjectionsState is what the LoadBalancer knows of outlier detection.
+// EjectionsState is graylb.EjectionsState.
 type EjectionsState struct {
 	// Enabled: outlier detection is on (WithOutlierDetection).
 	Enabled bool `json:"enabled"`
@@ -23,8 +23,7 @@ type EjectionsState struct {
 	Last *Ejection `json:"last"`
 }
 
-// EjectionCount counts the ejections and readmissions of one kind of
-// instance of one service.
+// EjectionCount is graylb.EjectionCount.
 type EjectionCount struct {
 	Service      string `json:"service"`
 	Kind         Kind   `json:"kind"`
@@ -32,9 +31,7 @@ type EjectionCount struct {
 	Readmissions uint64 `json:"readmissions"`
 }
 
-// Ejections returns the ejections and readmissions outlier detection made,
-// and how many instances are ejected now. Which instances are ejected is
-// in each service's Snapshot.
+// Ejections is graylb.LoadBalancer.Ejections.
 func (lb *LoadBalancer) Ejections() EjectionsState {
 	st := lb.ejectionLog.state(lb.outlier != nil)
 	for _, s := range lb.services.Load().all() {

@@ -6,30 +6,20 @@ import (
 	"strings"
 )
 
-// Sentinel errors. Errors returned by this package wrap one of them; test
-// with errors.Is.
+// The errors are graylb.ErrNoInstance and the others.
 var (
-	// ErrNoInstance: the request's kind has no instance to pick.
-	ErrNoInstance = errors.New("graylb: no instance")
-	// ErrInvalidService: the service name is empty or too long.
-	ErrInvalidService = errors.New("graylb: invalid service name")
-	// ErrUnknownService: the supplier does not know the service.
-	ErrUnknownService = errors.New("graylb: unknown service")
-	// ErrInvalidInstance: an instance with no host, a bad port or a bad weight.
+	ErrNoInstance      = errors.New("graylb: no instance")
+	ErrInvalidService  = errors.New("graylb: invalid service name")
+	ErrUnknownService  = errors.New("graylb: unknown service")
 	ErrInvalidInstance = errors.New("graylb: invalid instance")
-	// ErrInvalidRules: a rule document that does not parse or validate.
-	ErrInvalidRules = errors.New("graylb: invalid rules")
-	// ErrClosed: the LoadBalancer or Cache was closed.
-	ErrClosed = errors.New("graylb: closed")
+	ErrInvalidRules    = errors.New("graylb: invalid rules")
+	ErrClosed          = errors.New("graylb: closed")
 )
 
-// MaxServiceNameLen is the longest service name accepted.
+// MaxServiceNameLen is graylb.MaxServiceNameLen.
 const MaxServiceNameLen = 512
 
-// NoInstanceError is returned when the request's kind has no instance. It
-// wraps ErrNoInstance and names the service and the request's kind, and
-// the cause when outlier detection ejected instances the request could
-// have reached.
+// NoInstanceError is graylb.NoInstanceError.
 type NoInstanceError struct {
 	Service string
 	Kind    Kind
@@ -46,12 +36,7 @@ func (e *NoInstanceError) Error() string {
 // Is reports whether target is ErrNoInstance.
 func (e *NoInstanceError) Is(target error) bool { return target == ErrNoInstance }
 
-// ValidateServiceName returns an error wrapping ErrInvalidService when name
-// is empty, longer than MaxServiceNameLen, or holds what could break out of
-// a URL host, a header or a log line: anything but printable ASCII (control
-// characters, space, bytes of 0x7f and above), one of / \\ ? # % [ ] < > "
-// or a backquote, or "..". Nacos group prefixes ("GROUP@@name") and
-// Dubbo-style names ("providers:com.acme.Api::") are accepted.
+// ValidateServiceName is graylb.ValidateServiceName.
 func ValidateServiceName(name string) error {
 	switch {
 	case name == "":

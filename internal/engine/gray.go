@@ -8,13 +8,13 @@ import (
 	"github.com/graylb/graylb/internal/routestate"
 )
 
-// Default key names.
+// The default key names are graylb.DefaultGrayHeader and the others.
 const (
-	DefaultGrayHeader    = "gray"    // request key that carries the request's gray value
-	DefaultGrayKey       = "gray"    // instance metadata key that marks a gray instance
-	DefaultUserHeader    = "uid"     // request key that carries the user id
-	DefaultVersionHeader = "version" // request key that carries the request's version
-	DefaultVersionKey    = "version" // instance metadata key of an instance's version
+	DefaultGrayHeader    = "gray"
+	DefaultGrayKey       = "gray"
+	DefaultUserHeader    = "uid"
+	DefaultVersionHeader = "version"
+	DefaultVersionKey    = "version"
 )
 
 // grayFilter is the gray decision: the fixed root of every routing tree.

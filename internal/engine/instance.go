@@ -9,8 +9,7 @@ import (
 	"github.com/graylb/graylb/internal/addr"
 )
 
-// Instance is one registered instance of a service. Once handed to graylb,
-// an Instance and its Metadata map are read-only.
+// Instance is graylb.Instance.
 type Instance struct {
 	Service  string
 	Host     string
@@ -22,8 +21,7 @@ type Instance struct {
 	Metadata map[string]string
 }
 
-// NewInstance returns a healthy, enabled instance of weight 1, the defaults
-// Nacos gives a registration.
+// NewInstance is graylb.NewInstance.
 func NewInstance(service, host string, port int, metadata map[string]string) Instance {
 	return Instance{Service: service, Host: host, Port: port, Weight: 1, Healthy: true, Enabled: true, Metadata: metadata}
 }

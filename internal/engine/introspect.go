@@ -15,15 +15,14 @@ import (
 // durations in nanoseconds under keys ending in Ns, times in RFC 3339, a
 // time that never was as null.
 
-// Subset names, as ServiceState reports them: which requests an instance
-// serves under the rules in force.
+// The subset names are graylb.SubsetProd and the others.
 const (
-	SubsetProd = "prod" // prod requests (and gray requests while the rules are closed)
-	SubsetGray = "gray" // gray requests
-	SubsetAll  = "all"  // every request: gray routing is off, or gray requests fall back
+	SubsetProd = "prod"
+	SubsetGray = "gray"
+	SubsetAll  = "all"
 )
 
-// ServiceState is one service's routing as the LoadBalancer has it now.
+// ServiceState is graylb.ServiceState.
 type ServiceState struct {
 	Service string `json:"service"`
 	// Instances are the instances routing knows (those the Cache kept:
@@ -42,7 +41,7 @@ type ServiceState struct {
 	GrayFallback bool `json:"grayFallback"`
 }
 
-// InstanceState is one instance as routing sees it.
+// InstanceState is graylb.InstanceState.
 type InstanceState struct {
 	Addr    string  `json:"addr"`
 	Kind    Kind    `json:"kind"`    // gray by its metadata or a gray address of the rules
@@ -65,7 +64,7 @@ type InstanceState struct {
 	Metadata map[string]string `json:"metadata"`
 }
 
-// InstanceStats is a reading of an instance's Stats.
+// InstanceStats is graylb.InstanceStats.
 type InstanceStats struct {
 	// Ejected: outlier detection took the instance out of rotation.
 	Ejected bool `json:"ejected"`
@@ -86,9 +85,7 @@ func readStats(s *Stats) *InstanceStats {
 	return &InstanceStats{Ejected: s.Ejected(), InFlight: s.InFlight(), Latency: s.Latency(), Failures: int(s.fails.Load())}
 }
 
-// Services returns the names of the services the LoadBalancer routes:
-// those picked at least once, and those its Cache follows for adapters
-// that route on their own (the gRPC balancer), sorted.
+// Services is graylb.LoadBalancer.Services.
 func (lb *LoadBalancer) Services() []string {
 	t := lb.services.Load()
 	var out []string
@@ -120,11 +117,11 @@ func (c *Cache) ready(e *cacheEntry) bool {
 	return e.seededOK() && e.err == nil && e.snap.Load() != nil
 }
 
-// Snapshot returns the routing state of service, and false when the
-// LoadBalancer does not route it (see Services). For a picked service it
-// reads the immutable routing tree in force, without a lock; for one only
-// the Cache follows, it classifies the Cache's list under the rules in
-// force.
+// For a picked service Snapshot reads the immutable routing tree in force,
+// without a lock; for one only the Cache follows, it classifies the Cache's
+// list under the rules in force.
+
+// Snapshot is graylb.LoadBalancer.Snapshot.
 func (lb *LoadBalancer) Snapshot(service string) (ServiceState, bool) {
 	if s := lb.services.Load().get(service); s != nil {
 		// The tree and the list it was built from, as one pair.

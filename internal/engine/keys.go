@@ -4,13 +4,7 @@ import (
 	"strings"
 )
 
-// Keys are the names of the request values the LoadBalancer reads: the
-// gray value, the user id and the version. They are configured once, on
-// the LoadBalancer (WithGrayHeader, WithUserHeader, and WithVersionHeader
-// on its VersionFilter), and every
-// adapter takes them from LoadBalancer.Keys: what the middleware and
-// interceptors propagate, what a trust boundary drops, what the Transport
-// writes.
+// Keys is graylb.Keys.
 type Keys struct {
 	Gray    string `json:"gray"`    // default "gray"
 	User    string `json:"user"`    // default "uid"
@@ -25,7 +19,7 @@ type Keys struct {
 	Match []string `json:"match,omitempty"`
 }
 
-// DefaultKeys returns the default names: gray, uid, version.
+// DefaultKeys is graylb.DefaultKeys.
 func DefaultKeys() Keys {
 	return Keys{Gray: DefaultGrayHeader, User: DefaultUserHeader, Version: DefaultVersionHeader}
 }
@@ -48,8 +42,7 @@ func (k Keys) Names() []string {
 	return out
 }
 
-// Keys returns the names of the request values lb reads. A nil
-// LoadBalancer has the default names.
+// Keys is graylb.LoadBalancer.Keys.
 func (lb *LoadBalancer) Keys() Keys {
 	if lb == nil {
 		return DefaultKeys()

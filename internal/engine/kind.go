@@ -2,12 +2,13 @@ package engine
 
 import "fmt"
 
-// Kind is a request's or an instance's side: Prod or Gray.
+// Kind is graylb.Kind.
 type Kind uint8
 
+// The kinds are graylb.Prod and graylb.Gray.
 const (
-	Prod Kind = iota // production
-	Gray             // gray (canary)
+	Prod Kind = iota
+	Gray
 )
 
 func (k Kind) String() string {
@@ -39,8 +40,7 @@ func (k *Kind) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// KindOf normalises a gray value: "true" in any letter case is Gray,
-// anything else (absent, empty, "false", "yes", "1", " true") is Prod.
+// KindOf is graylb.KindOf.
 func KindOf(v string) Kind {
 	if IsGray(v) {
 		return Gray
@@ -48,27 +48,22 @@ func KindOf(v string) Kind {
 	return Prod
 }
 
-// IsGray reports whether v is "true" in any ASCII letter case. Nothing is
-// trimmed.
+// IsGray is graylb.IsGray.
 func IsGray(v string) bool {
 	// b|0x20 folds an upper-case ASCII letter to lower case; for these four
 	// letters no other byte folds to the same value.
 	return len(v) == 4 && v[0]|0x20 == 't' && v[1]|0x20 == 'r' && v[2]|0x20 == 'u' && v[3]|0x20 == 'e'
 }
 
-// KindSource says what decided a request's kind.
+// KindSource is adapter.KindSource.
 type KindSource uint8
 
+// The sources are adapter.FromDefault and the others.
 const (
-	// FromDefault: nothing said anything; the request is prod.
 	FromDefault KindSource = iota
-	// FromKey: the gray key the call carries (a header, gRPC metadata).
 	FromKey
-	// FromContext: a value the program put on the context (WithValue).
 	FromContext
-	// FromSelf: the caller's own gray flag (WithSelfGray).
 	FromSelf
-	// FromRules: a gray-user rule matched, or the canary was drawn.
 	FromRules
 )
 

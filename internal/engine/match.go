@@ -6,24 +6,7 @@ import (
 	"strings"
 )
 
-// Match is a match rule: a request whose key matches makes it gray, or
-// gives it a version (a lane: what the VersionFilter routes by, as if the
-// request carried it in its version key), or both. The key is any request
-// key the adapters carry: a header, gRPC metadata, the user id. Exactly
-// one condition is set: Exact, Prefix, Regex (RE2 syntax, matched against
-// the whole value only when anchored with ^ and $), or Present (any
-// non-empty value). At least one effect is set: Gray or Version.
-//
-// Match rules act like the canary: only on a request whose side nobody
-// chose (no gray key, no context value, the caller not gray); a request
-// that says gray: false opts out. The first matching rule decides the
-// request's side (gray when Gray is set, prod otherwise: the canary does
-// not draw it) and its lane. A version the request carries itself wins
-// over the lane.
-//
-// At a trust boundary the keys a match names are routing keys: the
-// adapters strip them from untrusted callers, so no untrusted key ever
-// matches, and propagate them between trusted hops (package adapter's Balancer.MatchKeys).
+// Match is graylb.Match.
 type Match struct {
 	Key     string `json:"key"`
 	Exact   string `json:"exact,omitempty"`
@@ -34,13 +17,13 @@ type Match struct {
 	Version string `json:"version,omitempty"`
 }
 
-// Bounds of match rules.
+// The bounds of match rules are graylb.MaxMatches and the others.
 const (
-	MaxMatches      = 256  // match rules in one document
-	MaxMatchKeyLen  = 256  // bytes of a key
-	MaxMatchTextLen = 4096 // bytes of an exact value or a prefix
-	MaxRegexLen     = 1024 // bytes of a regular expression
-	MaxVersionLen   = 256  // bytes of a version
+	MaxMatches      = 256
+	MaxMatchKeyLen  = 256
+	MaxMatchTextLen = 4096
+	MaxRegexLen     = 1024
+	MaxVersionLen   = 256
 )
 
 // Conditions of a compiled match.

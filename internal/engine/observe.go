@@ -2,19 +2,14 @@ package engine
 
 import "time"
 
-// Outcome is what a pick did, for an Observer.
+// Outcome is graylb.Outcome.
 type Outcome uint8
 
+// The outcomes are graylb.Selected and the others.
 const (
-	// Selected: the request reached an instance of its own kind.
 	Selected Outcome = iota
-	// FellBack: a gray request was served from prod (no gray instance, or
-	// the rules are closed).
 	FellBack
-	// Bypassed: gray routing is disabled by the rules; any instance.
 	Bypassed
-	// Failed: nothing to pick; the pick failed with an error wrapping
-	// ErrNoInstance.
 	Failed
 )
 
@@ -31,16 +26,7 @@ func (o Outcome) String() string {
 	}
 }
 
-// Observer is told of every pick's outcome, the way Envoy counts
-// lb_subsets_selected and lb_subsets_fallback. It runs on the pick path:
-// keep it short and non-blocking (an atomic add). A nil Observer costs
-// nothing.
-//
-// Failed picks are told too: under the service's name for a service the
-// LoadBalancer knows, and under UnroutedService for every name it does not
-// route (names that never had an instance can come from untrusted input:
-// the service names an Observer sees stay as few as the services it
-// knows).
+// Observer is graylb.Observer.
 type Observer func(service string, kind Kind, outcome Outcome)
 
 // Observers returns an Observer that tells each non-nil Observer given of
@@ -74,21 +60,5 @@ func Observers(a Observer, more ...Observer) Observer {
 	}
 }
 
-// CallObserver is told of every call an adapter made to an instance, once
-// the adapter ends it (package adapter's Call.End: the HTTP Transport for
-// each try of a request, the gRPC balancer for each RPC):
-// the service, the instance, the kind of the instances that served it,
-// whether it succeeded, and its duration from the start of the call to the
-// report. kind is gray only for a gray request the gray instances served;
-// a gray request that fell back to prod (no gray instance, the rules
-// closed) is prod, and with gray routing off (any instance serves) it is
-// the request's kind. ok is false for a failure that counts against the
-// instance (the adapter's rule: a connection failure, a 5xx answer, gRPC
-// Unavailable) and for a call that ran past its caller's deadline (its
-// caller saw it fail: package adapter's DeadlineNoAnswer and
-// DeadlineAnswered). A call its caller cancelled is not told.
-//
-// It runs on the caller's goroutine after each call: keep it short and
-// non-blocking (the otelgraylb module's CallObserver records a histogram
-// without allocating). A nil CallObserver costs nothing.
+// CallObserver is graylb.CallObserver.
 type CallObserver func(service string, inst Instance, kind Kind, ok bool, latency time.Duration)

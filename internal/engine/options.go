@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Option configures a LoadBalancer.
+// Option is graylb.Option.
 type Option func(*config)
 
 type config struct {
@@ -26,9 +26,7 @@ type config struct {
 	ruleLoadTimeout time.Duration
 }
 
-// WithGrayHeader sets the request key that carries the gray value (default
-// "gray"; some deployments use "gray-tag"). Every adapter takes it from
-// the LoadBalancer (see Keys). An empty name keeps the default.
+// WithGrayHeader is graylb.WithGrayHeader.
 func WithGrayHeader(name string) Option {
 	return func(c *config) {
 		if name != "" {
@@ -37,8 +35,7 @@ func WithGrayHeader(name string) Option {
 	}
 }
 
-// WithGrayKey sets the instance metadata key that marks a gray instance
-// (default "gray"). An empty key keeps the default.
+// WithGrayKey is graylb.WithGrayKey.
 func WithGrayKey(key string) Option {
 	return func(c *config) {
 		if key != "" {
@@ -47,9 +44,7 @@ func WithGrayKey(key string) Option {
 	}
 }
 
-// WithUserHeader sets the request key that carries the user id checked
-// against the gray-user rule and hashed by the canary rule (default
-// "uid"). An empty name keeps the default.
+// WithUserHeader is graylb.WithUserHeader.
 func WithUserHeader(name string) Option {
 	return func(c *config) {
 		if name != "" {
@@ -58,54 +53,43 @@ func WithUserHeader(name string) Option {
 	}
 }
 
-// WithSelfGray sets the calling service's own gray flag: the request's
-// value when neither the call's key nor the context carries one. A gray
-// deployment calls gray downstream by default.
+// WithSelfGray is graylb.WithSelfGray.
 func WithSelfGray(gray bool) Option {
 	return func(c *config) { c.gray.selfGray = gray }
 }
 
-// WithFilters adds the user's filters; they run after the gray decision,
-// in ascending Order. Nil filters are skipped.
+// WithFilters is graylb.WithFilters.
 func WithFilters(filters ...ServerFilter) Option {
 	return func(c *config) { c.filters = append(c.filters, filters...) }
 }
 
-// WithPolicy sets the load-balancing policy (default RoundRobin; nil keeps
-// the default).
+// WithPolicy is graylb.WithPolicy.
 func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
 
-// WithContextHandler adds ContextHandlers that read request values (the
-// httpctx and grpcctx adapters); the first non-empty value wins.
+// WithContextHandler is graylb.WithContextHandler.
 func WithContextHandler(h ...ContextHandler) Option {
 	return func(c *config) { c.handlers = append(c.handlers, h...) }
 }
 
-// WithObserver sets the pick observer.
+// WithObserver is graylb.WithObserver.
 func WithObserver(o Observer) Option { return func(c *config) { c.observer = o } }
 
-// WithCallObserver sets the call observer: it is told of each call the
-// adapters (the HTTP Transport, the gRPC balancer) made to an instance
-// once the call is done (see CallObserver).
+// WithCallObserver is graylb.WithCallObserver.
 func WithCallObserver(o CallObserver) Option { return func(c *config) { c.calls = o } }
 
-// WithLogger sets the logger (default slog.Default(); nil keeps it).
+// WithLogger is graylb.WithLogger.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithRules sets the initial rules. New fails on invalid rules.
+// WithRules is graylb.WithRules.
 func WithRules(r Rules) Option { return func(c *config) { c.rules = &r } }
 
-// WithRuleSource loads the rules from src and follows its changes.
+// WithRuleSource is graylb.WithRuleSource.
 func WithRuleSource(src RuleSource) Option { return func(c *config) { c.ruleSource = src } }
 
-// DefaultRuleLoadTimeout bounds how long New waits for a rule source's
-// first Load.
+// DefaultRuleLoadTimeout is graylb.DefaultRuleLoadTimeout.
 const DefaultRuleLoadTimeout = 3 * time.Second
 
-// WithRuleLoadTimeout bounds how long New waits for the rule source's first
-// Load (default DefaultRuleLoadTimeout; d <= 0 keeps the default). When it
-// runs out, New returns with the initial rules (WithRules, else none) and
-// the source's later changes still apply.
+// WithRuleLoadTimeout is graylb.WithRuleLoadTimeout.
 func WithRuleLoadTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -114,7 +98,7 @@ func WithRuleLoadTimeout(d time.Duration) Option {
 	}
 }
 
-// WithCacheOptions configures the Cache that New puts over the Supplier.
+// WithCacheOptions is graylb.WithCacheOptions.
 func WithCacheOptions(opts ...CacheOption) Option {
 	return func(c *config) { c.cacheOpts = append(c.cacheOpts, opts...) }
 }

@@ -10,84 +10,50 @@ import (
 	"github.com/graylb/graylb/internal/rotor"
 )
 
-// Policy builds a Picker over one candidate list. NewPicker runs once per
-// list change; the Picker runs on every pick.
+// Policy is policy.Policy.
 type Policy interface {
 	NewPicker(instances []Instance) Picker
 }
 
-// Picker chooses among a fixed, non-empty candidate list.
+// Picker is policy.Picker.
 type Picker interface {
 	// Next returns an index into the list it was built over. It must be
 	// safe for concurrent use, not block, and not allocate.
 	Next() int
 }
 
-// StatsPolicy is a Policy whose pickers read the candidates' Stats (calls
-// in flight, latency), such as P2C. When the LoadBalancer keeps Stats it
-// builds each leaf's picker with NewStatsPicker, stats[i] being the Stats
-// of instances[i]; otherwise with NewPicker.
+// StatsPolicy is policy.StatsPolicy.
 type StatsPolicy interface {
 	Policy
 	NewStatsPicker(instances []Instance, stats []*Stats) Picker
 }
 
-// PolicyFunc adapts a function to a Policy.
+// PolicyFunc is policy.Func.
 type PolicyFunc func(instances []Instance) Picker
 
 // NewPicker calls f.
 func (f PolicyFunc) NewPicker(instances []Instance) Picker { return f(instances) }
 
-// RoundRobin returns the round-robin policy (the default): each candidate
-// in turn, from a random starting point. A picker keeps one counter (one
-// global rotation) until its picks contend, on several cores at once;
-// from then on each core keeps its own rotation (see package rotor), so
-// concurrent picks do not contend on one counter: the share of every
-// candidate stays even, but picks on different cores are no longer
-// interleaved in one global order. So a candidate list picked by one
-// goroutine at a time, or rarely, costs one counter word, not the sharded
-// counters (2 KiB). StrictRoundRobin keeps a single global order at the
-// cost of that contention. It ignores weights (WeightedRoundRobin honours
-// them).
+// A round-robin picker keeps one counter (one global rotation) until its picks
+// contend, on several cores at once; from then on each core keeps its own
+// rotation (see package rotor). So a candidate list picked by one goroutine at
+// a time, or rarely, costs one counter word, not the sharded counters (2 KiB).
+
+// RoundRobin is policy.RoundRobin.
 func RoundRobin() Policy { return PolicyFunc(newRoundRobin) }
 
-// StrictRoundRobin returns round robin over one shared atomic counter, as
-// grpc-go's round_robin and Spring Cloud LoadBalancer do: one global order
-// of turns, but two cores picking at once slow each other down. It ignores
-// weights.
+// StrictRoundRobin is policy.StrictRoundRobin.
 func StrictRoundRobin() Policy { return PolicyFunc(newStrictRoundRobin) }
 
-// Random returns the uniform random policy: every
-// candidate equally likely, weights ignored. It keeps no shared state, so
-// concurrent picks do not contend.
+// Random is policy.Random.
 func Random() Policy { return PolicyFunc(newRandom) }
 
-// WeightedRoundRobin returns the smooth weighted round-robin policy: each
-// candidate gets a share of the picks proportional to its (Nacos) weight,
-// fractions included (1 : 1.5 is 2 : 3), spread evenly over a precomputed
-// schedule. A weight of 0, below 0 or NaN gets nothing; if no weight is
-// positive, the policy is plain round robin.
-//
-// Accuracy, over whole cycles of the schedule: every candidate's share is
-// within 0.5 % (relative) of weight/total, except where the slot limit
-// binds. Every positive weight is picked at least once per cycle of the
-// schedule's first level, which has at most L = max(65536, 8n) slots for n
-// candidates, so a share below 1/L is raised to exactly 1/L (0.01 next to
-// 10 000 gets 1/65536 instead of 1/1000001). When z shares are raised, the
-// others are within 0.5 % + z/L of theirs: 1.1 % at 1 000 and 7.9 % at
-// 10 000 candidates with weights spread log-uniformly from 0.01 to 10 000,
-// within 1 % for 10 000 weights spread uniformly over the same range.
-//
-// Smoothness: each level of the schedule spreads every candidate's slots
-// evenly over its cycle, so a candidate's turns are spaced out, not
-// bunched. As with RoundRobin, one counter walks the schedule until
-// picks contend, then each core walks it on its own counter.
-//
-// Cost: a pick is O(1) (one counter, one slot, and a slot of a deeper level
-// on a small share of picks; at most four levels) and does not allocate. A
-// build is O(n + slots). The schedule has at most max(65536, 8n) + 24n
-// slots of 4 bytes: at most 1.28 MB at 10 000 candidates (0.85 MB with
-// random weights, 40 KB with equal ones); simple ratios take a few slots.
+// The weighted schedule (weighted.go): each level spreads every candidate's
+// slots evenly over its cycle; a pick reads one counter, one slot, and a slot of
+// a deeper level on a small share of picks (at most four levels). A build is
+// O(n + slots). docs/choices.md has the accuracy and memory measured.
+
+// WeightedRoundRobin is policy.WeightedRoundRobin.
 func WeightedRoundRobin() Policy { return PolicyFunc(newWeighted) }
 
 type roundRobin struct {

@@ -11,10 +11,7 @@ import (
 	"github.com/graylb/graylb/internal/fanout"
 )
 
-// Registry is the in-memory Supplier: the embedded default that examples
-// and tests run on without Nacos. Instances are keyed by service and
-// host:port; registering the same address again replaces the instance.
-// Watchers are called synchronously, in order, after each change.
+// Registry is graylb.Registry.
 type Registry struct {
 	mu       sync.Mutex
 	services map[string]*regService
@@ -30,7 +27,7 @@ type regService struct {
 	delivered uint64
 }
 
-// NewRegistry returns an empty Registry.
+// NewRegistry is graylb.NewRegistry.
 func NewRegistry() *Registry { return &Registry{services: map[string]*regService{}} }
 
 func (r *Registry) svc(service string) *regService {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// RulesState is what the LoadBalancer knows of its rules.
+// RulesState is graylb.RulesState.
 type RulesState struct {
 	// Rules are the rules in force (the zero Rules until a change).
 	Rules Rules `json:"rules"`
@@ -29,8 +29,7 @@ type RulesState struct {
 	LastRefusedError string     `json:"lastRefusedError"`
 }
 
-// RulesState returns the rules in force, their source, and the last
-// change and refusal.
+// RulesState is graylb.LoadBalancer.RulesState.
 func (lb *LoadBalancer) RulesState() RulesState {
 	return lb.ruleLog.state()
 }

@@ -15,16 +15,7 @@ import (
 	"github.com/graylb/graylb/internal/cacheline"
 )
 
-// Rules are the run-time gray rules. The zero value routes by
-// the gray header and metadata alone. Rules are data: load them from a file
-// (package filerules), from Nacos config (the nacos package), or set them with
-// LoadBalancer.SetRules.
-//
-// Precedence, strongest first: Closed (no request reaches a gray instance),
-// then Enabled=false (every instance serves every request), then the
-// request's kind, made gray by a GrayUsers match or, when nobody chose the
-// request's side, by the first of Matches that matches, else by
-// CanaryPercent. GrayAddresses only change which instances count as gray.
+// Rules is graylb.Rules.
 type Rules struct {
 	// Enabled turns gray routing on (nil or true) or off (false): when off
 	// every instance serves every request.
@@ -63,7 +54,7 @@ type Rules struct {
 	ShadowPercent float64 `json:"shadowPercent,omitempty"`
 }
 
-// MaxRulesSize is the largest rule document accepted, in bytes.
+// MaxRulesSize is graylb.MaxRulesSize.
 const MaxRulesSize = 4 << 20
 
 // Validate returns an error wrapping ErrInvalidRules when r is not usable.
@@ -72,12 +63,7 @@ func (r Rules) Validate() error {
 	return err
 }
 
-// ParseRules parses and validates a JSON rule document. It refuses, with
-// an error wrapping ErrInvalidRules that names the problem, every document
-// that could switch rules off by accident: anything but a JSON object
-// (`null` included), an unknown key, a key in another letter case than
-// documented ("Closed"), a key given twice, a key whose value is null,
-// trailing data, and the value errors of Rules.Validate.
+// ParseRules is graylb.ParseRules.
 func ParseRules(data []byte) (Rules, error) {
 	var r Rules
 	if len(data) > MaxRulesSize {
@@ -308,12 +294,7 @@ func (c *compiledRules) anyPort(set map[addrKey]struct{}, k addrKey) bool {
 	return ok
 }
 
-// RuleSource supplies Rules and tells of changes. Sources validate what they
-// load: a document that does not parse or validate is logged and skipped,
-// and the previous rules stay in force.
-//
-// A source that implements Describer is shown by its description on the
-// debug page and in RulesState.Source; any other by its Go type.
+// RuleSource is graylb.RuleSource.
 type RuleSource interface {
 	// Load returns the current rules.
 	Load(ctx context.Context) (Rules, error)

@@ -8,11 +8,7 @@ import (
 	"github.com/graylb/graylb/internal/cacheline"
 )
 
-// ServicePicker picks instances of one service for a caller that calls it
-// again and again, as a gRPC ClientConn calls its target: its Pick(ctx) is
-// LoadBalancer.Pick(ctx, service) without finding the service by its name
-// on every call. It follows the service's instance lists and the rules as
-// Pick does, and is safe for concurrent use.
+// ServicePicker is graylb.ServicePicker.
 type ServicePicker struct {
 	servicePickerFields
 	_ [cacheline.Size - unsafe.Sizeof(servicePickerFields{})%cacheline.Size]byte // whole cache lines (see package cacheline)
@@ -26,9 +22,7 @@ type servicePickerFields struct {
 	s    atomic.Pointer[service] // the routed service, once a pick found it
 }
 
-// Service returns the ServicePicker of service. It does no I/O: the first
-// Pick queries the supplier, as LoadBalancer.Pick does. A name that cannot
-// be a service's gives an error wrapping ErrInvalidService.
+// Service is graylb.LoadBalancer.Service.
 func (lb *LoadBalancer) Service(service string) (*ServicePicker, error) {
 	if err := ValidateServiceName(service); err != nil {
 		return nil, err

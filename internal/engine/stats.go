@@ -6,14 +6,10 @@ import (
 	"time"
 )
 
-// Stats is what a LoadBalancer knows of one instance's calls: how many are
-// in flight, a peak-EWMA estimate of their latency, and (with
-// WithOutlierDetection) its consecutive failures and whether it is
-// ejected. Every leaf of the routing tree that holds the instance shares
-// one Stats, so a result reported through any route counts once. Calls
-// feed it (package adapter's Route.Call, then Call.End); latency-aware
-// policies read it.
-// It is safe for concurrent use; its methods do not allocate.
+// Every leaf of the routing tree that holds an instance shares its one Stats,
+// so a result reported through any route counts once.
+
+// Stats is policy.Stats.
 type Stats struct {
 	inflight atomic.Int64
 	rtt      atomic.Uint64 // latency estimate in nanoseconds, float64 bits

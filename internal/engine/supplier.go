@@ -4,10 +4,7 @@ import (
 	"context"
 )
 
-// Supplier gives the instance list of a service and tells of changes. The
-// in-memory Registry and the nacos package's supplier implement it.
-// Implementations must be safe for concurrent use; lists they hand over are
-// read-only from then on.
+// Supplier is graylb.Supplier.
 type Supplier interface {
 	// Instances returns the current instances of service. An unknown
 	// service gives an error wrapping ErrUnknownService.

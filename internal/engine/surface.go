@@ -79,8 +79,7 @@ func (lb *LoadBalancer) Decide(ctx context.Context, call ContextHandler) Decisio
 // Detach is graylb.LoadBalancer.Detach.
 func (lb *LoadBalancer) Detach(ctx context.Context) context.Context { return lb.detach(ctx) }
 
-// Report reports the result of a call to inst of service made without
-// Candidates.Begin.
+// Report is adapter.Balancer.Report.
 func (lb *LoadBalancer) Report(service string, inst Instance, ok bool, latency time.Duration) {
 	lb.report(service, inst, ok, latency)
 }
@@ -103,12 +102,10 @@ func (lb *LoadBalancer) DoneObserved(service string, inst Instance, served, requ
 // start time even without Stats.
 func (lb *LoadBalancer) CallObserved() bool { return lb.calls != nil }
 
-// OnRulesChange calls fn after each accepted rules change, once the
-// LoadBalancer's own routing follows it, until stop is called.
+// OnRulesChange is adapter.Balancer.OnRulesChange.
 func (lb *LoadBalancer) OnRulesChange(fn func()) (stop func()) { return lb.onRulesChange(fn) }
 
-// OnEjectionChange calls fn with a service's name after an ejection or a
-// readmission changed which of its instances are usable.
+// OnEjectionChange is adapter.Balancer.OnEjectionChange.
 func (lb *LoadBalancer) OnEjectionChange(fn func(service string)) (stop func()) {
 	return lb.onEjectionChange(fn)
 }
@@ -116,7 +113,7 @@ func (lb *LoadBalancer) OnEjectionChange(fn func(service string)) (stop func()) 
 // Policy is the LoadBalancer's load-balancing policy.
 func (lb *LoadBalancer) Policy() Policy { return lb.policy }
 
-// Cache is the Cache the LoadBalancer reads its instances from.
+// Cache is adapter.Balancer.Cache.
 func (lb *LoadBalancer) Cache() *Cache { return lb.cache }
 
 // GrayHeader is the name of the request's gray key.

@@ -11,32 +11,16 @@ import (
 	"github.com/graylb/graylb/internal/ring"
 )
 
-// UnroutedService is the service name under which an Observer is told of
-// a failed pick of a name the LoadBalancer does not route: a name that
-// never had an instance (unknown to the supplier, or answered with an
-// empty list), an invalid name, a name whose first query failed. Names
-// can come from untrusted input (a Transport's URL host), so they all
-// share this one name: an Observer that keeps state per service (the
-// debugpage.PickCounters, the otelgraylb Observer) stays bounded whatever names
-// callers send, and still counts every failure. It is not a valid service
-// name, so no service is ever counted under it. Which names failed:
-// LoadBalancer.Unrouted.
-//
-// A service the LoadBalancer knows (one it routes, or one its Cache
-// follows for an adapter: LoadBalancer.Services lists both) has its
-// failed picks told under its own name.
+// UnroutedService is graylb.UnroutedService.
 const UnroutedService = "<unrouted>"
 
-// MaxUnroutedRecent is how many names UnroutedState.Recent keeps.
+// MaxUnroutedRecent is graylb.MaxUnroutedRecent.
 const MaxUnroutedRecent = 8
 
 // maxUnroutedError bounds an error text kept in UnroutedState.
 const maxUnroutedError = 2 * MaxServiceNameLen
 
-// UnroutedState is the one aggregate of the failed picks of names the
-// LoadBalancer does not route (see UnroutedService): a counter and the
-// last few names. It keeps nothing else per name, so it stays bounded
-// whatever names callers send.
+// UnroutedState is graylb.UnroutedState.
 type UnroutedState struct {
 	// Failed counts those failed picks since New.
 	Failed uint64 `json:"failed"`
@@ -45,7 +29,7 @@ type UnroutedState struct {
 	Recent []UnroutedPick `json:"recent"`
 }
 
-// UnroutedPick is the last failed pick of one name.
+// UnroutedPick is graylb.UnroutedPick.
 type UnroutedPick struct {
 	// Service is the name picked, cut to MaxServiceNameLen bytes (then
 	// ending in "..."): untrusted text, escape it wherever it is shown.
@@ -55,8 +39,7 @@ type UnroutedPick struct {
 	At      time.Time `json:"at"`
 }
 
-// Unrouted returns the failed picks of names the LoadBalancer does not
-// route: how many, and the last few names.
+// Unrouted is graylb.LoadBalancer.Unrouted.
 func (lb *LoadBalancer) Unrouted() UnroutedState { return lb.unrouted.state() }
 
 // unroutedLog keeps UnroutedState. It is written only when a pick fails:

@@ -57,17 +57,10 @@ func (c *valuesCtx) String() string {
 	return parent + ".WithValue(graylb " + c.name + ")"
 }
 
-// WithValue returns a copy of ctx that carries value under name: a
-// request-scoped value set by the program. The gray decision consults it
-// after the call's own keys (the ContextHandler) and before the caller's
-// own flag, e.g.
-//
-//	ctx = graylb.WithValue(ctx, "gray", "true")
-//
-// Names are case-insensitive, as header and metadata names are: a value
-// set under "X-Region" is the value of x-region for the LoadBalancer's keys,
-// match rules, filters and ValueFrom. The name is kept in lower case (ASCII),
-// converted here once rather than at each read.
+// WithValue keeps the name in lower case (ASCII), converted here once rather
+// than at each read.
+
+// WithValue is graylb.WithValue.
 func WithValue(ctx context.Context, name, value string) context.Context {
 	if ctx == nil {
 		ctx = context.Background()
@@ -75,8 +68,7 @@ func WithValue(ctx context.Context, name, value string) context.Context {
 	return &valuesCtx{Context: ctx, name: lowerASCII(name), value: value, up: valuesIn(ctx), state: stateIn(ctx)}
 }
 
-// ValueFrom returns the value set by WithValue under name, in any letter
-// case, or "".
+// ValueFrom is graylb.ValueFrom.
 func ValueFrom(ctx context.Context, name string) string {
 	if ctx == nil {
 		return ""

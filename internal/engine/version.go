@@ -7,14 +7,7 @@ import (
 	"github.com/graylb/graylb/internal/routestate"
 )
 
-// VersionFilter routes by version: a request's version (the "version"
-// request key, else the lane a match rule gave it, else the caller's own
-// version) selects the instances whose
-// "version" metadata equals it; if there are none, the instances with no
-// version; if there are none, every candidate. A request with no version
-// goes to the instances with no version, else to every candidate. As one of
-// the user's filters it runs after the gray decision and narrows what that
-// left. Its request key is one of the LoadBalancer's Keys.
+// VersionFilter is filter.VersionFilter.
 type VersionFilter struct {
 	header  string
 	metaKey string
@@ -22,10 +15,10 @@ type VersionFilter struct {
 	order   int
 }
 
-// VersionOption configures a VersionFilter.
+// VersionOption is filter.VersionOption.
 type VersionOption func(*VersionFilter)
 
-// WithVersionHeader sets the request header (default "version").
+// WithVersionHeader is filter.WithVersionHeader.
 func WithVersionHeader(name string) VersionOption {
 	return func(f *VersionFilter) {
 		if name != "" {
@@ -34,7 +27,7 @@ func WithVersionHeader(name string) VersionOption {
 	}
 }
 
-// WithVersionKey sets the instance metadata key (default "version").
+// WithVersionKey is filter.WithVersionKey.
 func WithVersionKey(key string) VersionOption {
 	return func(f *VersionFilter) {
 		if key != "" {
@@ -43,14 +36,13 @@ func WithVersionKey(key string) VersionOption {
 	}
 }
 
-// WithSelfVersion sets the caller's own version, used when the request
-// carries none.
+// WithSelfVersion is filter.WithSelfVersion.
 func WithSelfVersion(v string) VersionOption { return func(f *VersionFilter) { f.self = v } }
 
-// WithVersionOrder sets the filter's order (default 100).
+// WithVersionOrder is filter.WithVersionOrder.
 func WithVersionOrder(order int) VersionOption { return func(f *VersionFilter) { f.order = order } }
 
-// NewVersionFilter returns a VersionFilter.
+// NewVersionFilter is filter.Version.
 func NewVersionFilter(opts ...VersionOption) *VersionFilter {
 	f := &VersionFilter{header: DefaultVersionHeader, metaKey: DefaultVersionKey, order: 100}
 	for _, o := range opts {

@@ -4,7 +4,8 @@
 //
 //   - no module imports a package under another module's internal
 //     directory (internal.go);
-//   - the names a doc comment refers to exist (docrefs.go).
+//   - the names a doc comment refers to exist (docrefs.go);
+//   - no doc comment is longer than 30 lines (doclen.go).
 //
 // Usage: go run ./scripts/repolint [root]. It prints one line per finding
 // and exits 1 when there is one.
@@ -28,6 +29,7 @@ func main() {
 	var findings []string
 	findings = append(findings, internalImports(r)...)
 	findings = append(findings, docRefs(r)...)
+	findings = append(findings, longDocs(r)...)
 	for _, f := range findings {
 		fmt.Println(f)
 	}

@@ -127,3 +127,29 @@ func TestHelper() {}
 		}
 	}
 }
+
+// A doc comment of more than 30 lines is reported, whatever it documents
+// (a package, a declaration, a field); one of 30 lines, a comment that
+// documents nothing and a test file's are not.
+func TestLongDocs(t *testing.T) {
+	lines := func(n int) string { return strings.Repeat("// A line.\n", n) }
+	r := writeRepo(t, map[string]string{
+		"go.mod": "module example.com/m\n",
+		"a.go": lines(31) + "package m\n\n" +
+			lines(30) + "func F() {}\n\n" +
+			"// T is a type.\ntype T struct {\n" + lines(31) + "\tX int\n}\n\n" +
+			"func G() {\n" + lines(40) + "}\n",
+		"b.go":      "package m\n\n" + lines(31) + "var V = 1\n",
+		"a_test.go": "package m\n\n" + lines(40) + "func H() {}\n",
+	})
+	got := longDocs(r)
+	want := []string{"a.go:1: a doc comment of 31 lines", "a.go:68: a doc comment of 31 lines", "b.go:3: a doc comment of 31 lines"}
+	if len(got) != len(want) {
+		t.Fatalf("findings:\n%s", strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("finding %d: %s, want %s...", i, got[i], w)
+		}
+	}
+}
