@@ -63,6 +63,9 @@ func (l *Link) span(r *kgo.Record, n int32) (first, count int32) {
 	if g > 0 && l.recordGray(r) {
 		return n - g, g
 	}
+	if g == 0 && l.recordGray(r) {
+		l.reportUnsplit(r.Topic, n)
+	}
 	return 0, n - g
 }
 
