@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -498,26 +497,17 @@ func kinds(answer string) []string {
 
 var errWrongKind = errors.New("wrong kind")
 
-// reliabilityOut appends lines to $GRAYLB_RELIABILITY_OUT/interop.md (make
-// test-reliability gathers it) and logs them.
-var outMu sync.Mutex
-
+// reliabilityOut writes a table's rows to
+// $GRAYLB_RELIABILITY_OUT/interop-<section>.md (make test-reliability
+// gathers them into RELIABILITY.md) and logs them.
 func reliabilityOut(t *testing.T, section string, lines ...string) {
 	t.Helper()
 	t.Logf("%s:\n%s", section, strings.Join(lines, "\n"))
-	dir := os.Getenv("GRAYLB_RELIABILITY_OUT")
-	if dir == "" {
-		return
+	if dir := os.Getenv("GRAYLB_RELIABILITY_OUT"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "interop-"+section+".md"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Error(err)
+		}
 	}
-	outMu.Lock()
-	defer outMu.Unlock()
-	f, err := os.OpenFile(filepath.Join(dir, "interop.md"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	defer f.Close()
-	fmt.Fprintf(f, "<!-- %s -->\n%s\n", section, strings.Join(lines, "\n"))
 }
 
 // t0ctx is the context of requests made outside a test's own.

@@ -172,6 +172,12 @@ func TestKafkaFlows(t *testing.T) {
 		add(plainFlow(t, addr, "untrusted-steering", true), "as for the plain producer")
 	})
 
+	if cluster := os.Getenv("GRAYLB_KAFKA_CLUSTER"); cluster != "" {
+		t.Run("plain producer, a 3-broker cluster", func(t *testing.T) {
+			add(plainFlow(t, cluster, "plain-producer-cluster", false), "as for the plain producer")
+		})
+	}
+
 	if script := os.Getenv("GRAYLB_KAFKA_SCRIPT"); script != "" {
 		t.Run("broker restart", func(t *testing.T) {
 			add(flow(t, addr, "broker-restart", func(t *testing.T, topic, group string, led *ledger) (time.Duration, string, func()) {

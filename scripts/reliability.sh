@@ -35,8 +35,14 @@ scripts/kafka.sh cluster-start 3
 (GRAYLB_KAFKA_ADDR=127.0.0.1:$kp GRAYLB_KAFKA_SCRIPT=$ROOT/scripts/kafka.sh \
   GRAYLB_KAFKA_CLUSTER=127.0.0.1:$((kp + 1000)),127.0.0.1:$((kp + 1010)),127.0.0.1:$((kp + 1020)) \
   scripts/inmodule.sh kafkagray go test -count=1 -timeout 10m -run '^TestKafkaFlows$' .) || { scripts/kafka.sh stop; scripts/kafka.sh cluster-stop 3; exit 1; }
-scripts/kafka.sh stop
 scripts/kafka.sh cluster-stop 3
+
+echo "== graylb among the seeds' Java services (interoptest): chains, flows under load, Spring Kafka"
+make --no-print-directory interop-jars
+(GRAYLB_INTEROP_COMPARE=1 scripts/inmodule.sh interoptest go test -count=1 -timeout 20m -run '^TestJavaEstate$' . &&
+  GRAYLB_KAFKA_ADDR=127.0.0.1:$kp scripts/inmodule.sh interoptest go test -count=1 -timeout 5m -run '^TestJavaKafka$' .) ||
+  { scripts/kafka.sh stop; exit 1; }
+scripts/kafka.sh stop
 
 echo "== the rollout judge: 20 rollouts per gray build against a real Prometheus"
 (GRAYLB_JUDGE_ROLLOUTS=20 scripts/inmodule.sh cmd/graylb go test -count=1 -timeout 30m -run 'TestIntegration_JudgeRealMetrics$' .)
@@ -86,6 +92,25 @@ kafka_how() {
   echo "record is lost when it was acknowledged to the producer and"
   echo "never processed once the producer stopped and the group drained (60 s). Measured with the franz-go"
   echo "version kafkagray requires ($(awk '$1 == "github.com/twmb/franz-go" { print $2 }' kafkagray/go.mod))."
+}
+
+# interop_how: how the mixed estate is measured (interoptest).
+interop_how() {
+  echo "Targets: 0 chains that change kind, 0 failed idempotent requests in the flows (the \"drain clock\" rows"
+  echo "are the stop before callers were waited for: the 2 s drain wait alone, measured for comparison). How:"
+  echo "\`TestJavaEstate\` (interoptest) starts, on loopback against r-nacos, seed 002's Spring Cloud Gateway (a"
+  echo "gray-tag header in any case, or a user of its gray-user list), seed 001's Spring Cloud LoadBalancer rule"
+  echo "(gray-tag, exactly \`true\`), seed 000's filter chain (gray, any case, the service's own flag) and a plain"
+  echo "Spring Cloud Alibaba service (gray-tag: \${gray:false}), a prod and a gray JVM each (Spring Boot 3.5.7,"
+  echo "Spring Cloud 2025.0.0, Spring Cloud Alibaba 2025.0.0.0, Spring's default list cache: 35 s), and graylb"
+  echo "services keyed as each seed, then sends 25 requests of each kind through every chain. The flows run 2"
+  echo "workers per entry, a request every 20 ms each: a graylb instance's SIGTERM (the documented stop:"
+  echo "\`Deregister\` with \`nacos.WithLoadBalancer\`, then \`Shutdown\`) behind the gateway and seed 001's caller, a"
+  echo "Spring Cloud Alibaba instance's SIGTERM behind graylb's Transport, a gray graylb build promoted to prod"
+  echo "behind the gateway (the new prod started, then the old prod and the gray instance SIGTERMed)."
+  echo "\`TestJavaKafka\` produces with Spring Kafka (its partitioner, the gray header copied from the request) to"
+  echo "a prod and a gray kafkagray consumer of one group, and with kafkagray (requests with \`gray: TRUE\` and"
+  echo "without) to a Spring Kafka consumer."
 }
 
 {
@@ -174,6 +199,28 @@ kafka_how() {
   cat "$OUT"/kafka.md 2>/dev/null
   echo
   kafka_how
+  echo
+  echo "## A mixed Java/Go estate"
+  echo
+  echo "graylb services among Java services written from the seeds' behaviour, one Nacos registry (interoptest)."
+  echo
+  echo "| fixture | chain | chains | changed kind | failed |"
+  echo "|---|---|---:|---:|---:|"
+  cat "$OUT"/interop-chains.md 2>/dev/null
+  echo
+  echo "| case | chains | changed kind | failed |"
+  echo "|---|---:|---:|---:|"
+  cat "$OUT"/interop-canonical.md 2>/dev/null
+  echo
+  echo "| flow | through | requests | failed | wrong kind |"
+  echo "|---|---|---:|---:|---:|"
+  cat "$OUT"/interop-go-sigterm-clock.md "$OUT"/interop-go-sigterm-callers.md "$OUT"/interop-java-stop.md "$OUT"/interop-promotion.md 2>/dev/null
+  echo
+  echo "| records | records | lost | prod on gray | gray on prod (a gray consumer alive) | |"
+  echo "|---|---:|---:|---:|---:|---|"
+  cat "$OUT"/interop-kafka.md 2>/dev/null
+  echo
+  interop_how
   echo
   echo "## A process's life against a real Nacos"
   echo
