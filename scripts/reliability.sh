@@ -90,7 +90,11 @@ kafka_how() {
   echo "group's session timeout, 6 s, applies). The cluster flow runs on a topic replicated on 3 brokers"
   echo "(\`scripts/kafka.sh cluster-start 3\`, each broker also a controller) and kills broker 1 with SIGKILL. A"
   echo "record is lost when it was acknowledged to the producer and"
-  echo "never processed once the producer stopped and the group drained (60 s). Measured with the franz-go"
+  echo "never processed once the producer stopped and the group drained (60 s). The plain-producer flows"
+  echo "produce with a plain franz-go client (its own partitioner, the gray header written by hand, as Spring"
+  echo "Kafka does; untrusted-steering: every record gray and on the gray partition of an \`Untrusted()\` topic),"
+  echo "a prod and a gray consumer alive throughout; their wrong kind also counts gray records handled by prod"
+  echo "once the gray consumer was handling. Measured with the franz-go"
   echo "version kafkagray requires ($(awk '$1 == "github.com/twmb/franz-go" { print $2 }' kafkagray/go.mod))."
 }
 
