@@ -2,6 +2,7 @@ package nacos
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func TestIntegration_KeysConfiguredOnce(t *testing.T) {
 			onGray++
 		}
 	}
+	fragment(t, "interop-registry-keys", fmt.Sprintf("| keys once: a LoadBalancer keyed gray-tag, its gray build registered naming no key | prod requests on the gray build | %d of 400 |\n", onGray))
 	require.Zero(t, onGray, "prod requests of 400 served by the gray build")
 	in, err := lb.Pick(grayReq, svc)
 	require.NoError(t, err)

@@ -23,7 +23,7 @@ go test -count=1 -run '^(TestSetRules_ReachesServiceBeingAdded|TestSetRules_Race
 go test -count=1 -run '^TestMiddleware_TrustBoundaryDropsEveryRoutingKey$' ./httpctx
 (scripts/inmodule.sh grpcctx go test -count=1 -run '^(TestFullLink_TrustBoundaryDropsForgedDecision|TestFullLink_CanaryDecisionTravels)$' .)
 echo "== chaos, cluster, refill versus deregistration, forged pushes (live and on disk), leaks against Nacos"
-(scripts/inmodule.sh nacos go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|DiskCacheIsItsOwn|CloseLeaks|UnreachableFailsFast)$' .)
+(scripts/inmodule.sh nacos go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|DiskCacheIsItsOwn|CloseLeaks|UnreachableFailsFast|KeysConfiguredOnce|ConsoleEditDoesNotOutliveARestart)$' .)
 
 echo "== deployment flows under load against Nacos: graceful, abrupt, rolling, restart, promotion, rollback"
 (scripts/inmodule.sh deploytest go test -count=1 -timeout 10m -run '^TestDeploy_' .)
@@ -114,7 +114,9 @@ interop_how() {
   echo "behind the gateway (the new prod started, then the old prod and the gray instance SIGTERMed)."
   echo "\`TestJavaKafka\` produces with Spring Kafka (its partitioner, the gray header copied from the request) to"
   echo "a prod and a gray kafkagray consumer of one group, and with kafkagray (requests with \`gray: TRUE\` and"
-  echo "without) to a Spring Kafka consumer."
+  echo "without) to a Spring Kafka consumer. The registration rows are the nacos package's"
+  echo "\`TestIntegration_KeysConfiguredOnce\` (on main before: 200 of 400) and"
+  echo "\`TestIntegration_ConsoleEditDoesNotOutliveARestart\` (on main before: 20 of 20)."
 }
 
 {
@@ -219,6 +221,10 @@ interop_how() {
   echo "| flow | through | requests | failed | wrong kind |"
   echo "|---|---|---:|---:|---:|"
   cat "$OUT"/interop-go-sigterm-clock.md "$OUT"/interop-go-sigterm-callers.md "$OUT"/interop-java-stop.md "$OUT"/interop-promotion.md 2>/dev/null
+  echo
+  echo "| registration | counted | |"
+  echo "|---|---|---:|"
+  cat "$OUT"/interop-registry-keys.md "$OUT"/interop-registry-console.md 2>/dev/null
   echo
   echo "| records | records | lost | prod on gray | gray on prod (a gray consumer alive) | |"
   echo "|---|---:|---:|---:|---:|---|"
