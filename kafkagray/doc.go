@@ -6,7 +6,7 @@
 //
 // One Link per service, made from its LoadBalancer:
 //
-//	link, _ := kafkagray.New(lb, kafkagray.WithGray(gray))
+//	link, _ := kafkagray.New(lb) // consumers of lb's kind (graylb.WithSelfGray)
 //	cl, _ := kgo.NewClient(append(link.ClientOpts(),
 //		kgo.SeedBrokers(addr), kgo.ConsumerGroup("orders"), kgo.ConsumeTopics("orders"))...)
 //	defer link.Follow(cl)()
@@ -40,10 +40,16 @@
 // [Link.Balancer], a kgo.GroupBalancer that every member of the group must
 // use, assigns prod partitions only to prod members, and gray partitions
 // to gray members when one is alive and the rules are not closed, else to
-// prod members. Members announce their kind and whether their rules are
-// closed in the group protocol's user data; a member whose rules open or
-// close rejoins ([Link.Follow]), so the group rebalances. Offsets stay per
-// partition in one group: a gray partition handed from a gray member that
+// prod members. The partition only places a record; its kind decides who
+// handles it, whatever produced it (a plain client, Spring Kafka): Handle
+// and HandleErr produce a record of the other kind again, with the client
+// given to Follow, to a partition of its kind, instead of handing it over
+// (a prod record on a gray consumer; a gray record on a prod consumer
+// while a gray one is alive). On an Untrusted topic every record is prod.
+// Members announce their kind and whether their rules are closed in the
+// group protocol's user data; a member whose rules open or close rejoins
+// ([Link.Follow]), so the group rebalances. Offsets stay per partition in
+// one group: a gray partition handed from a gray member that
 // left or died to prod continues from its last committed offset, so
 // nothing is lost; records processed but not committed are delivered
 // again (at least once).
