@@ -19,7 +19,7 @@ FUZZTIME ?= 30s
 OLDEST_GO ?= go1.23.12
 NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-allocs test-install test-reliability demo demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
+.PHONY: test test-unit test-allocs test-install test-reliability demo demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down interop-jars
 
 NACOS_ADDR ?= 127.0.0.1:8848
 # The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
@@ -40,6 +40,7 @@ test: lint
 	@GOTOOLCHAIN=$(NEWEST_GO) $(GO) test -count=1 ./...
 	@$(MAKE) --no-print-directory test-allocs
 	@$(MAKE) --no-print-directory test-install
+	@$(MAKE) --no-print-directory interop-jars
 	@scripts/nacos.sh start
 	@set -e; trap '$(CURDIR)/scripts/nacos.sh stop' EXIT; \
 	for m in $(MODULES); do echo "== go test $$m"; \
@@ -53,6 +54,8 @@ test: lint
 	echo "== go test ./deploytest: deployment flows under load (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr GRAYLB_NACOS_SCRIPT=$(CURDIR)/scripts/nacos.sh \
 		$(IN) deploytest $(GO) test -count=1 -timeout 5m -v .; \
+	echo "== go test ./interoptest: graylb among the seeds' Java services, chains both ways and flows under load (real Nacos at $$addr; without -race)"; \
+	GRAYLB_NACOS_ADDR=$$addr $(IN) interoptest $(GO) test -count=1 -timeout 15m -run TestJavaEstate -v .; \
 	echo "== go test ./cmd/graylb: the command and a rollout against Nacos, Prometheus and Redis (without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) cmd/graylb $(GO) test -count=1 -timeout 5m -run Integration -v .; \
 	echo "== go test ./docs Nacos snippets (real Nacos at $$addr; without -race)"; \
@@ -71,6 +74,8 @@ test: lint
 	echo "== go test ./kafkagray: records by kind through deployment flows (real Kafka at 127.0.0.1:$(KAFKA_PORT), a 3-broker cluster at $(KAFKA_CLUSTER))"; \
 	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) GRAYLB_KAFKA_CLUSTER=$(KAFKA_CLUSTER) GRAYLB_KAFKA_SCRIPT=$(CURDIR)/scripts/kafka.sh \
 		$(IN) kafkagray $(GO) test -race -count=1 -timeout 10m -run TestKafkaFlows -v .; \
+	echo "== go test ./interoptest: Spring Kafka producers and consumers beside kafkagray's (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
+	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) $(IN) interoptest $(GO) test -count=1 -timeout 5m -run TestJavaKafka -v .; \
 	echo "== go test ./docs Kafka snippets (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
 	GRAYLB_KAFKA_ADDR=127.0.0.1:$(KAFKA_PORT) $(IN) docs $(GO) test -count=1 -timeout 5m -run Kafka -v .; \
 	echo "== examples/kafka: an HTTP edge → a record → a prod and a gray consumer → HTTP, gray end to end (real Kafka at 127.0.0.1:$(KAFKA_PORT))"; \
@@ -82,6 +87,18 @@ test: lint
 test-install:
 	@echo "== every module installs from a tag (scripts/install-test.sh)"
 	@scripts/install-test.sh
+	@echo "== a new module uses the modules from this checkout (scripts/use-checkout.sh)"
+	@scripts/use-checkout-test.sh
+
+## interop-jars: the Java applications of interoptest (interoptest/java: Spring Boot 3.5, Spring
+## Cloud 2025.0, Spring Cloud Alibaba), built with Maven into their target/ folders when a source
+## changed; the dependencies come from Maven Central into ~/.m2 once, reused afterwards.
+INTEROP_STAMP := interoptest/java/apps/target/.built
+interop-jars: $(INTEROP_STAMP)
+$(INTEROP_STAMP): $(shell find interoptest/java -path '*/target' -prune -o -type f \( -name '*.java' -o -name '*.yml' -o -name pom.xml \) -print)
+	@echo "== the Java estate's jars (mvn -B package in interoptest/java)"
+	@cd interoptest/java && mvn -B -q -Dstyle.color=never package -DskipTests
+	@touch $@
 
 ## test-reliability: churn 30s, chaos, cluster and the deployment flows against Nacos, the bad gray
 ## builds (full plan), each fuzz target FUZZTIME; writes RELIABILITY.md.

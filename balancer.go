@@ -81,6 +81,8 @@ func (lb *LoadBalancer) SetRules(r Rules) error {
 //	Version string   // the version (filter.WithVersionHeader; default "version")
 //	Filters []string // keys the LoadBalancer's own filters read
 //	Match   []string // keys the match rules in force read, when they were asked for
+//	GrayMetadata    string // the instance metadata key of the gray flag (WithGrayKey)
+//	VersionMetadata string // the instance metadata key of the version (filter.WithVersionKey)
 type Keys = engine.Keys
 
 // DefaultKeys returns the default names: gray, uid, version.

@@ -46,6 +46,11 @@ type Admission struct {
 	// (UntrustedCaller) for such a caller, and carrying the
 	// carrier's changes when it is a ContextCarrier.
 	User func(ctx context.Context) string
+	// Queued: the call is a record consumed from a queue, not a request a
+	// caller sent to this instance after picking it from the registry: a
+	// graceful stop waiting for callers to stop (graylb.LoadBalancer.Quiet)
+	// does not wait for it.
+	Queued bool
 }
 
 // Admitter admits incoming calls for one server adapter: it keeps the
@@ -100,6 +105,9 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 	}
 	if c == nil {
 		c = noKeys{}
+	}
+	if a.b != nil && !how.Queued {
+		a.b.e().Admitted()
 	}
 	untrusted := how.Untrusted || routestate.From(ctx).IsUntrusted()
 	match := a.b.MatchKeys()

@@ -125,7 +125,12 @@ func NewKafkaBench(ctx context.Context, brokers []string, records, batch int) (_
 			if r.link, err = kafkagray.New(lb); err != nil {
 				return nil, err
 			}
-			if r.consume, err = kafkagray.New(lb, kafkagray.WithGray(c.Gray)); err != nil {
+			clb, err := graylb.New(graylb.NewRegistry(), graylb.WithSelfGray(c.Gray)) // the consumers' process
+			if err != nil {
+				return nil, err
+			}
+			k.closers = append(k.closers, func() { clb.Close() })
+			if r.consume, err = kafkagray.New(clb); err != nil {
 				return nil, err
 			}
 			popts, copts = r.link.ClientOpts(), r.consume.ClientOpts()

@@ -31,7 +31,8 @@ func TestKafkaTour(t *testing.T) {
 	if err := reg.Register(graylb.NewInstance("inventory", "10.0.0.2", 80, map[string]string{"gray": "true"})); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := graylb.New(reg)
+	gray := false
+	lb, err := graylb.New(reg, graylb.WithSelfGray(gray)) // gray: this process's own flag, said once
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +44,9 @@ func TestKafkaTour(t *testing.T) {
 	} else {
 		createDocsTopic(t, addr, topic)
 	}
-	gray := false
 
 	// snippet: kafka-link
-	link, err := kafkagray.New(lb, kafkagray.WithGray(gray)) // gray: this process's own flag
+	link, err := kafkagray.New(lb) // its consumers are of lb's kind (graylb.WithSelfGray)
 	if err != nil {
 		log.Fatal(err)
 	}

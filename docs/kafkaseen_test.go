@@ -46,14 +46,13 @@ func TestKafkaSeen(t *testing.T) {
 	} else {
 		createDocsTopic(t, addr, topic)
 	}
-	gray := false
 
 	// snippet: kafka-seen
 	records, err := otelgraylb.RecordObserver(provider.Meter(otelgraylb.ScopeName)) // graylb.consumer.record.duration
 	if err != nil {
 		log.Fatal(err)
 	}
-	link, err := kafkagray.New(lb, kafkagray.WithGray(gray),
+	link, err := kafkagray.New(lb, // its consumers are of lb's kind (graylb.WithSelfGray)
 		kafkagray.WithGroup("billing", topic), // the group this process consumes in, and its topics
 		kafkagray.WithRecordObserver(records))
 	if err != nil {
@@ -178,12 +177,12 @@ func TestKafkaSeenRegistration(t *testing.T) {
 	if addr == "" {
 		t.Skip("no Nacos server: set GRAYLB_NACOS_ADDR=127.0.0.1:8848 (make test starts one with scripts/nacos.sh)")
 	}
-	lb, err := graylb.New(graylb.NewRegistry())
+	lb, err := graylb.New(graylb.NewRegistry(), graylb.WithSelfGray(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lb.Close()
-	link, err := kafkagray.New(lb, kafkagray.WithGray(true), kafkagray.WithGroup("billing", "orders", "payments"))
+	link, err := kafkagray.New(lb, kafkagray.WithGroup("billing", "orders", "payments"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,15 +36,16 @@ func nacosTour(ctx context.Context, servers []string, user, pass, ip string, por
 	if err != nil {
 		return err
 	}
-	lb, err := graylb.New(sup, graylb.WithRuleSource(rules))
+	// the process's kind, said once: GRAYLB_GRAY=true on gray builds
+	lb, err := graylb.New(sup, graylb.WithRuleSource(rules), graylb.WithSelfGray(nacos.GrayFromEnv()))
 	if err != nil {
 		return err
 	}
 	defer lb.Close()
 
-	// register this process: gray and version metadata from GRAYLB_GRAY / GRAYLB_VERSION
+	// register this process under lb's metadata keys and kind (version: GRAYLB_VERSION)
 	reg, err := nacos.Register(ctx, nacos.Service{Name: "user-service", Host: ip, Port: port},
-		nacos.WithClient(client))
+		nacos.WithClient(client), nacos.WithLoadBalancer(lb))
 	if err != nil {
 		return err
 	}
@@ -59,8 +60,8 @@ func nacosTour(ctx context.Context, servers []string, user, pass, ip string, por
 // gracefulStop is docs/nacos.md's graceful-stop snippet.
 func gracefulStop(ctx context.Context, reg *nacos.Registration, srv *http.Server, sigterm <-chan os.Signal) error {
 	// snippet: nacos-graceful-stop
-	// on SIGTERM: off the registry, keep serving while clients see it
-	// (nacos.WithDrainWait, default 2 s), then let requests in flight finish
+	// on SIGTERM (ctx: 60 s): off the registry, keep serving until lb's
+	// callers stop (Java callers cache lists 35 s), then finish what is in flight
 	<-sigterm
 	if err := reg.Deregister(ctx); err != nil {
 		log.Printf("deregister: %v", err) // stop all the same

@@ -134,12 +134,15 @@ func (b *balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 	for _, t := range names {
 		n := topics[t]
 		g := b.l.grayPartitions(n)
-		sp[t] = [2]int32{n, g}
 		assign(prod, t, 0, n-g)
-		grayTo := gray
-		if closed || !subscribed(gray, t, func(x m) map[string]bool { return x.topics }) {
-			grayTo = prod
+		grayTo, toGray := gray, int32(1)
+		if closed || g == 0 || !subscribed(gray, t, func(x m) map[string]bool { return x.topics }) {
+			grayTo, toGray = prod, 0
 		}
+		if g == 0 && subscribed(gray, t, func(x m) map[string]bool { return x.topics }) {
+			b.l.reportUnsplit(t, n)
+		}
+		sp[t] = [3]int32{n, g, toGray}
 		assign(grayTo, t, n-g, n)
 	}
 	return syncPlan{plan: plan, spans: sp}

@@ -41,7 +41,7 @@ func balanceLinks(t *testing.T, n int32, ms ...member) (map[string][]int32, map[
 		if m.closed {
 			opts = append(opts, graylb.WithRules(graylb.Rules{Closed: true}))
 		}
-		l := newLink(t, newLB(t, opts...), kafkagray.WithGray(m.gray))
+		l := newLink(t, newLB(t, append(opts, graylb.WithSelfGray(m.gray))...), kafkagray.WithGray(m.gray))
 		b := l.Balancer()
 		links[m.id], balancers[m.id] = l, b
 		if leader == nil {

@@ -6,7 +6,7 @@
 //
 // One Link per service, made from its LoadBalancer:
 //
-//	link, _ := kafkagray.New(lb, kafkagray.WithGray(gray))
+//	link, _ := kafkagray.New(lb) // consumers of lb's kind (graylb.WithSelfGray)
 //	cl, _ := kgo.NewClient(append(link.ClientOpts(),
 //		kgo.SeedBrokers(addr), kgo.ConsumerGroup("orders"), kgo.ConsumeTopics("orders"))...)
 //	defer link.Follow(cl)()
@@ -20,11 +20,12 @@
 // ([Link.State], a [RecordObserver]), and [Link.Metadata] gives the
 // registration metadata by which graylb status lists a service's consumers.
 //
-// [Link.Partitioner] sends gray records to a topic's gray partitions (its
-// last WithGrayPartitions) and prod records to the others; [Link.Balancer],
-// the group balancer every member of the group must use, assigns prod
-// partitions to prod members only, and gray ones to gray members while one
-// is alive and the rules are not closed, else to prod members, from their
-// last committed offsets: a prod record never reaches a gray consumer, and
-// nothing is lost. docs/kafka.md has what it costs.
+// [Link.Partitioner] puts gray records on a topic's gray partitions (its
+// last WithGrayPartitions) and prod records on the others; [Link.Balancer],
+// which every member of the group must use, assigns them by kind from the
+// last committed offsets. A record's kind, not its partition, decides who
+// handles it, whatever produced it: Handle produces a record of the other
+// kind again (the client given to Follow) to a partition of its kind. A
+// prod record never reaches a gray handler, and nothing is lost
+// (docs/kafka.md).
 package kafkagray

@@ -1,6 +1,7 @@
 package kafkagray_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/kafkagray"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // flowRow is one line of RELIABILITY.md's table for messages.
@@ -153,6 +156,28 @@ func TestKafkaFlows(t *testing.T) {
 		}), "every member commits before its partitions are revoked")
 	})
 
+	// Producers that are not graylb's: a plain franz-go client (Spring
+	// Kafka partitions the same way: by key, else sticky at random) whose
+	// gray records carry the gray header and nothing else decides their
+	// partition. Each record must still reach its kind: no prod record on
+	// the gray consumer, no gray record on prod while the gray consumer is
+	// alive, none lost.
+	t.Run("plain producer", func(t *testing.T) {
+		add(plainFlow(t, addr, "plain-producer", false), "records of the other kind are produced again before their offsets are committed; a consumer that stops between the two hands the record over twice")
+	})
+	// An Untrusted topic: its producer tries to steer records to the gray
+	// consumer (every record with gray: true, on the gray partition). All
+	// are prod there: the gray consumer handles none.
+	t.Run("untrusted topic, a producer steering to gray", func(t *testing.T) {
+		add(plainFlow(t, addr, "untrusted-steering", true), "as for the plain producer")
+	})
+
+	if cluster := os.Getenv("GRAYLB_KAFKA_CLUSTER"); cluster != "" {
+		t.Run("plain producer, a 3-broker cluster", func(t *testing.T) {
+			add(plainFlow(t, cluster, "plain-producer-cluster", false), "as for the plain producer")
+		})
+	}
+
 	if script := os.Getenv("GRAYLB_KAFKA_SCRIPT"); script != "" {
 		t.Run("broker restart", func(t *testing.T) {
 			add(flow(t, addr, "broker-restart", func(t *testing.T, topic, group string, led *ledger) (time.Duration, string, func()) {
@@ -211,4 +236,98 @@ func writeRows(t *testing.T, rows []flowRow) {
 			t.Error(err)
 		}
 	}
+}
+
+// plainFlow runs a prod and a gray consumer of one group while a plain
+// franz-go producer writes the topic: every third record gray (its gray
+// header set by hand, its partition the client's choice), or, steering,
+// every record gray and on the gray partition, with consumers whose topic
+// is Untrusted. wrong counts prod records handled by the gray consumer and
+// gray records handled by prod once the gray consumer was handling.
+func plainFlow(t *testing.T, addr, name string, steering bool) flowRow {
+	t.Helper()
+	topic := fmt.Sprintf("graylb-%s-%d", name, time.Now().UnixNano())
+	createTopic(t, addr, topic)
+	led := newLedger()
+	var opts []kafkagray.Option
+	if steering {
+		opts = append(opts, kafkagray.Untrusted())
+	}
+	p1 := startConsumer(t, addr, topic, topic, "p1", false, led, opts...)
+	g := startConsumer(t, addr, topic, topic, "g", true, led, opts...)
+	p := startPlainProducer(t, addr, topic, name, steering, led)
+	since := time.Now()
+	led.waitFor(t, "a prod record processed", since, 60*time.Second, func(e event) bool { return !e.grayR })
+	if steering {
+		led.producedAfter(t, 600, 60*time.Second)
+	} else {
+		led.waitFor(t, "a gray record processed by the gray consumer", since, 60*time.Second, func(e event) bool { return e.grayR && e.grayC })
+	}
+	handling := time.Now()
+	led.producedAfter(t, 600, 60*time.Second)
+	p.close()
+	led.drained(t, 60*time.Second)
+	grayOnProdAlive := led.countAfter(handling, grayOnProd)
+	g.close()
+	p1.close()
+	produced, lost, dup, wrong := led.counts()
+	onGray := led.countAfter(since, func(e event) bool { return e.grayC })
+	t.Logf("%s: %d produced, %d lost, %d duplicated, %d wrong kind, %d gray records on prod while the gray consumer was alive, %d handled by the gray consumer",
+		name, produced, lost, dup, wrong, grayOnProdAlive, onGray)
+	if lost != 0 || wrong != 0 || grayOnProdAlive != 0 {
+		t.Errorf("%s: %d produced, %d lost, %d wrong kind, %d gray records on prod while the gray consumer was alive; want 0, 0, 0",
+			name, produced, lost, wrong, grayOnProdAlive)
+	}
+	if steering && onGray != 0 {
+		t.Errorf("%s: the gray consumer handled %d records of an untrusted topic", name, onGray)
+	}
+	return flowRow{flow: name, switchWhat: "none: records of the other kind are produced again to their kind's partitions", produced: produced, lost: lost, dup: dup, wrong: wrong + grayOnProdAlive}
+}
+
+// startPlainProducer produces as startProducer does, with a plain franz-go
+// client: no kafkagray partitioner, the gray header written by hand.
+// Steering, every record is gray and goes to the last (gray) partition;
+// its records are prod for the ledger (the topic is untrusted).
+func startPlainProducer(t *testing.T, addr, topic, flow string, steering bool, led *ledger) *producer {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds(addr)...), kgo.RecordDeliveryTimeout(90 * time.Second), kgo.RetryTimeout(90 * time.Second)}
+	if steering {
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &producer{stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		defer cl.Close()
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ctx.Err() == nil; i++ {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+			gray := steering || i%3 == 0
+			id := fmt.Sprintf("%s-%d", flow, i)
+			r := &kgo.Record{Topic: topic, Value: []byte(id)}
+			if gray {
+				r.Headers = []kgo.RecordHeader{{Key: "gray", Value: []byte("true")}}
+			}
+			if steering {
+				r.Partition = flowPartitions - 1
+			}
+			cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+				if err == nil {
+					led.produce(id, gray && !steering)
+				}
+			})
+		}
+		fctx, fcancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer fcancel()
+		_ = cl.Flush(fctx)
+	}()
+	return p
 }

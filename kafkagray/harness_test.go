@@ -215,9 +215,9 @@ func (l *ledger) drained(t *testing.T, d time.Duration) {
 // flowLB is a LoadBalancer over one prod (10.0.0.1) and one gray
 // (10.0.0.2) instance of "svc": a handler's pick says which kind its
 // context routes as.
-func flowLB(t *testing.T) *graylb.LoadBalancer {
+func flowLB(t *testing.T, opts ...graylb.Option) *graylb.LoadBalancer {
 	t.Helper()
-	return newLB(t)
+	return newLB(t, opts...)
 }
 
 func groupOpts(addr, topic, group string, link *kafkagray.Link) []kgo.Opt {
@@ -246,10 +246,10 @@ type consumer struct {
 // startConsumer starts a consumer of kind gray: it processes each polled
 // record (a pick with the handler's context, noted in the ledger), commits
 // what it polled, then lets a rebalance happen.
-func startConsumer(t *testing.T, addr, topic, group, name string, gray bool, led *ledger) *consumer {
+func startConsumer(t *testing.T, addr, topic, group, name string, gray bool, led *ledger, opts ...kafkagray.Option) *consumer {
 	t.Helper()
-	lb := flowLB(t)
-	link := newLink(t, lb, kafkagray.WithGray(gray))
+	lb := flowLB(t, graylb.WithSelfGray(gray))
+	link := newLink(t, lb, opts...)
 	cl, err := kgo.NewClient(groupOpts(addr, topic, group, link)...)
 	if err != nil {
 		t.Fatal(err)
@@ -394,7 +394,7 @@ func TestKafkaChildConsumer(t *testing.T) {
 		t.Skip("run by the SIGKILL flow only")
 	}
 	f := strings.Split(spec, ";")
-	link := newLink(t, flowLB(t), kafkagray.WithGray(true))
+	link := newLink(t, flowLB(t, graylb.WithSelfGray(true)), kafkagray.WithGray(true))
 	lb := flowLB(t)
 	cl, err := kgo.NewClient(groupOpts(f[0], f[1], f[2], link)...)
 	if err != nil {

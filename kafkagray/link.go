@@ -2,6 +2,8 @@ package kafkagray
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -21,7 +23,9 @@ type Link struct {
 	b         *adapter.Balancer
 	adm       *adapter.Admitter
 	grayKey   string
-	gray      bool // this service's consumers are gray
+	gray      bool  // this service's consumers are gray: the LoadBalancer's own flag
+	grayOpt   *bool // WithGray, checked against it
+	logger    *slog.Logger
 	untrusted bool
 	grayParts int32
 	obs       RecordObserver
@@ -30,17 +34,45 @@ type Link struct {
 	badGroup  error    // WithGroup's refusal, returned by New
 
 	consumed [2][2]atomic.Uint64 // handled records: [prod, gray][ok, failed]
+	rerouted atomic.Uint64       // records produced again to a partition of their kind
+
+	// cl is the client Follow was given: Handle produces records of the
+	// other kind with it (reroute.go).
+	cl      atomic.Pointer[kgo.Client]
+	warnNoC sync.Once
 
 	mu         sync.Mutex // guards what the balancer saw at the last sync
 	assignment *assignment
+	// grayTo says, per topic, whether the group's leader gave its gray
+	// partitions to gray members at the last rebalance.
+	grayTo atomic.Pointer[map[string]bool]
+	// unsplit are topics too small for a gray partition, reported once.
+	unsplit sync.Map
 }
 
 // Option configures a Link.
 type Option func(*Link)
 
-// WithGray says whether this process's consumers are gray: the flag the
-// process registers with (gray=true in Nacos metadata). Default prod.
-func WithGray(gray bool) Option { return func(l *Link) { l.gray = gray } }
+// ErrMismatch is returned (wrapped) by New when WithGray says another kind
+// than the LoadBalancer's own flag.
+var ErrMismatch = errors.New("kafkagray: the consumers' kind disagrees with the LoadBalancer's own flag")
+
+// WithGray says whether this process's consumers are gray. The kind is the
+// LoadBalancer's own flag (graylb.WithSelfGray), which the process's
+// registration writes too (nacos.WithLoadBalancer): New refuses a WithGray
+// that says otherwise (ErrMismatch).
+func WithGray(gray bool) Option { return func(l *Link) { l.grayOpt = &gray } }
+
+// WithLogger sets the logger of what the Link reports (default
+// slog.Default()): topics with too few partitions for a gray one, records
+// of the other kind it could not produce again.
+func WithLogger(lg *slog.Logger) Option {
+	return func(l *Link) {
+		if lg != nil {
+			l.logger = lg
+		}
+	}
+}
 
 // WithGrayPartitions sets how many of each topic's partitions, the last
 // ones, hold gray records (default 1). Every producer and consumer of a
@@ -60,14 +92,15 @@ func WithGrayPartitions(n int) Option {
 // the rules decide for a request that carries none.
 func Untrusted() Option { return func(l *Link) { l.untrusted = true } }
 
-// New returns the Link of lb. Errors wrap ErrNoLoadBalancer or
-// ErrInvalidGroup.
+// New returns the Link of lb; its consumers' kind is lb's own flag
+// (graylb.WithSelfGray). Errors wrap ErrNoLoadBalancer, ErrInvalidGroup or
+// ErrMismatch.
 func New(lb *graylb.LoadBalancer, opts ...Option) (*Link, error) {
 	if lb == nil {
 		return nil, ErrNoLoadBalancer
 	}
 	b := adapter.For(lb)
-	l := &Link{b: b, adm: b.Admitter(), grayKey: b.Keys().Gray, grayParts: 1}
+	l := &Link{b: b, adm: b.Admitter(), grayKey: b.Keys().Gray, grayParts: 1, gray: b.SelfGray(), logger: slog.Default()}
 	for _, o := range opts {
 		if o != nil {
 			o(l)
@@ -75,6 +108,9 @@ func New(lb *graylb.LoadBalancer, opts ...Option) (*Link, error) {
 	}
 	if l.badGroup != nil {
 		return nil, l.badGroup
+	}
+	if l.grayOpt != nil && *l.grayOpt != l.gray {
+		return nil, fmt.Errorf("%w: WithGray(%t), while the LoadBalancer's own flag (graylb.WithSelfGray) is %t", ErrMismatch, *l.grayOpt, l.gray)
 	}
 	return l, nil
 }

@@ -9,7 +9,7 @@ import (
 // RecordObserver is told of each record Handle and HandleErr hand to
 // their function, once the function returned: the record's topic, the
 // Link's consumer group (WithGroup; empty without it), the record's kind
-// (its gray header as it arrived: what the partitioner went by), this
+// (its gray header as it arrived, prod on an Untrusted topic), this
 // consumer's kind (WithGray), whether the function succeeded (always for
 // Handle; a nil error for HandleErr) and how long it ran.
 //

@@ -19,7 +19,9 @@ func (l *Link) Partitioner() kgo.Partitioner { return partitioner{l} }
 type partitioner struct{ l *Link }
 
 // ForTopic returns the topic's partitioner: the client asks once per topic.
-func (p partitioner) ForTopic(string) kgo.TopicPartitioner { return &topicPartitioner{l: p.l} }
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	return &topicPartitioner{l: p.l, topic: topic}
+}
 
 // topicPartitioner partitions one topic's records. Each kind has its own
 // turn: a turn shared by both kinds would skip partitions whenever the
@@ -27,6 +29,7 @@ func (p partitioner) ForTopic(string) kgo.TopicPartitioner { return &topicPartit
 // would land on two of three prod partitions only).
 type topicPartitioner struct {
 	l              *Link
+	topic          string
 	prodRR, grayRR atomic.Uint32
 }
 
@@ -43,7 +46,7 @@ func (p *topicPartitioner) RequiresConsistency(*kgo.Record) bool { return true }
 
 // Partition returns r's partition among n.
 func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
-	first, count := p.l.span(r, int32(n))
+	first, count := p.l.span(p.topic, r, int32(n))
 	var h uint32
 	switch {
 	case r.Key != nil:
@@ -57,11 +60,14 @@ func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
 }
 
 // span returns the first partition and the number of partitions of r's
-// kind in a topic of n partitions.
-func (l *Link) span(r *kgo.Record, n int32) (first, count int32) {
+// kind in topic, of n partitions.
+func (l *Link) span(topic string, r *kgo.Record, n int32) (first, count int32) {
 	g := l.grayPartitions(n)
 	if g > 0 && l.recordGray(r) {
 		return n - g, g
+	}
+	if g == 0 && l.recordGray(r) {
+		l.reportUnsplit(topic, n)
 	}
 	return 0, n - g
 }

@@ -1,8 +1,11 @@
 package kafkagray_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/graylb/graylb/kafkagray"
@@ -101,5 +104,22 @@ func TestContext_ProdRecordAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { _ = l.Context(ctx, r) })
 	if allocs != 0 {
 		t.Fatalf("Context of a prod record: %.1f allocations, want 0", allocs)
+	}
+}
+
+// A topic that cannot hold the split (one partition: every gray record
+// goes to prod) is reported as an error naming it, once.
+func TestPartitioner_ReportsATopicTooSmall(t *testing.T) {
+	var buf bytes.Buffer
+	l := newLink(t, newLB(t), kafkagray.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	tp := l.Partitioner().ForTopic("orders")
+	for range 3 {
+		if got := tp.Partition(record("gray", "true"), 1); got != 0 {
+			t.Fatalf("partition %d of 1", got)
+		}
+	}
+	tp.Partition(record(), 1)
+	if n := strings.Count(buf.String(), "level=ERROR"); n != 1 || !strings.Contains(buf.String(), "topic=orders") {
+		t.Fatalf("want one error naming the topic, logged:\n%s", buf.String())
 	}
 }

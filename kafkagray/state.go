@@ -40,12 +40,19 @@ type State struct {
 	// nil before the first time. Rebalances counts the assignments.
 	LastRebalance *time.Time `json:"lastRebalance"`
 	Rebalances    uint64     `json:"rebalances"`
+	// Rerouted counts the records of the other kind Handle and HandleErr
+	// produced again to a partition of their kind instead of handling them.
+	Rerouted uint64 `json:"rerouted"`
 }
 
 // TopicPartitions is one topic's partitions as the group's leader saw them.
 type TopicPartitions struct {
 	Partitions int32   `json:"partitions"`
 	Gray       []int32 `json:"gray"`
+	// GrayConsumers: the gray partitions went to gray members (one is
+	// alive and the rules are open); prod members then produce the gray
+	// records that reach them again to a gray partition.
+	GrayConsumers bool `json:"grayConsumers"`
 }
 
 // assignment is what the balancer parsed at a sync.
@@ -64,7 +71,7 @@ type assignment struct {
 func (l *Link) State() State {
 	st := State{Kind: l.kind(), RulesClosed: l.closed(), Group: l.group, Topics: slices.Clone(l.topics),
 		GrayPartitions: int(l.grayParts), Assigned: map[string][]int32{}, TopicPartitions: map[string]TopicPartitions{},
-		Consumed: map[string]map[string]uint64{}}
+		Consumed: map[string]map[string]uint64{}, Rerouted: l.rerouted.Load()}
 	if st.Topics == nil {
 		st.Topics = []string{}
 	}
@@ -96,6 +103,10 @@ func (l *Link) synced(assigned map[string][]int32, topics map[string]TopicPartit
 		slices.Sort(ps)
 		a.assigned[t] = ps
 	}
+	grayTo := make(map[string]bool, len(topics))
+	for t, tp := range topics {
+		grayTo[t] = tp.GrayConsumers
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.assignment != nil {
@@ -103,11 +114,14 @@ func (l *Link) synced(assigned map[string][]int32, topics map[string]TopicPartit
 	}
 	a.count++
 	l.assignment = a
+	l.grayTo.Store(&grayTo)
 }
 
 // spans are the partition counts the leader balanced, handed to every
-// member in its assignment's user data: topic → [partitions, gray].
-type spans map[string][2]int32
+// member in its assignment's user data: topic → [partitions, gray, 1 when
+// the gray partitions went to gray members]. A member that reads two
+// numbers (an older kafkagray) ignores the third.
+type spans map[string][3]int32
 
 // syncPlan is the leader's plan, each member's assignment carrying the
 // topics' partition counts and gray partitions in its user data (a member
@@ -160,7 +174,7 @@ func parseAssignment(b []byte) (map[string][]int32, map[string]TopicPartitions, 
 			if n < 0 || g < 0 || g > n {
 				continue
 			}
-			tp := TopicPartitions{Partitions: n, Gray: []int32{}}
+			tp := TopicPartitions{Partitions: n, Gray: []int32{}, GrayConsumers: s[2] == 1 && g > 0}
 			for p := n - g; p < n; p++ {
 				tp.Gray = append(tp.Gray, p)
 			}

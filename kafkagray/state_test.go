@@ -45,7 +45,7 @@ func TestState_ReflectsTheAssignment(t *testing.T) {
 
 // Before any rebalance the state is empty, not nil, and says the rules.
 func TestState_BeforeAnyRebalance(t *testing.T) {
-	l := newLink(t, newLB(t, graylb.WithRules(graylb.Rules{Closed: true})),
+	l := newLink(t, newLB(t, graylb.WithRules(graylb.Rules{Closed: true}), graylb.WithSelfGray(true)),
 		kafkagray.WithGray(true), kafkagray.WithGroup("orders", "payments", "orders", "orders"))
 	st := l.State()
 	if st.Kind != graylb.Gray || !st.RulesClosed || st.Group != "orders" || fmt.Sprint(st.Topics) != "[orders payments]" ||
@@ -107,9 +107,9 @@ func (r *recorder) ObserveRecord(topic, group string, kind, consumer graylb.Kind
 	r.got = append(r.got, observed{topic, group, kind, consumer, ok})
 }
 
-// HandleErr counts each record by its kind (as it arrived: an Untrusted
-// Link deletes the keys before the handler runs) and outcome, handles
-// every record whatever fails, and returns the first failure wrapped.
+// HandleErr counts each record by its kind (prod on an Untrusted topic,
+// whatever its keys) and outcome, handles every record whatever fails, and
+// returns the first failure wrapped.
 func TestHandleErr_CountsByKindAndOutcome(t *testing.T) {
 	for _, untrusted := range []bool{false, true} {
 		t.Run(fmt.Sprint("untrusted=", untrusted), func(t *testing.T) {
@@ -139,10 +139,19 @@ func TestHandleErr_CountsByKindAndOutcome(t *testing.T) {
 				{"t", "g1", graylb.Gray, graylb.Prod, false},
 				{"t", "g1", graylb.Prod, graylb.Prod, false},
 			}
+			if untrusted {
+				want[0].kind, want[2].kind = graylb.Prod, graylb.Prod
+			}
 			if !reflect.DeepEqual(rec.got, want) {
 				t.Fatalf("observed %+v\nwant %+v", rec.got, want)
 			}
 			c := l.State().Consumed
+			if untrusted {
+				if c["prod"]["ok"] != 2 || c["prod"]["failed"] != 2 {
+					t.Fatalf("consumed %v", c)
+				}
+				return
+			}
 			if c["gray"]["ok"] != 1 || c["gray"]["failed"] != 1 || c["prod"]["ok"] != 1 || c["prod"]["failed"] != 1 {
 				t.Fatalf("consumed %v", c)
 			}
@@ -153,7 +162,7 @@ func TestHandleErr_CountsByKindAndOutcome(t *testing.T) {
 // Handle counts its records as ok, with or without an observer.
 func TestHandle_CountsOk(t *testing.T) {
 	rec := &recorder{}
-	for _, l := range []*kafkagray.Link{newLink(t, newLB(t), kafkagray.WithGray(true)), newLink(t, newLB(t), kafkagray.WithGray(true), kafkagray.WithRecordObserver(rec))} {
+	for _, l := range []*kafkagray.Link{newLink(t, newLB(t, graylb.WithSelfGray(true)), kafkagray.WithGray(true)), newLink(t, newLB(t, graylb.WithSelfGray(true)), kafkagray.WithGray(true), kafkagray.WithRecordObserver(rec))} {
 		var seen []string
 		l.Handle(context.Background(), fetches(record("gray", "true"), record()), func(ctx context.Context, r *kgo.Record) {
 			seen = append(seen, (*headersOf)(r).gray())
@@ -231,7 +240,7 @@ func TestMetadata(t *testing.T) {
 	if m := newLink(t, newLB(t)).Metadata(); m != nil {
 		t.Fatalf("without a group: %v", m)
 	}
-	m := newLink(t, newLB(t), kafkagray.WithGray(true), kafkagray.WithGrayPartitions(2),
+	m := newLink(t, newLB(t, graylb.WithSelfGray(true)), kafkagray.WithGray(true), kafkagray.WithGrayPartitions(2),
 		kafkagray.WithGroup("orders", "payments", "orders")).Metadata()
 	want := map[string]string{"kafka.group": "orders", "kafka.topics": "orders,payments", "kafka.kind": "gray", "kafka.grayPartitions": "2"}
 	if !reflect.DeepEqual(m, want) {

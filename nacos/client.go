@@ -81,6 +81,7 @@ type Client struct {
 	closed     bool
 	configCl   config_client.IConfigClient
 	registered map[string]bool
+	own        map[string]ownRegistration   // registered and answered, read back after reconnections (readback.go)
 	syncing    map[string]*subscriptionSync // services whose subscription is being sent (subscription.go)
 }
 
@@ -123,6 +124,7 @@ func NewClient(ctx context.Context, opts ...Option) (*Client, error) {
 		lister:     lister,
 		connected:  make(chan struct{}),
 		registered: map[string]bool{},
+		own:        map[string]ownRegistration{},
 	}
 	// The SDK connects inside its constructor and retries there, whatever
 	// its ctx says (3 attempts, each up to its timeout): build it in the

@@ -19,7 +19,7 @@ func (c *Client) watchConnection() {
 	defer c.done.Done()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	ever := false
+	ever, down := false, false
 	up := map[string]bool{}
 	probeEvery, n := 5, 0 // servers: every 500 ms
 	for {
@@ -33,7 +33,12 @@ func (c *Client) watchConnection() {
 				ever = true
 				close(c.connected)
 			}
+			if down {
+				down = false
+				c.reverify() // the SDK registers its instances again
+			}
 		} else if ever {
+			down = true
 			c.trouble.Store(time.Now().UnixNano())
 		}
 		if n++; len(c.params.ServerConfigs) > 1 && n%probeEvery == 0 {

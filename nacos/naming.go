@@ -151,6 +151,23 @@ func (c *Client) register(ctx context.Context, service, group string, in model.I
 		c.mu.Unlock()
 		return err
 	}
+	own := ownRegistration{service: service, group: group, in: in}
+	c.mu.Lock()
+	if c.registered[key] {
+		c.own[key] = own
+	}
+	c.mu.Unlock()
+	// Read back within the registration's ctx, 3 s at most (what a
+	// restart must set right), then in the background if that was short.
+	vctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := c.verify(vctx, own); err != nil {
+		if ctx.Err() == nil && vctx.Err() == nil {
+			c.cfg.logger.Error("nacos: the registered instance's metadata could not be set right", "err", err)
+		} else {
+			c.verifyAfter(own)
+		}
+	}
 	return nil
 }
 
@@ -166,6 +183,7 @@ func (c *Client) deregister(ctx context.Context, callTimeout time.Duration, serv
 	key := util.GetGroupName(service, group)
 	c.mu.Lock()
 	delete(c.registered, key)
+	delete(c.own, key)
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {

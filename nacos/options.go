@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/graylb/graylb"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/config_client"
 	"github.com/nacos-group/nacos-sdk-go/v2/clients/naming_client"
@@ -49,6 +50,9 @@ type config struct {
 	refill      time.Duration
 	connectWait time.Duration
 	drainWait   time.Duration
+	lb          *graylb.LoadBalancer // WithLoadBalancer
+	quiet       time.Duration        // WithQuietPeriod
+	drainMax    time.Duration        // WithDrainMax
 	// recoverEvery is the period of the Supplier's catch-up over HTTP
 	// while the connection is down (recover.go); zero turns it off.
 	recoverEvery time.Duration
@@ -113,6 +117,8 @@ func newConfig(opts []Option) *config {
 		refill:      DefaultRefillWindow,
 		connectWait: 3 * time.Second,
 		drainWait:   DefaultDrainWait,
+		quiet:       DefaultQuietPeriod,
+		drainMax:    DefaultDrainMax,
 
 		recoverEvery:    recoverEvery,
 		recoverPatience: recoverPatience,
@@ -187,6 +193,38 @@ func WithDrainWait(d time.Duration) Option {
 	return func(c *config) {
 		if d >= 0 {
 			c.drainWait = d
+		}
+	}
+}
+
+// WithLoadBalancer makes Register take from lb what the process's
+// routing already says: the metadata keys of the gray flag and of the
+// version (graylb.WithGrayKey, filter.WithVersionKey) and the process's
+// kind (graylb.WithSelfGray). A Service whose GrayKey, Gray or the
+// environment (EnvGray) says otherwise is refused (ErrMismatch). Its
+// Deregister then also waits, after the drain wait, until no call has
+// reached lb's server sides for the quiet period (WithQuietPeriod, at
+// most WithDrainMax): callers that cache lists stop calling only when
+// their cache expires.
+func WithLoadBalancer(lb *graylb.LoadBalancer) Option { return func(c *config) { c.lb = lb } }
+
+// WithQuietPeriod sets how long no call may have arrived before a
+// Deregister of a Registration with WithLoadBalancer returns (default
+// DefaultQuietPeriod; d <= 0 keeps it).
+func WithQuietPeriod(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.quiet = d
+		}
+	}
+}
+
+// WithDrainMax bounds how long, from the removal, Deregister waits for
+// callers to stop (default DefaultDrainMax; d <= 0 keeps it).
+func WithDrainMax(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.drainMax = d
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/adapter"
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 )
@@ -41,6 +42,17 @@ type registrar interface {
 // stopping process (tens of seconds).
 const DefaultDrainWait = 2 * time.Second
 
+// DefaultQuietPeriod is how long no call may have arrived before the
+// Deregister of a Registration with WithLoadBalancer returns: longer than
+// the gaps between the calls of a caller still sending.
+const DefaultQuietPeriod = 3 * time.Second
+
+// DefaultDrainMax bounds, from the removal, how long such a Deregister
+// waits for callers to stop: Spring Cloud LoadBalancer caches instance
+// lists for 35 s by default (spring.cloud.loadbalancer.cache.ttl), and
+// its callers stop only when their cache expires.
+const DefaultDrainMax = 45 * time.Second
+
 // Registration is a registered instance. Deregister takes it off the
 // registry and waits until clients have had the time to see it go;
 // Close deregisters it at once and closes the Client Register built.
@@ -52,9 +64,9 @@ const DefaultDrainWait = 2 * time.Second
 // on Nacos:
 //
 //	<-sigterm
-//	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+//	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 //	defer cancel()
-//	if err := reg.Deregister(ctx); err != nil { // off the list, then DefaultDrainWait
+//	if err := reg.Deregister(ctx); err != nil { // off the list, drained
 //		log.Print(err)
 //	}
 //	srv.Shutdown(ctx) // or grpcServer.GracefulStop(): in-flight requests finish
@@ -67,6 +79,9 @@ type Registration struct {
 	closeFn    func()
 	timeout    time.Duration
 	drain      time.Duration
+	lb         *graylb.LoadBalancer // WithLoadBalancer: Deregister waits for its callers
+	quiet      time.Duration
+	drainMax   time.Duration
 	Instance   graylb.Instance
 
 	mu        sync.Mutex
@@ -85,16 +100,29 @@ type Service struct {
 	Gray     *bool             // default: EnvGray
 	Version  string            // default: EnvVersion
 	Metadata map[string]string // more metadata; copied
-	GrayKey  string            // metadata key for the gray flag (default "gray")
+	GrayKey  string            // metadata key for the gray flag (default: see Register)
 	Cluster  string
 }
 
 // Register registers svc as an ephemeral instance with its gray and
-// version metadata, taken from svc or else from the environment (EnvGray,
-// EnvVersion), through the Client given by WithClient or a Client of its
-// own (closed by Registration.Close). ctx bounds the registration. The SDK
-// registers the instance again after every reconnection. A Client holds
-// one registration per service (ErrDuplicateRegistration otherwise).
+// version metadata, through the Client given by WithClient or a Client of
+// its own (closed by Registration.Close). ctx bounds the registration. The
+// SDK registers the instance again after every reconnection. A Client
+// holds one registration per service (ErrDuplicateRegistration otherwise).
+//
+// The keys and the kind are the process's: with WithLoadBalancer, the
+// LoadBalancer's metadata keys and own flag, and a Service or environment
+// that says otherwise is refused (ErrMismatch). Without it, the kind is
+// svc.Gray, else EnvGray; the gray key svc.GrayKey, else the one every
+// LoadBalancer of the process reads (adapter.Live), else "gray"; a gray key
+// that none of them reads is refused (ErrMismatch).
+//
+// Through a Client (WithClient, or its own), the registration then reads
+// itself back from the server, and again after each reconnection: metadata
+// that differs from what it registered (an operator's edit in the console,
+// which the server keeps across the instance's restarts) is written again
+// over the HTTP API, and one the server keeps refusing is logged as an
+// error naming the instance.
 func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, error) {
 	c := newConfig(opts)
 	inst := graylb.NewInstance(svc.Name, svc.Host, svc.Port, maps.Clone(svc.Metadata))
@@ -108,23 +136,19 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 	if inst.Metadata == nil {
 		inst.Metadata = map[string]string{}
 	}
-	key := svc.GrayKey
-	if key == "" {
-		key = graylb.DefaultGrayKey
+	id, err := identify(svc, c)
+	if err != nil {
+		return nil, err
 	}
-	gray := graylb.IsGray(os.Getenv(EnvGray))
-	if svc.Gray != nil {
-		gray = *svc.Gray
-	}
-	inst.Metadata[key] = strconv.FormatBool(gray)
+	inst.Metadata[id.grayKey] = strconv.FormatBool(id.gray)
 	version := svc.Version
 	if version == "" {
 		version = os.Getenv(EnvVersion)
 	}
 	if version != "" {
-		inst.Metadata[graylb.DefaultVersionKey] = version
+		inst.Metadata[id.versionKey] = version
 	}
-	reg := &Registration{Instance: inst, timeout: c.timeout, drain: c.drainWait}
+	reg := &Registration{Instance: inst, timeout: c.timeout, drain: c.drainWait, lb: c.lb, quiet: c.quiet, drainMax: c.drainMax}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -234,7 +258,12 @@ func (r *Registration) viaSDK(ctx context.Context, nc registrar, c *config) erro
 // wait (WithDrainWait, default DefaultDrainWait) from the moment the
 // server answered, so that clients stop sending before the caller stops
 // serving (see Registration). Keep serving meanwhile: requests clients
-// picked before the push still arrive.
+// picked before the push still arrive. With WithLoadBalancer it then waits
+// until no call has reached the LoadBalancer's server sides for the quiet
+// period (WithQuietPeriod), at most WithDrainMax from the removal: callers
+// that cache the instance list (Spring Cloud LoadBalancer) drain whatever
+// their cache; calls still arriving when it gives up are reported in an
+// error wrapping ErrCallersRemain.
 //
 // ctx bounds both steps; when it ends first, Deregister returns at once
 // with an error wrapping ctx.Err() (after the removal, the instance is off
@@ -275,11 +304,37 @@ func (r *Registration) Deregister(ctx context.Context) error {
 		case <-ctx.Done():
 			// What is ready wins: a wait that ended as ctx did is complete.
 			if time.Now().Before(r.removedAt.Add(r.drain)) {
-				err = errors.Join(err, fmt.Errorf("nacos: deregister %s: drain wait cut short: %w", r.Instance.Addr(), ctx.Err()))
+				return errors.Join(err, fmt.Errorf("nacos: deregister %s: drain wait cut short: %w", r.Instance.Addr(), ctx.Err()))
 			}
 		}
 	}
+	if r.lb != nil {
+		err = errors.Join(err, r.waitQuiet(ctx))
+	}
 	return err
+}
+
+// ErrCallersRemain: Deregister stopped waiting for callers to stop (its
+// ctx ended, or WithDrainMax passed) while calls still arrived: callers
+// that cache instance lists longer than that will see this instance fail.
+var ErrCallersRemain = errors.New("nacos: callers still calling the deregistered instance")
+
+// waitQuiet waits until no call reached the LoadBalancer's server sides
+// for the quiet period, within ctx and the drain maximum from the removal.
+func (r *Registration) waitQuiet(ctx context.Context) error {
+	qctx, cancel := context.WithDeadline(ctx, r.removedAt.Add(r.drainMax))
+	defer cancel()
+	last, err := adapter.For(r.lb).Quiet(qctx, r.quiet)
+	if err == nil || last.IsZero() { // no caller came since the drain began
+		return nil
+	}
+	ago := fmt.Sprintf("the last %v ago", time.Since(last).Round(time.Millisecond))
+	why := fmt.Sprintf("the drain maximum (%v) passed", r.drainMax)
+	if ctx.Err() != nil {
+		why = ctx.Err().Error()
+	}
+	return fmt.Errorf("nacos: deregister %s: %w %v after its removal (%s; %s): raise the deadline of Deregister's ctx and WithDrainMax, or shorten the callers' cache",
+		r.Instance.Addr(), ErrCallersRemain, time.Since(r.removedAt).Round(time.Millisecond), ago, why)
 }
 
 // remove starts the removal unless it started, within ctx, and returns a

@@ -24,7 +24,7 @@ go test -count=1 -run '^(TestSetRules_ReachesServiceBeingAdded|TestSetRules_Race
 go test -count=1 -run '^TestMiddleware_TrustBoundaryDropsEveryRoutingKey$' ./httpctx
 (scripts/inmodule.sh grpcctx go test -count=1 -run '^(TestFullLink_TrustBoundaryDropsForgedDecision|TestFullLink_CanaryDecisionTravels)$' .)
 echo "== chaos, cluster, refill versus deregistration, forged pushes (live and on disk), leaks against Nacos"
-(scripts/inmodule.sh nacos go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|DiskCacheIsItsOwn|CloseLeaks|UnreachableFailsFast)$' .)
+(scripts/inmodule.sh nacos go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|DiskCacheIsItsOwn|CloseLeaks|UnreachableFailsFast|KeysConfiguredOnce|ConsoleEditDoesNotOutliveARestart)$' .)
 
 echo "== deployment flows under load against Nacos: graceful, abrupt, rolling, restart, promotion, rollback"
 (scripts/inmodule.sh deploytest go test -count=1 -timeout 10m -run '^TestDeploy_' .)
@@ -36,8 +36,14 @@ scripts/kafka.sh cluster-start 3
 (GRAYLB_KAFKA_ADDR=127.0.0.1:$kp GRAYLB_KAFKA_SCRIPT=$ROOT/scripts/kafka.sh \
   GRAYLB_KAFKA_CLUSTER=127.0.0.1:$((kp + 1000)),127.0.0.1:$((kp + 1010)),127.0.0.1:$((kp + 1020)) \
   scripts/inmodule.sh kafkagray go test -count=1 -timeout 10m -run '^TestKafkaFlows$' .) || { scripts/kafka.sh stop; scripts/kafka.sh cluster-stop 3; exit 1; }
-scripts/kafka.sh stop
 scripts/kafka.sh cluster-stop 3
+
+echo "== graylb among the seeds' Java services (interoptest): chains, flows under load, Spring Kafka"
+make --no-print-directory interop-jars
+(GRAYLB_INTEROP_COMPARE=1 scripts/inmodule.sh interoptest go test -count=1 -timeout 20m -run '^TestJavaEstate$' . &&
+  GRAYLB_KAFKA_ADDR=127.0.0.1:$kp scripts/inmodule.sh interoptest go test -count=1 -timeout 5m -run '^TestJavaKafka$' .) ||
+  { scripts/kafka.sh stop; exit 1; }
+scripts/kafka.sh stop
 
 echo "== the rollout judge: 20 rollouts per gray build against a real Prometheus"
 (GRAYLB_JUDGE_ROLLOUTS=20 scripts/inmodule.sh cmd/graylb go test -count=1 -timeout 30m -run 'TestIntegration_JudgeRealMetrics$' .)
@@ -121,8 +127,33 @@ kafka_how() {
   echo "group's session timeout, 6 s, applies). The cluster flow runs on a topic replicated on 3 brokers"
   echo "(\`scripts/kafka.sh cluster-start 3\`, each broker also a controller) and kills broker 1 with SIGKILL. A"
   echo "record is lost when it was acknowledged to the producer and"
-  echo "never processed once the producer stopped and the group drained (60 s). Measured with the franz-go"
+  echo "never processed once the producer stopped and the group drained (60 s). The plain-producer flows"
+  echo "produce with a plain franz-go client (its own partitioner, the gray header written by hand, as Spring"
+  echo "Kafka does; untrusted-steering: every record gray and on the gray partition of an \`Untrusted()\` topic),"
+  echo "a prod and a gray consumer alive throughout; their wrong kind also counts gray records handled by prod"
+  echo "once the gray consumer was handling. Measured with the franz-go"
   echo "version kafkagray requires ($(awk '$1 == "github.com/twmb/franz-go" { print $2 }' kafkagray/go.mod))."
+}
+
+# interop_how: how the mixed estate is measured (interoptest).
+interop_how() {
+  echo "Targets: 0 chains that change kind, 0 failed idempotent requests in the flows (the \"drain clock\" rows"
+  echo "are the stop before callers were waited for: the 2 s drain wait alone, measured for comparison). How:"
+  echo "\`TestJavaEstate\` (interoptest) starts, on loopback against r-nacos, seed 002's Spring Cloud Gateway (a"
+  echo "gray-tag header in any case, or a user of its gray-user list), seed 001's Spring Cloud LoadBalancer rule"
+  echo "(gray-tag, exactly \`true\`), seed 000's filter chain (gray, any case, the service's own flag) and a plain"
+  echo "Spring Cloud Alibaba service (gray-tag: \${gray:false}), a prod and a gray JVM each (Spring Boot 3.5.7,"
+  echo "Spring Cloud 2025.0.0, Spring Cloud Alibaba 2025.0.0.0, Spring's default list cache: 35 s), and graylb"
+  echo "services keyed as each seed, then sends 25 requests of each kind through every chain. The flows run 2"
+  echo "workers per entry, a request every 20 ms each: a graylb instance's SIGTERM (the documented stop:"
+  echo "\`Deregister\` with \`nacos.WithLoadBalancer\`, then \`Shutdown\`) behind the gateway and seed 001's caller, a"
+  echo "Spring Cloud Alibaba instance's SIGTERM behind graylb's Transport, a gray graylb build promoted to prod"
+  echo "behind the gateway (the new prod started, then the old prod and the gray instance SIGTERMed)."
+  echo "\`TestJavaKafka\` produces with Spring Kafka (its partitioner, the gray header copied from the request) to"
+  echo "a prod and a gray kafkagray consumer of one group, and with kafkagray (requests with \`gray: TRUE\` and"
+  echo "without) to a Spring Kafka consumer. The registration rows are the nacos package's"
+  echo "\`TestIntegration_KeysConfiguredOnce\` (on main before: 200 of 400) and"
+  echo "\`TestIntegration_ConsoleEditDoesNotOutliveARestart\` (on main before: 20 of 20)."
 }
 
 {
@@ -211,6 +242,32 @@ kafka_how() {
   cat "$OUT"/kafka.md 2>/dev/null
   echo
   kafka_how
+  echo
+  echo "## A mixed Java/Go estate"
+  echo
+  echo "graylb services among Java services written from the seeds' behaviour, one Nacos registry (interoptest)."
+  echo
+  echo "| fixture | chain | chains | changed kind | failed |"
+  echo "|---|---|---:|---:|---:|"
+  cat "$OUT"/interop-chains.md 2>/dev/null
+  echo
+  echo "| case | chains | changed kind | failed |"
+  echo "|---|---:|---:|---:|"
+  cat "$OUT"/interop-canonical.md 2>/dev/null
+  echo
+  echo "| flow | through | requests | failed | wrong kind |"
+  echo "|---|---|---:|---:|---:|"
+  cat "$OUT"/interop-go-sigterm-clock.md "$OUT"/interop-go-sigterm-callers.md "$OUT"/interop-java-stop.md "$OUT"/interop-promotion.md 2>/dev/null
+  echo
+  echo "| registration | counted | |"
+  echo "|---|---|---:|"
+  cat "$OUT"/interop-registry-keys.md "$OUT"/interop-registry-console.md 2>/dev/null
+  echo
+  echo "| records | records | lost | prod on gray | gray on prod (a gray consumer alive) | |"
+  echo "|---|---:|---:|---:|---:|---|"
+  cat "$OUT"/interop-kafka.md 2>/dev/null
+  echo
+  interop_how
   echo
   echo "## A process's life against a real Nacos"
   echo

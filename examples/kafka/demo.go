@@ -73,8 +73,8 @@ func newDemo(ctx context.Context, brokers []string) (_ *demo, err error) {
 	}()
 	reg := graylb.NewRegistry()
 	// Each service has a LoadBalancer of its own, as a separate process would.
-	newLB := func() (*graylb.LoadBalancer, error) {
-		lb, err := graylb.New(reg)
+	newLB := func(opts ...graylb.Option) (*graylb.LoadBalancer, error) {
+		lb, err := graylb.New(reg, opts...)
 		if err == nil {
 			d.closers = append(d.closers, func() { lb.Close() })
 		}
@@ -163,13 +163,13 @@ func (d *demo) orders(link *kafkagray.Link) http.Handler {
 // consume starts one consumer of the group, of the given kind: its own
 // LoadBalancer and Link, a client, and a loop that handles each record by
 // calling stock-service with the record's context.
-func (d *demo) consume(brokers []string, newLB func() (*graylb.LoadBalancer, error), gray bool) error {
+func (d *demo) consume(brokers []string, newLB func(...graylb.Option) (*graylb.LoadBalancer, error), gray bool) error {
 	name := "consumer-" + kind(gray)
-	lb, err := newLB()
+	lb, err := newLB(graylb.WithSelfGray(gray)) // the process's kind, said once
 	if err != nil {
 		return err
 	}
-	link, err := kafkagray.New(lb, kafkagray.WithGray(gray))
+	link, err := kafkagray.New(lb) // its consumers are of lb's kind
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,10 @@
 //
 // It serves a small HTTP endpoint until SIGINT or SIGTERM, then stops
 // gracefully: it deregisters, keeps serving while clients see the
-// deregistration (-drain, default nacos.DefaultDrainWait), and only then shuts its server
-// down, letting requests in flight finish.
+// deregistration (-drain, default nacos.DefaultDrainWait) and until its
+// callers stop calling (callers that cache lists, as Spring Cloud
+// LoadBalancer does for 35 s, keep calling until their cache expires), and
+// only then shuts its server down, letting requests in flight finish.
 package main
 
 import (
@@ -23,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/httpctx"
 	"github.com/graylb/graylb/nacos"
 )
 
@@ -48,10 +52,11 @@ func main() {
 const shutdownTimeout = 10 * time.Second
 
 // deregisterTimeout bounds the deregistration (a restarting Nacos is
-// waited for until then) and the drain wait after it: a stop within the
-// grace period an orchestrator gives a process (30 s by default in
-// Kubernetes), with shutdownTimeout. A -drain longer than it is cut short.
-const deregisterTimeout = 15 * time.Second
+// waited for until then) and the drain after it: longer than
+// nacos.DefaultDrainMax, for callers that cache lists 35 s. Give the
+// process that much to stop (Kubernetes: terminationGracePeriodSeconds:
+// 60 or more, with shutdownTimeout). A -drain longer than it is cut short.
+const deregisterTimeout = 60 * time.Second
 
 // run listens on host:port, registers the instance with opts, serves
 // until stop receives, then deregisters, waits for clients to see it, and
@@ -62,7 +67,15 @@ func run(service, host string, port int, stop <-chan os.Signal, out io.Writer, o
 		return err
 	}
 	p := lis.Addr().(*net.TCPAddr).Port
-	reg, err := nacos.Register(context.Background(), nacos.Service{Name: service, Host: host, Port: p}, opts...)
+	// Its LoadBalancer says the process's kind and keys once, and sees its
+	// callers: the registration writes the one and drains the other.
+	lb, err := graylb.New(graylb.NewRegistry(), graylb.WithSelfGray(nacos.GrayFromEnv()))
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	defer lb.Close()
+	reg, err := nacos.Register(context.Background(), nacos.Service{Name: service, Host: host, Port: p}, append(opts, nacos.WithLoadBalancer(lb))...)
 	if err != nil {
 		lis.Close()
 		return err
@@ -71,12 +84,12 @@ func run(service, host string, port int, stop <-chan os.Signal, out io.Writer, o
 	fmt.Fprintf(out, "registered %s at %s with metadata %v (%s, %s from the environment)\n",
 		service, reg.Instance.Addr(), reg.Instance.Metadata, nacos.EnvGray, nacos.EnvVersion)
 
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{Handler: httpctx.Middleware(lb)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s gray=%s\n", service, reg.Instance.Addr(), reg.Instance.Metadata["gray"])
-	})}
+	}))}
 	go srv.Serve(lis)
 	<-stop
-	fmt.Fprintln(out, "deregistering; serving on while clients see it")
+	fmt.Fprintln(out, "deregistering; serving on until callers stop")
 	dctx, dcancel := context.WithTimeout(context.Background(), deregisterTimeout)
 	defer dcancel()
 	if err := reg.Deregister(dctx); err != nil {

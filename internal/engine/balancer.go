@@ -57,6 +57,7 @@ type LoadBalancer struct {
 	ruleLog        ruleLog     // rules in force, changes and refusals (RulesState)
 	ejectionLog    ejectionLog // ejections and readmissions (Ejections)
 	unrouted       unroutedLog // failed picks of names not routed (Unrouted)
+	arrivals       arrivals    // calls admitted, for Quiet (process.go)
 
 	testHookServiceBuilt func() // tests: runs after a new service's first build, before it is published
 }
@@ -161,6 +162,7 @@ func New(s Supplier, opts ...Option) (*LoadBalancer, error) {
 		}
 		lb.ruleStop = func() { stop(); stopRefused() }
 	}
+	addLive(lb)
 	return lb, nil
 }
 
@@ -294,6 +296,7 @@ func (lb *LoadBalancer) Close() error {
 	// No service is published after this (runLookup checks closed under mu).
 	services := lb.services.Load().all()
 	lb.mu.Unlock()
+	removeLive(lb)
 	lb.endLife()
 	if lb.ruleStop != nil {
 		lb.ruleStop()

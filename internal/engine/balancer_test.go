@@ -104,9 +104,9 @@ func TestNew_RuleLoadIsBounded(t *testing.T) {
 // Keys names what every adapter reads, propagates and drops.
 func TestLoadBalancer_Keys(t *testing.T) {
 	lb, _ := newTestLB(t, []Instance{inst("svc", 1)},
-		WithGrayHeader("gray-tag"), WithUserHeader("x-user"),
-		WithFilters(NewVersionFilter(WithVersionHeader("x-lane"))))
-	assert.Equal(t, Keys{Gray: "gray-tag", User: "x-user", Version: "x-lane"}, lb.Keys())
+		WithGrayHeader("gray-tag"), WithUserHeader("x-user"), WithGrayKey("gray-tag"),
+		WithFilters(NewVersionFilter(WithVersionHeader("x-lane"), WithVersionKey("lane"))))
+	assert.Equal(t, Keys{Gray: "gray-tag", User: "x-user", Version: "x-lane", GrayMetadata: "gray-tag", VersionMetadata: "lane"}, lb.Keys())
 	assert.Equal(t, []string{"gray-tag", "x-user", "x-lane"}, lb.Keys().Names())
 	assert.Equal(t, []string{"gray", "uid", "version"}, (*LoadBalancer)(nil).Keys().Names())
 	assert.Equal(t, []string{"gray"}, Keys{Gray: "gray", User: "GRAY"}.Names())

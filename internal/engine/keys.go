@@ -17,11 +17,17 @@ type Keys struct {
 	// so adapters read them per request instead (package adapter's
 	// Balancer.MatchKeys).
 	Match []string `json:"match,omitempty"`
+	// GrayMetadata and VersionMetadata are the instance metadata keys of
+	// the gray flag (WithGrayKey) and of the version (the VersionFilter's
+	// WithVersionKey): what a registration of the same process writes.
+	GrayMetadata    string `json:"grayMetadata,omitempty"`
+	VersionMetadata string `json:"versionMetadata,omitempty"`
 }
 
 // DefaultKeys is graylb.DefaultKeys.
 func DefaultKeys() Keys {
-	return Keys{Gray: DefaultGrayHeader, User: DefaultUserHeader, Version: DefaultVersionHeader}
+	return Keys{Gray: DefaultGrayHeader, User: DefaultUserHeader, Version: DefaultVersionHeader,
+		GrayMetadata: DefaultGrayKey, VersionMetadata: DefaultVersionKey}
 }
 
 // Names returns the distinct names, in the order gray, user, version, the
@@ -47,7 +53,8 @@ func (lb *LoadBalancer) Keys() Keys {
 	if lb == nil {
 		return DefaultKeys()
 	}
-	k := Keys{Gray: lb.gray.header, User: lb.gray.userHeader, Version: lb.versionHeader()}
+	k := Keys{Gray: lb.gray.header, User: lb.gray.userHeader, Version: lb.versionHeader(),
+		GrayMetadata: lb.gray.metaKey, VersionMetadata: lb.versionMeta}
 	for _, f := range lb.filters {
 		if kr, ok := f.(KeyReader); ok {
 			k.Filters = append(k.Filters, kr.RequestKeys()...)
