@@ -19,7 +19,8 @@ func (b *Balancer) SelfGray() bool { return b != nil && b.e().SelfGray() }
 
 // Quiet returns once no incoming call has been admitted by any server side
 // of the LoadBalancer (Admitter.Admit; a record from a queue, Admission.Queued,
-// does not count) for d, or when ctx ends, with ctx.Err(). last is when it
+// does not count) for d (seen within a tenth of d, at most 250 ms), or when
+// ctx ends, with ctx.Err(). last is when it
 // last saw a call arrive, zero when none arrived after it began. A
 // graceful stop waits on it after the instance left the registry: callers
 // that cache instance lists (Spring Cloud LoadBalancer keeps one 35 s by

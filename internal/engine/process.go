@@ -40,9 +40,7 @@ const (
 	maxQuietPoll = 250 * time.Millisecond
 )
 
-// Quiet returns nil once no call has been admitted for d (within a tenth
-// of d, at most 250 ms), or ctx.Err() when ctx ends first; last is when
-// it last saw a call admitted (zero when none since it began).
+// Quiet is adapter.Balancer.Quiet.
 func (lb *LoadBalancer) Quiet(ctx context.Context, d time.Duration) (last time.Time, err error) {
 	poll := min(max(d/10, minQuietPoll), maxQuietPoll)
 	tick := time.NewTicker(poll)
