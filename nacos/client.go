@@ -86,6 +86,10 @@ type Client struct {
 	configCl   config_client.IConfigClient
 	registered map[string]bool
 	syncing    map[string]*subscriptionSync // services whose subscription is being sent (subscription.go)
+	// repaired is, per cache key of a subscribed service, what repair last
+	// gave the SDK (naming.go): a query answering that same list while the
+	// SDK still holds it repairs nothing.
+	repaired map[string]repairMark
 }
 
 // NewClient builds a Client and waits until it is connected, ctx is done
