@@ -4,13 +4,15 @@
 // record produced and consumed through a Kafka broker with plain franz-go
 // and with kafkagray (bench.KafkaBench); without it, the Kafka section of
 // BENCHMARKS.md is kept as it was. -only-kafka rewrites that section alone,
-// -only-learning the learning section (bench.Learning) alone. -peer with
+// -only-learning the learning section (bench.Learning) alone, -only-versus
+// the section of graylb against grpc-go's round_robin alone. -peer with
 // -size measures one row and writes nothing (a row run again and again, to
 // count crashes).
 //
 //	go run ./cmd/report -out .. -nacos 127.0.0.1:8848 -kafka 127.0.0.1:19092
 //	go run ./cmd/report -out .. -only-kafka -kafka 127.0.0.1:19092   # the Kafka section alone
 //	go run ./cmd/report -out .. -only-learning                       # the learning section alone
+//	go run ./cmd/report -out .. -only-versus                         # graylb against grpc-go alone
 //	go run ./cmd/report -nacos 127.0.0.1:8848 -peer 'graylb on nacos.Supplier' -size 10000
 package main
 
@@ -50,10 +52,26 @@ func main() {
 	onlyKafka := flag.Bool("only-kafka", false, "measure the Kafka section alone and rewrite only it in BENCHMARKS.md (needs -kafka)")
 	learning := flag.Bool("learning", true, "measure the learning section (bench.Learning)")
 	onlyLearning := flag.Bool("only-learning", false, "measure the learning section alone and rewrite only it in BENCHMARKS.md")
+	onlyVersus := flag.Bool("only-versus", false, "measure graylb against grpc-go's round_robin alone and rewrite only that section of BENCHMARKS.md")
 	onePeer := flag.String("peer", "", "measure only the row of this peer (its name as in BENCHMARKS.md) at -size, and write nothing")
 	oneSize := flag.Int("size", 0, "the instance count of -peer's row")
 	flag.Parse()
 	fmt.Printf("CPU: %s, GOMAXPROCS %d\n", cpuModel(), runtime.GOMAXPROCS(0))
+	if *onlyVersus {
+		var vs []versusRow
+		for _, n := range bench.Sizes {
+			v, err := versus(n)
+			if err != nil {
+				fail(err)
+			}
+			vs = append(vs, v)
+		}
+		if err := writeVersusOnly(filepath.Join(*out, "BENCHMARKS.md"), vs); err != nil {
+			fail(err)
+		}
+		fmt.Println("rewrote the grpc-go section of BENCHMARKS.md")
+		return
+	}
 	if *onlyLearning {
 		rs, err := measureLearning()
 		if err != nil {

@@ -59,18 +59,7 @@ func writeMarkdown(path string, rows []row, vs []versusRow, mem []memoryRow, lea
 	fmt.Fprintf(&b, "- instances: half gray, half tagged version v1 (prod and gray alike); every filtering peer gives the same answers (bench/peers_test.go)\n")
 	fmt.Fprintf(&b, "- whole run: %v\n\n", took.Round(time.Second))
 	fmt.Fprintf(&b, "![ns/op against instances](docs/bench-pick.png)\n\n")
-	fmt.Fprintf(&b, "## graylb against grpc-go round_robin, in alternating batches\n\n")
-	fmt.Fprintf(&b, "graylb's gray+version pick (round robin) by the service's name (`LoadBalancer.Pick`) and through its\n")
-	fmt.Fprintf(&b, "`ServicePicker`, and grpc-go's `round_robin` picker (no filtering), over the same list: batches of 1000\n")
-	fmt.Fprintf(&b, "picks take turns (`bench.Versus`, %d picks each per round), so the machine's drift falls on all three alike;\n", versusPicks)
-	fmt.Fprintf(&b, "each cell is the median of %d rounds, the ratios are graylb's time over grpc-go's. The grpc-go column\n", versusRounds)
-	fmt.Fprintf(&b, "includes the harness's lookup of the picked connection's instance (a map by address), which\n")
-	fmt.Fprintf(&b, "graylb's picks do not need.\n\n")
-	fmt.Fprintf(&b, "| instances | graylb Pick ns | × grpc-go | graylb ServicePicker ns | × grpc-go | grpc-go round_robin ns | CPU |\n|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, v := range vs {
-		fmt.Fprintf(&b, "| %d | %.1f | %.2f | %.1f | %.2f | %.1f | %s |\n", v.n, v.byName, v.ratio, v.service, v.ratioService, v.grpc, cpuModel())
-	}
-	fmt.Fprintln(&b)
+	b.WriteString(versusSection(vs))
 	fmt.Fprintf(&b, "Peers: graylb's pick (GrayFilter + VersionFilter over a precomputed tree) with each policy; Kratos v2.8.3's\n")
 	fmt.Fprintf(&b, "selector with its wrr, p2c and random balancers, a gray `NodeFilter` equivalent to the gray rule and `filter.Version`;\n")
 	fmt.Fprintf(&b, "a faithful port of seed 000's per-request gray filter followed by seed 004's version preference; grpc-go's\n")
@@ -139,6 +128,47 @@ func writeMarkdown(path string, rows []row, vs []versusRow, mem []memoryRow, lea
 		b.WriteString(string(old[i:]))
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// versusHeading opens the section of graylb against grpc-go's round_robin.
+const versusHeading = "\n## graylb against grpc-go round_robin, in alternating batches"
+
+// versusSection is that section, from its heading to its blank line.
+func versusSection(vs []versusRow) string {
+	var sb strings.Builder
+	b := &sb
+	fmt.Fprintf(b, "## graylb against grpc-go round_robin, in alternating batches\n\n")
+	fmt.Fprintf(b, "graylb's gray+version pick (round robin) by the service's name (`LoadBalancer.Pick`) and through its\n")
+	fmt.Fprintf(b, "`ServicePicker`, and grpc-go's `round_robin` picker (no filtering), over the same list: batches of 1000\n")
+	fmt.Fprintf(b, "picks take turns (`bench.Versus`, %d picks each per round), so the machine's drift falls on all three alike;\n", versusPicks)
+	fmt.Fprintf(b, "each cell is the median of %d rounds, the ratios are graylb's time over grpc-go's. The grpc-go column\n", versusRounds)
+	fmt.Fprintf(b, "includes the harness's lookup of the picked connection's instance (a map by address), which\n")
+	fmt.Fprintf(b, "graylb's picks do not need.\n\n")
+	fmt.Fprintf(b, "| instances | graylb Pick ns | × grpc-go | graylb ServicePicker ns | × grpc-go | grpc-go round_robin ns | CPU |\n|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, v := range vs {
+		fmt.Fprintf(b, "| %d | %.1f | %.2f | %.1f | %.2f | %.1f | %s |\n", v.n, v.byName, v.ratio, v.service, v.ratioService, v.grpc, cpuModel())
+	}
+	fmt.Fprintln(b)
+	return sb.String()
+}
+
+// writeVersusOnly rewrites the section of graylb against grpc-go's
+// round_robin in the file at path, keeping the rest.
+func writeVersusOnly(path string, vs []versusRow) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	k := keptSection(string(old), versusHeading)
+	if k == "" {
+		return fmt.Errorf("%s has no section %q", path, versusHeading[1:])
+	}
+	// The section runs to its table's blank line; the peers' paragraph
+	// after it belongs to the whole run.
+	if i := strings.Index(k, "\n\nPeers: "); i >= 0 {
+		k = k[:i+2]
+	}
+	return os.WriteFile(path, []byte(strings.Replace(string(old), k, versusSection(vs), 1)), 0o644)
 }
 
 // latencyHeading opens the latency section, which the report keeps.
