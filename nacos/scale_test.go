@@ -285,9 +285,9 @@ func TestIntegration_Scale(t *testing.T) {
 		heapText = append(heapText, fmt.Sprintf("%v %.1f MB", marks[i], float64(h)/1e6))
 	}
 	fragment(t, "scale-nacos", fmt.Sprintf(
-		"| %s | %d services × 4 instances registered in %v; one Supplier | %v, %v, %v a service (%.2f×) | %d list changes (%d a second) over %v, %d picks; a change routed %v after it was made | %s (spread %.1f %%); %.0f B a service learned | %d Supplier subscriptions, %.0f listeners on the server | %.0f MB | %v, then %v | %d |\n",
+		"| %s | %d services × 4 instances registered in %v; one Supplier | %v, %v, %v a service (%.2f×) | %d list changes (%d a second asked, %.1f reached) over %v, %d picks; a change routed %v after it was made | %s (spread %.1f %%); %.0f B a service learned | %d Supplier subscriptions, %.0f listeners on the server | %.0f MB | %v, then %v | %d |\n",
 		form, n, registered.Round(time.Second), per[0].Round(time.Microsecond), per[1].Round(time.Microsecond), per[2].Round(time.Microsecond), ratio,
-		changes, perSecond, churnFor, picks.Load(), applied.Round(time.Millisecond), strings.Join(heapText, ", "), spread,
+		changes, perSecond, float64(changes)/churnFor.Seconds(), churnFor, picks.Load(), applied.Round(time.Millisecond), strings.Join(heapText, ", "), spread,
 		float64(learned-base)/float64(n), subs, listeners, rss, rounds[0], rounds[1], violations.Load()))
 	if v := first.Load(); v != nil {
 		t.Fatalf("%d picks broke the gray rule or failed; first: %s", violations.Load(), v)

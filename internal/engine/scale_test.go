@@ -277,8 +277,8 @@ func TestScale_FlatHeapUnderChurn(t *testing.T) {
 	}
 	ej := outlier.Ejections()
 	reliabilityFragment(t, "scale-churn", fmt.Sprintf(
-		"| %s | %d services × 4 instances, %d a second replacing an instance by one at a new address, for %v (%d list changes); 2 goroutines picking (%d picks, %d of names never registered; %d ejections) | %s (spread %.1f %%; %+.1f B a list change after the first mark) | %d B plain, %d B with a VersionFilter, %d B with outlier detection too | %d |\n",
-		form, plan.services, plan.perSecond, plan.lasts, changes, picks.Load(), ghosts.Load(), ej.Ejections, marks, spread, perChange, per[0], per[1], per[2], violations.Load()))
+		"| %s | %d services × 4 instances, %d a second asked (%.0f reached) replacing an instance by one at a new address, for %v (%d list changes); 2 goroutines picking (%d picks, %d of names never registered; %d ejections) | %s (spread %.1f %%; %+.1f B a list change after the first mark) | %d B plain, %d B with a VersionFilter, %d B with outlier detection too | %d |\n",
+		form, plan.services, plan.perSecond, float64(changes)/plan.lasts.Seconds(), plan.lasts, changes, picks.Load(), ghosts.Load(), ej.Ejections, marks, spread, perChange, per[0], per[1], per[2], violations.Load()))
 	if v := first.Load(); v != nil {
 		t.Fatalf("%d violations (%d failed picks); first: %s", violations.Load(), failedPicks.Load(), v)
 	}
