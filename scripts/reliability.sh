@@ -168,7 +168,18 @@ kafka_how() {
   echo "LoadBalancer learn them; then two goroutines pick at random while 20 services a second have an instance"
   echo "replaced by one at a new address (a batch registration). \`make test\` runs the short form (2 000"
   echo "services, 10 a second, 20 s). A reconciliation round (every 15 s by default, WithReconcile) reads every"
-  echo "subscribed service from the server, one after the other."
+  echo "subscribed service from the server, one after the other; it is off while the first picks are timed, and"
+  echo "two rounds are timed after the churn: the first repairs (and writes to the disk cache) each service the"
+  echo "server pushed since its last repair, the second finds every list as the SDK holds it and writes nothing."
+  echo
+  echo "What the server (r-nacos 0.8.8) sets, from its source and these runs: no limit on subscriptions per"
+  echo "connection (its subscriber tables are keyed by service and connection; one connection held every"
+  echo "subscription above); pushes go out at most once per service per 500 ms window (changes within it are"
+  echo "merged; its delayed-notify actor looks every 500 ms), so a change reaches a subscriber 0.5 to 1 s after"
+  echo "it was made, and a new subscriber gets the list pushed once more about that long after it subscribed;"
+  echo "its memory is the server RSS column (its own gauge, app_rss_memory). The churn's batch registrations"
+  echo "go one at a time from the test's goroutine, which shares the machine's two cores with the pickers: the"
+  echo "rate reached says how many got through."
   echo
   echo "## Deployment flows under load"
   echo
