@@ -28,12 +28,17 @@ type NacosFixture struct {
 }
 
 func sdkClient(addr, dir string) (naming_client.INamingClient, error) {
+	return sdkClientTimeout(addr, dir, 10*time.Second)
+}
+
+// sdkClientTimeout is sdkClient whose requests wait up to timeout.
+func sdkClientTimeout(addr, dir string, timeout time.Duration) (naming_client.INamingClient, error) {
 	host, port, err := splitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
 	cc := constant.NewClientConfig(constant.WithCacheDir(dir+"/cache"), constant.WithLogDir(dir+"/log"),
-		constant.WithLogLevel("error"), constant.WithNotLoadCacheAtStart(true), constant.WithTimeoutMs(10000))
+		constant.WithLogLevel("error"), constant.WithNotLoadCacheAtStart(true), constant.WithTimeoutMs(uint64(timeout.Milliseconds())))
 	nc, err := clients.NewNamingClient(vo.NacosClientParam{ClientConfig: cc, ServerConfigs: []constant.ServerConfig{*constant.NewServerConfig(host, port)}})
 	if err != nil {
 		return nil, err
@@ -54,9 +59,15 @@ func splitHostPort(addr string) (string, uint64, error) {
 	return "", 0, fmt.Errorf("no port in %q", addr)
 }
 
+// registerAttempts is how many times NewNacosFixture sends its batch: on a
+// loaded machine a batch of 10 000 instances has outlasted the SDK's
+// timeout, or come back as a malformed answer, in about one run in three;
+// sending it again registers the same set (a batch replaces the client's).
+const registerAttempts = 3
+
 // NewNacosFixture registers list under a new service name.
 func NewNacosFixture(addr, dir string, list []graylb.Instance) (*NacosFixture, error) {
-	nc, err := sdkClient(addr, dir+"/reg")
+	nc, err := sdkClientTimeout(addr, dir+"/reg", time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +78,12 @@ func NewNacosFixture(addr, dir string, list []graylb.Instance) (*NacosFixture, e
 			Ephemeral: true, Metadata: in.Metadata, ServiceName: f.Service}
 	}
 	// One batch: Nacos 2 keeps one registration set per client and service.
-	ok, err := nc.BatchRegisterInstance(vo.BatchRegisterInstanceParam{ServiceName: f.Service, Instances: params})
+	var ok bool
+	for range registerAttempts {
+		if ok, err = nc.BatchRegisterInstance(vo.BatchRegisterInstanceParam{ServiceName: f.Service, Instances: params}); err == nil && ok {
+			break
+		}
+	}
 	if err != nil || !ok {
 		nc.CloseClient()
 		return nil, fmt.Errorf("batch register %d instances: %v", len(params), err)

@@ -83,6 +83,10 @@ type Client struct {
 	registered map[string]bool
 	own        map[string]ownRegistration   // registered and answered, read back after reconnections (readback.go)
 	syncing    map[string]*subscriptionSync // services whose subscription is being sent (subscription.go)
+	// repaired is, per cache key of a subscribed service, what repair last
+	// gave the SDK (naming.go): a query answering that same list while the
+	// SDK still holds it repairs nothing.
+	repaired map[string]repairMark
 }
 
 // NewClient builds a Client and waits until it is connected, ctx is done

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"os"
 	"slices"
@@ -43,24 +44,76 @@ func (c *Client) query(ctx context.Context, service, group string, clusters []st
 // may run at once, so a list read, written or shared beside it was read
 // while it was sorted (a crash in encoding/json). The disk cache gets a
 // copy of its own too (writeDisk).
+//
+// A list repair gave the SDK before, which the SDK still holds (no push
+// replaced it since: its LastRefTime is the one repair wrote), is not
+// given again: every reconciliation reads every subscribed service, and
+// writing each to the disk cache made a round take several milliseconds a
+// service (5.5 ms measured here, where the query alone takes 0.7 ms), so
+// that with thousands of services one round ran into the next.
 func (c *Client) repair(service, group, clusters string, svc *model.Service) {
 	key := util.GetGroupName(service, group)
 	if !c.holder.IsSubscribed(key, clusters) {
 		return
 	}
 	old, ok := c.holder.GetServiceInfo(service, group, clusters) // a copy of the struct: its LastRefTime is ours to read
+	cacheKey := util.GetServiceCacheKey(key, clusters)
+	digest := hostsDigest(svc.Hosts)
+	c.mu.Lock()
+	mark, marked := c.repaired[cacheKey]
+	c.mu.Unlock()
+	if ok && marked && mark.refTime == old.LastRefTime && mark.digest == digest {
+		return
+	}
 	fresh := *svc
 	fresh.Hosts = cloneHosts(svc.Hosts)
 	fresh.Name, fresh.GroupName, fresh.Clusters = service, group, clusters
 	if ok && fresh.LastRefTime <= old.LastRefTime {
 		fresh.LastRefTime = old.LastRefTime + 1
 	}
-	cacheKey := util.GetServiceCacheKey(key, clusters)
 	c.holder.ServiceInfoMap.Store(cacheKey, fresh)
 	c.holder.UpdateTimeMap.Store(cacheKey, uint64(util.CurrentMillis()))
+	c.mu.Lock()
+	if c.repaired == nil {
+		c.repaired = map[string]repairMark{}
+	}
+	c.repaired[cacheKey] = repairMark{refTime: fresh.LastRefTime, digest: digest}
+	c.mu.Unlock()
 	disk := fresh
 	disk.Hosts = cloneHosts(svc.Hosts)
 	c.writeDisk(cacheKey, &disk)
+}
+
+// repairMark is what repair last gave the SDK for one service: the
+// LastRefTime it wrote and a digest of the hosts.
+type repairMark struct {
+	refTime uint64
+	digest  uint64
+}
+
+// hostsDigest hashes hosts (a list no one else holds) in any order.
+func hostsDigest(hosts []model.Instance) uint64 {
+	keys := make([]string, len(hosts))
+	for i, h := range hosts {
+		keys[i] = hostKey(h)
+	}
+	slices.Sort(keys)
+	var d maphash.Hash
+	d.SetSeed(digestSeed)
+	for _, k := range keys {
+		d.WriteString(k)
+		d.WriteByte(0)
+	}
+	return d.Sum64()
+}
+
+var digestSeed = maphash.MakeSeed()
+
+// forgetRepair drops repair's mark of a service no longer subscribed.
+func (c *Client) forgetRepair(key, clusters string) {
+	c.mu.Lock()
+	delete(c.repaired, util.GetServiceCacheKey(key, clusters))
+	c.mu.Unlock()
 }
 
 // writeDisk writes svc, a list no one else holds, to the SDK's disk cache

@@ -71,3 +71,57 @@ func TestRepair_SharesNothingWithTheSDK(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &onDisk))
 	require.Len(t, onDisk.Hosts, 20)
 }
+
+// A query answering the list repair gave the SDK, while the SDK still
+// holds it, repairs nothing (no store, no disk write): each reconciliation
+// reads every subscribed service, and writing each to the disk cache made
+// a round of thousands of services run into the next. A list that changed,
+// or a push the SDK took meanwhile, is repaired again; a service no longer
+// subscribed is forgotten.
+func TestRepair_SkipsTheListTheSDKHolds(t *testing.T) {
+	holder := naming_cache.NewServiceInfoHolder("", t.TempDir(), true, true)
+	cb := func([]model.Instance, error) {}
+	holder.RegisterCallback("DEFAULT_GROUP@@svc", "", &cb)
+	c := &Client{holder: holder, diskDir: t.TempDir(), cfg: &config{logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	file := func() string {
+		files, err := os.ReadDir(c.diskDir)
+		require.NoError(t, err)
+		require.Len(t, files, 1)
+		return filepath.Join(c.diskDir, files[0].Name())
+	}
+	refTime := func() uint64 {
+		svc, ok := holder.GetServiceInfo("svc", "DEFAULT_GROUP", "")
+		require.True(t, ok)
+		return svc.LastRefTime
+	}
+	c.repair("svc", "DEFAULT_GROUP", "", &model.Service{Hosts: hostsOf(3, 7000), LastRefTime: 10})
+	require.Equal(t, uint64(10), refTime())
+	require.NoError(t, os.Remove(file()))
+
+	// The same hosts in another order: nothing stored, nothing written.
+	same := hostsOf(3, 7000)
+	same[0], same[2] = same[2], same[0]
+	c.repair("svc", "DEFAULT_GROUP", "", &model.Service{Hosts: same, LastRefTime: 20})
+	require.Equal(t, uint64(10), refTime())
+	files, err := os.ReadDir(c.diskDir)
+	require.NoError(t, err)
+	require.Empty(t, files, "an unchanged list written again")
+
+	// A list that changed is repaired.
+	c.repair("svc", "DEFAULT_GROUP", "", &model.Service{Hosts: hostsOf(4, 7000), LastRefTime: 30})
+	require.Equal(t, uint64(30), refTime())
+	require.NoError(t, os.Remove(file()))
+
+	// A push the SDK took meanwhile: the same answer is repaired again.
+	holder.ProcessService(&model.Service{Name: "svc", GroupName: "DEFAULT_GROUP", Hosts: hostsOf(1, 9000), LastRefTime: 40})
+	c.repair("svc", "DEFAULT_GROUP", "", &model.Service{Hosts: hostsOf(4, 7000), LastRefTime: 35})
+	require.Equal(t, uint64(41), refTime())
+	var onDisk model.Service
+	b, err := os.ReadFile(file())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &onDisk))
+	require.Len(t, onDisk.Hosts, 4)
+
+	c.forgetRepair("DEFAULT_GROUP@@svc", "")
+	require.Empty(t, c.repaired)
+}

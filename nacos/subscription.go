@@ -42,6 +42,7 @@ func (c *Client) unsubscribe(p *vo.SubscribeParam) error {
 		return nil
 	}
 	c.holder.StopUpdateIfContain(key, cl)
+	c.forgetRepair(key, cl)
 	return c.syncSubscription(p.ServiceName, p.GroupName, cl)
 }
 

@@ -282,7 +282,14 @@ func (s *Supplier) refresh(read func(ctx context.Context, service, group string,
 		list := s.convert(service, hosts)
 		sub.mu.Lock()
 		if sub.version == v && !slices.Equal(sub.last, listKeys(list)) && sub.watchers.Len() > 0 {
-			s.logger.Info(msg, "service", service, "instances", len(list))
+			// Nothing handed over yet: the watchers have the list Instances
+			// answered them, which this one most likely is (the SDK tells
+			// its callbacks of a subscription's first answer only when it
+			// differs from what the SDK holds, and the query's repair
+			// stored that list already); no news for the log.
+			if v > 0 {
+				s.logger.Info(msg, "service", service, "instances", len(list))
+			}
 			s.handOver(sub, list)
 		}
 		sub.mu.Unlock()

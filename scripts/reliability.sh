@@ -4,7 +4,8 @@
 #   chaos (SIGKILL and restart of Nacos under HTTP load), a 3-node Nacos cluster losing a node, the
 #   deployment flows (deploytest), the bad gray builds (badbuildtest, GRAYLB_BADBUILD_PLAN=full,
 #   about 20 minutes), a process's life against Nacos (GRAYLB_LIFETIME=long, about six minutes),
-#   and each fuzz target for FUZZTIME.
+#   scale (100 000 services under churn for 10 minutes, names never real beside learning, 10 000
+#   services over Nacos), and each fuzz target for FUZZTIME.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -18,13 +19,18 @@ scripts/nacos.sh measure-starts "${NACOS_STARTS:-30}"
 scripts/nacos.sh start
 
 echo "== churn for $CHURN (-race)"
-GRAYLB_CHURN_DURATION=$CHURN go test -race -count=1 -run '^TestChurn$' .
+GRAYLB_CHURN_DURATION=$CHURN go test -race -count=1 -run '^TestChurn$' ./internal/engine
 echo "== hostile input and trust: rules race, rule documents, trust boundaries, names, the gRPC full link"
-go test -count=1 -run '^(TestSetRules_ReachesServiceBeingAdded|TestSetRules_RaceWithFirstUse|TestParseRules_RefusesDocumentsThatSilentlySwitchOff|TestLoadBalancer_UnknownNamesKeepMemoryBounded|TestInstance_ValidateRefusesInjection)$' .
+go test -count=1 -run '^(TestSetRules_ReachesServiceBeingAdded|TestSetRules_RaceWithFirstUse|TestParseRules_RefusesDocumentsThatSilentlySwitchOff|TestLoadBalancer_UnknownNamesKeepMemoryBounded|TestInstance_ValidateRefusesInjection)$' ./internal/engine
 go test -count=1 -run '^TestMiddleware_TrustBoundaryDropsEveryRoutingKey$' ./httpctx
 (scripts/inmodule.sh grpcctx go test -count=1 -run '^(TestFullLink_TrustBoundaryDropsForgedDecision|TestFullLink_CanaryDecisionTravels)$' .)
 echo "== chaos, cluster, refill versus deregistration, forged pushes (live and on disk), leaks against Nacos"
 (scripts/inmodule.sh nacos go test -count=1 -timeout 15m -run 'TestIntegration_(ChaosHTTP|Cluster|DeliberateDeregistration|ForgedUDPPush|DiskCacheIsItsOwn|CloseLeaks|UnreachableFailsFast|KeysConfiguredOnce|ConsoleEditDoesNotOutliveARestart)$' .)
+
+echo "== scale: 100 000 services under churn for 10 minutes (GRAYLB_SCALE=long); names never real beside learning"
+GRAYLB_SCALE=long go test -count=1 -timeout 30m -run '^TestScale_(FlatHeapUnderChurn|UnknownNamesDoNotSlowLearning)$' -v ./internal/engine
+echo "== scale over Nacos: 10 000 services on one Supplier (GRAYLB_NACOS_SCALE=long)"
+(GRAYLB_NACOS_SCALE=long scripts/inmodule.sh nacos go test -count=1 -timeout 20m -run 'TestIntegration_Scale$' -v .)
 
 echo "== deployment flows under load against Nacos: graceful, abrupt, rolling, restart, promotion, rollback"
 (scripts/inmodule.sh deploytest go test -count=1 -timeout 10m -run '^TestDeploy_' .)
@@ -78,11 +84,11 @@ echo "| 1. \`make test\` flaky: gray requests on prod while Nacos restarts ($fla
 traffic=$(sed -n '/^## Traffic management/,$p' RELIABILITY.md 2>/dev/null || true)
 
 fuzzrows=""
-for t in $(go test -list '^Fuzz' . | grep '^Fuzz'); do
+for t in $(go test -list '^Fuzz' ./internal/engine | grep '^Fuzz'); do
   echo "== fuzz $t for $FUZZTIME"
-  log=$(go test -run '^$' -fuzz "^$t\$" -fuzztime "$FUZZTIME" . 2>&1) || { echo "$log"; exit 1; }
+  log=$(go test -run '^$' -fuzz "^$t\$" -fuzztime "$FUZZTIME" ./internal/engine 2>&1) || { echo "$log"; exit 1; }
   execs=$(echo "$log" | grep -o 'execs: [0-9]*' | tail -1 | awk '{print $2}')
-  corpus=$( (ls testdata/fuzz/"$t" 2>/dev/null || true) | wc -l)
+  corpus=$( (ls internal/engine/testdata/fuzz/"$t" 2>/dev/null || true) | wc -l)
   fuzzrows+="| $t | $FUZZTIME | ${execs:-?} | $corpus committed seed files (plus the f.Add seeds) | 0 |"$'\n'
 done
 
@@ -176,7 +182,7 @@ interop_how() {
   echo "Targets: 0 violations, 0 leaked goroutines, 0 failed requests while a last good list exists, a"
   echo "registration made after a Nacos restart routed to within 5 s."
   echo
-  echo "How: \`TestChurn\` (root package) checks the gray rule on every pick against the snapshot it was served"
+  echo "How: \`TestChurn\` (internal/engine) checks the gray rule on every pick against the snapshot it was served"
   echo "from while about 100 list changes a second add, remove, flip (gray, prod, junk) and re-weight"
   echo "instances; a prod instance that never changes makes every error a failure."
   echo "\`TestIntegration_ChaosHTTP\` and \`TestIntegration_Cluster\` (nacos package) send about 100 requests a"
@@ -189,6 +195,59 @@ interop_how() {
   echo "window (10 s after it saw its connection drop or a configured server change state); within it the cache"
   echo "holds a list in which every instance of a kind (prod or gray) vanished, and applies the next list that"
   echo "has them again at once. Outside a refill window a deliberate deregistration applies at the next push."
+  echo
+  echo "## Scale: many services, churn, names never real"
+  echo
+  echo "| form | setup and load | live heap after GC | held per service, once learned | picks breaking the gray rule |"
+  echo "|---|---|---|---|---:|"
+  cat "$OUT"/scale-churn.md 2>/dev/null
+  echo
+  echo "Targets: the live heap after GC at 2, 5 and 10 minutes within 5 % of each other (and at most 16 B a list"
+  echo "change from the first mark to the last), at most 2 000 B held per service plain and 4 000 B with a"
+  echo "VersionFilter (TestFootprint's budgets), 0 picks breaking the gray rule. How: \`TestScale_FlatHeapUnderChurn\`"
+  echo "(internal/engine) registers the services in a Registry; three LoadBalancers over it (plain, with a"
+  echo "VersionFilter, with a VersionFilter and outlier detection) learn every service by its first picks"
+  echo "(once gray, once prod), then the churn replaces, every second, an instance of that many services by one"
+  echo "at an address never used before (registered first, then the old one deregistered, so every kind always"
+  echo "has an instance) while two goroutines pick all the time: a random service, gray or prod, through each"
+  echo "LoadBalancer in turn, the third's picks reporting each call's result (an address in seven fails every"
+  echo "call and is ejected; a gray request whose gray instance is ejected falls back to prod, as §8 allows), and"
+  echo "one pick in a hundred of a name never registered. \`make test\` runs the short form (10 000 services, 200"
+  echo "a second, 30 s, marks at 6, 15 and 30 s)."
+  echo
+  echo "| learning real services while names never real are picked | ratio | bound |"
+  echo "|---|---:|---:|"
+  cat "$OUT"/scale-unknown.md 2>/dev/null
+  echo
+  echo "How: \`TestScale_UnknownNamesDoNotSlowLearning\` (internal/engine) times the first picks of 5 000 services"
+  echo "quiet and while a goroutine picks distinct names never registered as fast as it can (each starts a"
+  echo "lookup under the same lock and slots, and the Cache remembers it a while); the best of two of each."
+  echo "Memory for such names: row 7 of the hostile-input table."
+  echo
+  echo "| form | setup | learning, a service (batches of a quarter, a quarter, a half) | churn | live heap after GC | subscriptions | server RSS | one reconciliation round | picks breaking the gray rule |"
+  echo "|---|---|---|---|---|---|---:|---:|---:|"
+  cat "$OUT"/scale-nacos.md 2>/dev/null
+  echo
+  echo "Targets: the time per service of the last batch within 2× of the first's (learning is O(N)), the live"
+  echo "heap after GC at three marks within 5 %, one subscription per service (the Supplier's, and the"
+  echo "server's own count of listeners, \`naming_subscriber_listener_value_size\` of r-nacos' metrics), 0 picks"
+  echo "breaking the gray rule. How: \`TestIntegration_Scale\` (nacos package) registers the services (4"
+  echo "instances each, one gray) from 8 SDK clients, one batch per service; one Supplier on its own Client and a"
+  echo "LoadBalancer learn them; then two goroutines pick at random while 20 services a second have an instance"
+  echo "replaced by one at a new address (a batch registration). \`make test\` runs the short form (2 000"
+  echo "services, 10 a second, 20 s). A reconciliation round (every 15 s by default, WithReconcile) reads every"
+  echo "subscribed service from the server, one after the other; it is off while the first picks are timed, and"
+  echo "two rounds are timed after the churn: the first repairs (and writes to the disk cache) each service the"
+  echo "server pushed since its last repair, the second finds every list as the SDK holds it and writes nothing."
+  echo
+  echo "What the server (r-nacos 0.8.8) sets, from its source and these runs: no limit on subscriptions per"
+  echo "connection (its subscriber tables are keyed by service and connection; one connection held every"
+  echo "subscription above); pushes go out at most once per service per 500 ms window (changes within it are"
+  echo "merged; its delayed-notify actor looks every 500 ms), so a change reaches a subscriber 0.5 to 1 s after"
+  echo "it was made, and a new subscriber gets the list pushed once more about that long after it subscribed;"
+  echo "its memory is the server RSS column (its own gauge, app_rss_memory). The churn's batch registrations"
+  echo "go one at a time from the test's goroutine, which shares the machine's two cores with the pickers: the"
+  echo "rate reached says how many got through."
   echo
   echo "## Deployment flows under load"
   echo

@@ -34,27 +34,36 @@ type EjectionCount struct {
 // Ejections is graylb.LoadBalancer.Ejections.
 func (lb *LoadBalancer) Ejections() EjectionsState {
 	st := lb.ejectionLog.state(lb.outlier != nil)
+	st.Counts = []EjectionCount{}
 	for _, s := range lb.services.Load().all() {
 		if t := s.tree.Load(); t != nil {
 			st.Ejected += t.ejected[Prod] + t.ejected[Gray]
 		}
+		if h := s.health; h != nil {
+			for k := range h.events {
+				if e, r := h.events[k][0].Load(), h.events[k][1].Load(); e+r > 0 {
+					st.Counts = append(st.Counts, EjectionCount{Service: s.name, Kind: Kind(k), Ejections: e, Readmissions: r})
+				}
+			}
+		}
 	}
+	sort.Slice(st.Counts, func(i, j int) bool {
+		a, b := st.Counts[i], st.Counts[j]
+		if a.Service != b.Service {
+			return a.Service < b.Service
+		}
+		return a.Kind < b.Kind
+	})
 	return st
 }
 
-// ejectionLog counts ejections and readmissions for Ejections. It holds
-// one entry per service and kind that had one: services the LoadBalancer
-// routes, so it is as bounded as they are.
+// ejectionLog counts ejections and readmissions for Ejections, and keeps
+// the last one; the counts by service and kind are kept with each
+// service's Stats (health.events).
 type ejectionLog struct {
-	mu     sync.Mutex
-	counts map[ejectionKey]*[2]uint64 // ejections, readmissions
-	total  [2]uint64
-	last   *Ejection
-}
-
-type ejectionKey struct {
-	service string
-	kind    Kind
+	mu    sync.Mutex
+	total [2]uint64
+	last  *Ejection
 }
 
 // wrap returns a copy of cfg whose OnEjection records each event in l
@@ -81,16 +90,6 @@ func (l *ejectionLog) record(e Ejection) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.counts == nil {
-		l.counts = map[ejectionKey]*[2]uint64{}
-	}
-	k := ejectionKey{e.Service, e.Kind}
-	c := l.counts[k]
-	if c == nil {
-		c = new([2]uint64)
-		l.counts[k] = c
-	}
-	c[i]++
 	l.total[i]++
 	l.last = &e
 }
@@ -98,21 +97,10 @@ func (l *ejectionLog) record(e Ejection) {
 func (l *ejectionLog) state(enabled bool) EjectionsState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := EjectionsState{Enabled: enabled, Ejections: l.total[0], Readmissions: l.total[1],
-		Counts: make([]EjectionCount, 0, len(l.counts))}
+	st := EjectionsState{Enabled: enabled, Ejections: l.total[0], Readmissions: l.total[1]}
 	if l.last != nil {
 		e := *l.last
 		st.Last = &e
 	}
-	for k, c := range l.counts {
-		st.Counts = append(st.Counts, EjectionCount{Service: k.service, Kind: k.kind, Ejections: c[0], Readmissions: c[1]})
-	}
-	sort.Slice(st.Counts, func(i, j int) bool {
-		a, b := st.Counts[i], st.Counts[j]
-		if a.Service != b.Service {
-			return a.Service < b.Service
-		}
-		return a.Kind < b.Kind
-	})
 	return st
 }

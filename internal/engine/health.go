@@ -37,6 +37,11 @@ type health struct {
 	table  atomic.Pointer[healthTable]
 	window atomic.Int64 // when the current bucket of the rate window began, on the monotonic clock
 	seq    uint64       // take-outs so far (guarded by mu)
+	// events counts the ejections ([k][0]) and readmissions ([k][1]) of
+	// instances of kind k since New, for Ejections: kept here, with the
+	// service, and not in a table of the LoadBalancer's that would fill up
+	// as ejections reach more services.
+	events [2][2]atomic.Uint64
 }
 
 // stats returns in's Stats (nil when it is not in the table): by the

@@ -163,6 +163,7 @@ func (h *health) takeOut(s *Stats, m kinds, reason string, d time.Duration) bool
 		}
 	}
 	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray.Load()), Requests: go_.requests(), Reason: reason, For: d, At: now}
+	h.events[ev.Kind][0].Add(1)
 	h.mu.Unlock()
 	h.changed()
 	if cfg.OnEjection != nil {
@@ -258,6 +259,7 @@ func (h *health) announceBack(s *Stats, back kinds) {
 		return
 	}
 	ev := Ejection{Service: h.service, Addr: s.addr, Kind: kindOfGray(s.gray.Load()), Requests: back.requests(), At: h.cfg.Clock.Now()}
+	h.events[ev.Kind][1].Add(1)
 	h.mu.Unlock()
 	h.changed()
 	if h.cfg.OnEjection != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"unsafe"
 
 	"github.com/graylb/graylb/internal/routestate"
 )
@@ -48,7 +49,62 @@ func (t *tree) walk(ctx context.Context, call, h ContextHandler, observe Observe
 
 // leafOf is walk's routing: the leaf, nil when the request's kind has
 // none.
+//
+// It walks the common request itself: a plain tree, no reader of keys (no
+// adapter's call, no ContextHandler), and a context whose values were set
+// by WithValue under the very key names the tree asks for, with no
+// admitted state. Anything else (a name in another letter case too) goes
+// to leafOfKeyed, so that this walk calls nothing but a version's
+// comparison.
 func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) *node {
+	c, ok := ctx.(*valuesCtx)
+	if !ok || !t.plain || call != nil || h != nil || c.state != nil {
+		return t.leafOfKeyed(ctx, call, h, d)
+	}
+	v, source := "", FromDefault
+	for e := c; e != nil; e = e.up {
+		if len(e.name) == len(t.grayKey) {
+			if unsafe.StringData(e.name) != unsafe.StringData(t.grayKey) {
+				return t.leafOfKeyed(ctx, call, h, d)
+			}
+			v, source = e.value, FromContext
+			break
+		}
+	}
+	if v == "" {
+		source = FromDefault
+	}
+	kind, outcome, i := Prod, Selected, grayIdxProd
+	if IsGray(v) {
+		kind, i = Gray, grayIdxGray
+		if !t.gray.hasGray {
+			i, outcome = grayIdxAll, FellBack
+		}
+	}
+	fr := &t.flat[i]
+	leaf := &fr.leaves[0]
+	if len(fr.leaves) > 1 { // a version stage's leaves
+		v = ""
+		for e := c; e != nil; e = e.up {
+			if len(e.name) == len(t.versionKey) {
+				if unsafe.StringData(e.name) != unsafe.StringData(t.versionKey) {
+					return t.leafOfKeyed(ctx, call, h, d)
+				}
+				v = e.value
+				break
+			}
+		}
+		leaf = &fr.leaves[fr.choice.choose(v, t.versionSelf)]
+	}
+	if len(leaf.instances) == 0 {
+		outcome, leaf = Failed, nil
+	}
+	d.kind, d.source, d.outcome = kind, source, outcome
+	return leaf
+}
+
+// leafOfKeyed is leafOf for every request.
+func (t *tree) leafOfKeyed(ctx context.Context, call, h ContextHandler, d *decision) *node {
 	if !t.plain {
 		var r Request
 		r.init(ctx, t.service, h, valuesIn(ctx))
@@ -58,33 +114,31 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 		return n
 	}
 	d.kind, d.source, d.outcome = Prod, FromKey, Selected
+	// The keys of a call, the ContextHandlers' and an admitted state's are
+	// read out of line (keyed), the WithValue values here.
+	var vals *valuesCtx
+	var st *routestate.State
+	if c, ok := ctx.(*valuesCtx); ok {
+		vals, st = c, c.state
+	} else {
+		vals, st = valuesAbove(ctx), routestate.From(ctx)
+	}
+	keys := call != nil || h != nil || st != nil
 	v := ""
-	if call != nil {
-		v = call.Value(ctx, t.grayKey)
-	}
-	if v == "" && h != nil {
-		v = h.Value(ctx, t.grayKey)
-	}
-	vals, st := valuesAndState(ctx)
-	if v == "" && st != nil {
-		if v = st.Get(t.grayKey); v == "" {
-			v = st.Role(routestate.RoleGray)
-		}
+	if keys {
+		v = keyed(ctx, call, h, st, t.grayKey, routestate.RoleGray)
 	}
 	if v == "" {
-		if v = vals.get(t.grayKey); v != "" {
+		for c := vals; c != nil; c = c.up { // vals.get, written out
+			if len(c.name) == len(t.grayKey) && (unsafe.StringData(c.name) == unsafe.StringData(t.grayKey) || sameNameApart(c.name, t.grayKey)) {
+				v = c.value
+				break
+			}
+		}
+		if v != "" {
 			d.source = FromContext
-		} else if dd := st.Decided(); dd.Set {
-			d.source = KindSource(dd.Source) // fixed by Detach
-			if dd.Kind == uint8(Gray) {
-				v = "true"
-			}
-		} else if gray, ok := st.Drawn(); ok {
-			// another LoadBalancer's canary drew for the request
-			d.source = FromRules
-			if gray {
-				v = "true"
-			}
+		} else if st != nil {
+			v, d.source = settledKind(st)
 		} else {
 			d.source = FromDefault
 		}
@@ -107,19 +161,16 @@ func (t *tree) leafOf(ctx context.Context, call, h ContextHandler, d *decision) 
 	leaf := &fr.leaves[0]
 	if len(fr.leaves) > 1 { // a version stage's leaves
 		v = ""
-		if call != nil {
-			v = call.Value(ctx, t.versionKey)
-		}
-		if v == "" && h != nil {
-			v = h.Value(ctx, t.versionKey)
-		}
-		if v == "" && st != nil {
-			if v = st.Get(t.versionKey); v == "" {
-				v = st.Role(routestate.RoleVersion)
-			}
+		if keys {
+			v = keyed(ctx, call, h, st, t.versionKey, routestate.RoleVersion)
 		}
 		if v == "" {
-			v = vals.get(t.versionKey)
+			for c := vals; c != nil; c = c.up { // vals.get, written out
+				if len(c.name) == len(t.versionKey) && (unsafe.StringData(c.name) == unsafe.StringData(t.versionKey) || sameNameApart(c.name, t.versionKey)) {
+					v = c.value
+					break
+				}
+			}
 		}
 		leaf = &fr.leaves[fr.choice.choose(v, t.versionSelf)]
 	}
@@ -157,6 +208,49 @@ func (t *tree) pick(ctx context.Context, h ContextHandler, observe Observer) (*I
 		return nil, t.noInstance(d.kind)
 	}
 	return in, nil
+}
+
+// keyed returns the value under key of the call: call's, else h's, else
+// the admitted state's (st: its key, else the key holding role for the
+// LoadBalancer that admitted it), "" when none has one.
+func keyed(ctx context.Context, call, h ContextHandler, st *routestate.State, key string, role routestate.Role) string {
+	if call != nil {
+		if v := call.Value(ctx, key); v != "" {
+			return v
+		}
+	}
+	if h != nil {
+		if v := h.Value(ctx, key); v != "" {
+			return v
+		}
+	}
+	if st != nil {
+		if v := st.Get(key); v != "" {
+			return v
+		}
+		return st.Role(role)
+	}
+	return ""
+}
+
+// settledKind is the kind st settled for a request no key made gray or
+// prod, as a gray value ("true" for gray) and what settled it: the
+// decision Detach fixed, else another LoadBalancer's canary draw for the
+// request, else nothing (FromDefault).
+func settledKind(st *routestate.State) (string, KindSource) {
+	if dd := st.Decided(); dd.Set {
+		if dd.Kind == uint8(Gray) {
+			return "true", KindSource(dd.Source)
+		}
+		return "", KindSource(dd.Source)
+	}
+	if gray, ok := st.Drawn(); ok {
+		if gray {
+			return "true", FromRules
+		}
+		return "", FromRules
+	}
+	return "", FromDefault
 }
 
 // noInstance is the error of a request of kind that t has no instance for.

@@ -107,6 +107,13 @@ func (c *valuesCtx) get(name string) string {
 	return ""
 }
 
+// sameNameApart is sameName for names of one length in different memory,
+// out of line: the flat walk compares names without a call when they are
+// the same bytes, and calls this for the rest.
+//
+//go:noinline
+func sameNameApart(lower, name string) bool { return routestate.SameName(lower, name) }
+
 // sameName reports whether lower (a name WithValue kept, in lower case)
 // is name in any letter case (routestate.SameName: without a loop when both
 // are the same bytes in memory, as a key name constant passed to WithValue
@@ -118,15 +125,6 @@ func sameName(lower, name string) bool { return routestate.SameName(lower, name)
 // they usually are on the pick path.
 func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
-}
-
-// valuesAndState returns valuesIn(ctx) and stateIn(ctx) in one call: a
-// WithValue context answers both at once.
-func valuesAndState(ctx context.Context) (*valuesCtx, *routestate.State) {
-	if c, ok := ctx.(*valuesCtx); ok {
-		return c, c.state
-	}
-	return valuesAbove(ctx), routestate.From(ctx)
 }
 
 // lowerASCII returns s in ASCII lower case; s itself (no copy) when it

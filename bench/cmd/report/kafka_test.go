@@ -51,7 +51,7 @@ func TestWriteMarkdownKeepsKafka(t *testing.T) {
 		{"", "\n## Kafka: records produced and consumed through a broker\n\nold table\n" + latency},
 		{kafkaSection(bench.KafkaSummary{Cases: make([]bench.KafkaRound, 5), Ratio: []float64{1, 1.03, 1, 1.2, 1.1}, CPURatio: []float64{1, 1.01, 1, 1.05, 1.02}, Rounds: 5}, 20000, 5000), "| kafkagray, gray records | 0 | 0 | 0 | 1.20 | 0 | 1.05 |"},
 	} {
-		if err := writeMarkdown(path, nil, nil, nil, c.kafka, "1ms", false, 0); err != nil {
+		if err := writeMarkdown(path, nil, nil, nil, "", c.kafka, "1ms", false, 0); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(path)

@@ -3,10 +3,17 @@
 // ns/op against the number of instances. With -kafka it also measures a
 // record produced and consumed through a Kafka broker with plain franz-go
 // and with kafkagray (bench.KafkaBench); without it, the Kafka section of
-// BENCHMARKS.md is kept as it was. -only-kafka rewrites that section alone.
+// BENCHMARKS.md is kept as it was. -only-kafka rewrites that section alone,
+// -only-learning the learning section (bench.Learning) alone, -only-versus
+// the section of graylb against grpc-go's round_robin alone. -peer with
+// -size measures one row and writes nothing (a row run again and again, to
+// count crashes).
 //
 //	go run ./cmd/report -out .. -nacos 127.0.0.1:8848 -kafka 127.0.0.1:19092
 //	go run ./cmd/report -out .. -only-kafka -kafka 127.0.0.1:19092   # the Kafka section alone
+//	go run ./cmd/report -out .. -only-learning                       # the learning section alone
+//	go run ./cmd/report -out .. -only-versus                         # graylb against grpc-go alone
+//	go run ./cmd/report -nacos 127.0.0.1:8848 -peer 'graylb on nacos.Supplier' -size 10000
 package main
 
 import (
@@ -14,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"testing"
 	"time"
@@ -42,7 +50,39 @@ func main() {
 	kafkaBatch := flag.Int("kafka-batch", 10000, "records per case in each turn of a Kafka round (plain and kafkagray take turns)")
 	kafkaRounds := flag.Int("kafka-rounds", 9, "rounds of the Kafka section (the median is kept)")
 	onlyKafka := flag.Bool("only-kafka", false, "measure the Kafka section alone and rewrite only it in BENCHMARKS.md (needs -kafka)")
+	learning := flag.Bool("learning", true, "measure the learning section (bench.Learning)")
+	onlyLearning := flag.Bool("only-learning", false, "measure the learning section alone and rewrite only it in BENCHMARKS.md")
+	onlyVersus := flag.Bool("only-versus", false, "measure graylb against grpc-go's round_robin alone and rewrite only that section of BENCHMARKS.md")
+	onePeer := flag.String("peer", "", "measure only the row of this peer (its name as in BENCHMARKS.md) at -size, and write nothing")
+	oneSize := flag.Int("size", 0, "the instance count of -peer's row")
 	flag.Parse()
+	fmt.Printf("CPU: %s, GOMAXPROCS %d\n", cpuModel(), runtime.GOMAXPROCS(0))
+	if *onlyVersus {
+		var vs []versusRow
+		for _, n := range bench.Sizes {
+			v, err := versus(n)
+			if err != nil {
+				fail(err)
+			}
+			vs = append(vs, v)
+		}
+		if err := writeVersusOnly(filepath.Join(*out, "BENCHMARKS.md"), vs); err != nil {
+			fail(err)
+		}
+		fmt.Println("rewrote the grpc-go section of BENCHMARKS.md")
+		return
+	}
+	if *onlyLearning {
+		rs, err := measureLearning()
+		if err != nil {
+			fail(err)
+		}
+		if err := writeLearningOnly(filepath.Join(*out, "BENCHMARKS.md"), learningSection(rs)); err != nil {
+			fail(err)
+		}
+		fmt.Println("rewrote the learning section of BENCHMARKS.md")
+		return
+	}
 	if *onlyKafka {
 		if *kafkaAddr == "" {
 			fail(fmt.Errorf("-only-kafka needs -kafka"))
@@ -69,6 +109,12 @@ func main() {
 		bench.Graylb("weighted round robin", policy.WeightedRoundRobin()),
 	}, bench.KratosPeers()...)
 	peers = append(peers, bench.SeedPort(), bench.GRPCRoundRobin())
+	if *onePeer != "" {
+		if err := measureOne(*onePeer, *oneSize, peers, *nacosAddr); err != nil {
+			fail(err)
+		}
+		return
+	}
 
 	var rows []row
 	var vs []versusRow
@@ -100,6 +146,14 @@ func main() {
 	if *memory {
 		mem = measureMemory()
 	}
+	var learned string
+	if *learning {
+		rs, err := measureLearning()
+		if err != nil {
+			fail(err)
+		}
+		learned = learningSection(rs)
+	}
 	var kafka string
 	if *kafkaAddr != "" {
 		var err error
@@ -107,13 +161,53 @@ func main() {
 			fail(fmt.Errorf("kafka: %w", err))
 		}
 	}
-	if err := writeMarkdown(filepath.Join(*out, "BENCHMARKS.md"), rows, vs, mem, kafka, *benchtime, *nacosAddr != "", time.Since(start)); err != nil {
+	if err := writeMarkdown(filepath.Join(*out, "BENCHMARKS.md"), rows, vs, mem, learned, kafka, *benchtime, *nacosAddr != "", time.Since(start)); err != nil {
 		fail(err)
 	}
 	if err := writeChart(filepath.Join(*out, "docs", "bench-pick.png"), rows); err != nil {
 		fail(err)
 	}
 	fmt.Printf("wrote BENCHMARKS.md and docs/bench-pick.png in %v\n", time.Since(start).Round(time.Second))
+}
+
+// measureOne measures the row of the peer named name at n instances alone
+// (a Nacos row needs nacosAddr) and prints it; it fails when the row
+// failed or no peer has that name.
+func measureOne(name string, n int, peers []bench.Peer, nacosAddr string) error {
+	if n <= 0 {
+		return fmt.Errorf("-peer needs -size")
+	}
+	list := bench.Instances(n)
+	for _, p := range peers {
+		if p.Name == name {
+			if r := measure(p, n, list); r.err != "" {
+				return fmt.Errorf("%s at %d: %s", name, n, r.err)
+			}
+			return nil
+		}
+	}
+	if nacosAddr == "" {
+		return fmt.Errorf("no peer %q (the Nacos rows need -nacos)", name)
+	}
+	dir, err := os.MkdirTemp("", "graylb-bench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	f, err := bench.NewNacosFixture(nacosAddr, dir, list)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range []bench.Peer{bench.NacosSDK(f), bench.GraylbNacos(f)} {
+		if p.Name == name {
+			if r := measure(p, n, list); r.err != "" {
+				return fmt.Errorf("%s at %d: %s", name, n, r.err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no peer %q", name)
 }
 
 func measure(p bench.Peer, n int, list []graylb.Instance) row {
@@ -191,7 +285,7 @@ func versus(n int) (versusRow, error) {
 		ratio, ratioService = append(ratio, ns[0]/ns[2]), append(ratioService, ns[1]/ns[2])
 	}
 	v := versusRow{n: n, byName: median(byName), service: median(service), grpc: median(grpc), ratio: median(ratio), ratioService: median(ratioService)}
-	fmt.Printf("versus grpc-go round_robin n=%-6d Pick %.1f ns (%.2f) ServicePicker %.1f ns (%.2f) grpc-go %.1f ns\n", n, v.byName, v.ratio, v.service, v.ratioService, v.grpc)
+	fmt.Printf("versus grpc-go round_robin n=%-6d Pick %.1f ns (%.2f) ServicePicker %.1f ns (%.2f) grpc-go %.1f ns (%s)\n", n, v.byName, v.ratio, v.service, v.ratioService, v.grpc, cpuModel())
 	return v, nil
 }
 
