@@ -19,7 +19,10 @@ the gray kind with prod as the callers see them, on the calls made since the ste
 --service and for every other service with gray instances registered in Nacos at the step (the
 canary draws requests: each of them takes the step's share): the error ratios and the call
 durations of the callers' graylb metrics (otelgraylb's graylb.client.call.duration histogram,
-graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP API. Each check
+graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP API. The gray
+requests the callers sent to prod because their outlier detection ejected (or paused) the gray
+instances (otelgraylb's picks, graylb_picks_total with outcome fell_back) count as failed gray
+calls, while the rules are open and the registry lists a gray instance of the service. Each check
 tests for a difference beyond the thresholds (errors: a test for two proportions; durations: a
 rank test over the histograms and a test of the tail); a check finds gray worse at 1 %
 significance (docs/operations.md).
@@ -127,6 +130,9 @@ type rollout struct {
 	// expected are the rules as the rollout last wrote them (read them,
 	// before its first step): any other rules are someone else's change.
 	expected graylb.Rules
+	// watch is what the reads of the registry at the checks found of each
+	// judged service (see readRegistry).
+	watch map[string]*watched
 }
 
 func (r *rollout) logf(format string, args ...any) {
@@ -223,6 +229,7 @@ func (r *rollout) run(ctx context.Context) int {
 			r.logf("step %d/%d: %s: not judged: %s", i+1, len(r.steps), svc, set.notJudged[svc])
 		}
 		start := time.Now()
+		r.watchStep()
 		step := stepReport{Canary: p, NotJudged: set.notJudged}
 		judges := map[string]*stepJudge{}
 		for _, svc := range set.services {
@@ -243,7 +250,15 @@ func (r *rollout) run(ctx context.Context) int {
 				r.res.Steps = append(r.res.Steps, step)
 				return r.changedByOthers(ch, fmt.Sprintf("during step %d (canary %v%%)", i+1, p))
 			}
-			got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, stepWindow(elapsed, r.f.window)), time.Time{})
+			if err := r.readRegistry(ctx, set.services); err != nil && ctx.Err() == nil {
+				r.logf("step %d/%d: reading the instances from the registry failed (the last reads stand): %v", i+1, len(r.steps), err)
+			}
+			window := stepWindow(elapsed, r.f.window)
+			got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, window), time.Time{})
+			var fbs map[string]fallBack
+			if err == nil && r.f.picksMetric != "" {
+				fbs, err = r.prom.fallBacks(ctx, fallBackQueriesFor(r.f.picksMetric, r.f.metric, set.services, window), time.Time{})
+			}
 			var v verdict
 			var why string
 			if err != nil {
@@ -252,7 +267,11 @@ func (r *rollout) run(ctx context.Context) int {
 				}
 				v, why = verdictWait, err.Error()
 			} else {
-				v, why, step.Services = judgeAll(set, judges, got, r.noCallsNotes(ctx, set, got))
+				ev := map[string]evidence{}
+				for _, svc := range set.services {
+					ev[svc] = r.fallBackEvidence(svc, fbs[svc])
+				}
+				v, why, step.Services = judgeAll(set, judges, got, ev, r.noCallsNotes(ctx, set, got))
 				step.Gray, step.Prod = step.Services[0].Gray, step.Services[0].Prod
 			}
 			step.Verdict, step.Reason = v.String(), why

@@ -238,8 +238,26 @@ func TestPromString(t *testing.T) {
 	}
 }
 
-// fakeProm answers instant queries with fn's answer body.
+// fakeProm answers instant queries with fn's answer body; those of the
+// callers' picks and ejections with no series, as a Prometheus of callers
+// without otelgraylb's Observer and Register does.
 func fakeProm(t testing.TB, fn func(query string) string) *httptest.Server {
+	return fakePromAll(t, func(q string) string {
+		if isFallBackQuery(q) {
+			return vector()
+		}
+		return fn(q)
+	})
+}
+
+// isFallBackQuery: q is one of the queries of the callers' picks and
+// ejections (fallBackQueriesFor).
+func isFallBackQuery(q string) bool {
+	return strings.Contains(q, defaultPicksMetric) || strings.Contains(q, ejectedMetric)
+}
+
+// fakePromAll answers every instant query with fn's answer body.
+func fakePromAll(t testing.TB, fn func(query string) string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/api/v1/query" {
 			http.NotFound(w, r)
@@ -429,6 +447,8 @@ func TestRolloutNeverAdvancesBlind(t *testing.T) {
 			switch {
 			case r.URL.Path != "/api/v1/query":
 				http.NotFound(w, r)
+			case isFallBackQuery(q):
+				w.Write([]byte(vector()))
 			case strings.HasPrefix(q, "count by (graylb_service) ("):
 				w.Write([]byte(vector("prod", "4")))
 			case strings.HasPrefix(q, "group by ("):

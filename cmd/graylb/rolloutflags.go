@@ -19,6 +19,7 @@ type rolloutFlags struct {
 	poll, maxWait    time.Duration
 	prometheus       string
 	metric           string
+	picksMetric      string
 	minRequests      float64
 	maxErrorIncrease float64
 	maxLatencyRatio  float64
@@ -40,6 +41,7 @@ func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&f.maxWait, "max-wait", 10*time.Minute, "how long past a step's interval to wait for enough traffic or for Prometheus before giving up")
 	fs.StringVar(&f.prometheus, "prometheus", promDefault, "Prometheus base URL [$"+envPrometheus+"]")
 	fs.StringVar(&f.metric, "metric", defaultMetric, "the call-duration histogram's Prometheus name")
+	fs.StringVar(&f.picksMetric, "picks-metric", defaultPicksMetric, "the callers' picks counter's Prometheus name (otelgraylb's Observer): gray requests that fell back to prod count as failed gray calls; empty: not read")
 	fs.Float64Var(&f.minRequests, "min-requests", 100, "calls gray (and prod, to compare with) must complete in the window before it is judged")
 	fs.Float64Var(&f.maxErrorIncrease, "max-error-increase", 0.01, "how far gray's error ratio may exceed prod's (0.01: one percentage point)")
 	fs.Float64Var(&f.maxLatencyRatio, "max-latency-ratio", 1.5, "gray's calls may take up to this times prod's (plus --latency-slack); 0 disables")
@@ -104,6 +106,9 @@ func (f *rolloutFlags) check() error {
 	}
 	if strings.ContainsAny(f.metric, "{}[]() \"") || f.metric == "" {
 		return fmt.Errorf("--metric %q: a metric name", f.metric)
+	}
+	if strings.ContainsAny(f.picksMetric, "{}[]() \"") {
+		return fmt.Errorf("--picks-metric %q: a metric name, or empty", f.picksMetric)
 	}
 	return nil
 }
