@@ -25,6 +25,15 @@ type serviceReport struct {
 	GrayFellBack           float64 `json:"grayFellBack,omitempty"`
 	GrayFellBackNotCounted string  `json:"grayFellBackNotCounted,omitempty"`
 	GrayEjectedMax         float64 `json:"grayEjectedMax,omitempty"`
+	// Restarts: what the registry showed of its instances' restarts since
+	// the rollout began (by the start time nacos.Register writes).
+	Restarts *restartReport `json:"restarts,omitempty"`
+}
+
+// restartReport counts a service's restarts since the rollout began.
+type restartReport struct {
+	Gray int `json:"gray"`
+	Prod int `json:"prod"`
 }
 
 // judgedSet is what a step judges: the released service and every other
@@ -112,12 +121,18 @@ func judgeAll(set judgedSet, judges map[string]*stepJudge, got map[string]kindSa
 		if t := e.text(); t != "" {
 			why += "; " + t
 		}
+		switch {
+		case e.restartsUnhealthy:
+			v, why = verdictUnhealthy, e.restarts+"; "+why
+		case e.restarts != "":
+			why += "; " + e.restarts
+		}
 		if n := notes[svc]; n != "" {
 			why += "; " + n
 		}
 		gray, prod := k.gray, k.prod
 		reports = append(reports, serviceReport{Service: svc, Verdict: v.String(), Reason: why, Gray: &gray, Prod: &prod,
-			GrayFellBack: e.fellBack, GrayFellBackNotCounted: e.notCounted, GrayEjectedMax: e.ejected})
+			GrayFellBack: e.fellBack, GrayFellBackNotCounted: e.notCounted, GrayEjectedMax: e.ejected, Restarts: e.restartCounts})
 		parts = append(parts, svc+": "+v.String()+": "+why)
 		if v == verdictUnhealthy {
 			bad = append(bad, svc+": "+why)

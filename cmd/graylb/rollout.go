@@ -30,6 +30,10 @@ significance (docs/operations.md).
   - gray worse than prod beyond the thresholds (once gray completed --min-requests calls in the
     step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one, for any service
     judged: it rolls back by itself (closed: true) and exits 3 with the evidence;
+  - the gray instances of a service judged restarted --restart-limit times since the rollout
+    began while its prod instances did not (the registry, read at every check, lists them again
+    on their addresses with a new graylb.started, which nacos.Register writes): it rolls back
+    the same way;
   - healthy at the last step: it prints the next step (promote) and exits 0;
   - Prometheus unreachable or too little traffic: it waits and says so, never advances blind;
     after --max-wait past a step's interval without a verdict it exits 4, the rules left as
@@ -194,6 +198,11 @@ func (r *rollout) run(ctx context.Context) int {
 	}()
 	r.expected = rules
 	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s, lease %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus, l.item.describe())
+	// The instances' start times before the first step: a new one at a
+	// check is a restart.
+	if _, err := r.readRegistry(ctx, set.services); err != nil && ctx.Err() == nil {
+		r.logf("reading the instances from the registry failed (the checks read them again): %v", err)
+	}
 	for i, p := range r.steps {
 		if i > 0 {
 			// The services whose gray instances take the step's share:
@@ -250,7 +259,11 @@ func (r *rollout) run(ctx context.Context) int {
 				r.res.Steps = append(r.res.Steps, step)
 				return r.changedByOthers(ch, fmt.Sprintf("during step %d (canary %v%%)", i+1, p))
 			}
-			if err := r.readRegistry(ctx, set.services); err != nil && ctx.Err() == nil {
+			restarts, err := r.readRegistry(ctx, set.services)
+			for _, l := range restarts {
+				r.logf("step %d/%d: %s", i+1, len(r.steps), l)
+			}
+			if err != nil && ctx.Err() == nil {
 				r.logf("step %d/%d: reading the instances from the registry failed (the last reads stand): %v", i+1, len(r.steps), err)
 			}
 			window := stepWindow(elapsed, r.f.window)
@@ -266,10 +279,13 @@ func (r *rollout) run(ctx context.Context) int {
 					continue // the select above reports it
 				}
 				v, why = verdictWait, err.Error()
+				if bad := r.restartRollback(set.services); bad != "" {
+					v, why = verdictUnhealthy, bad
+				}
 			} else {
 				ev := map[string]evidence{}
 				for _, svc := range set.services {
-					ev[svc] = r.fallBackEvidence(svc, fbs[svc])
+					ev[svc] = r.withRestarts(svc, r.fallBackEvidence(svc, fbs[svc]))
 				}
 				v, why, step.Services = judgeAll(set, judges, got, ev, r.noCallsNotes(ctx, set, got))
 				step.Gray, step.Prod = step.Services[0].Gray, step.Services[0].Prod

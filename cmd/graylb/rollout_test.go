@@ -360,21 +360,24 @@ type traffic struct {
 // promTrafficOf serves a fake Prometheus whose callers made calls of
 // several services (whatever services a query names).
 func promTrafficOf(t testing.TB, ts ...traffic) *httptest.Server {
-	return fakeProm(t, func(q string) string {
-		var answers []string
-		for _, tr := range ts {
-			switch {
-			case strings.Contains(q, "_bucket"):
-				answers = append(answers, bucketVectorOf(tr.service, histOf(int(tr.grayCalls), func(int) float64 { return 0.02 }),
-					histOf(int(tr.prodCalls), func(int) float64 { return 0.02 })))
-			case strings.Contains(q, `outcome="error"`):
-				answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls*tr.grayErrRatio), "prod", fmt.Sprint(tr.prodCalls*tr.prodErrRatio)))
-			default:
-				answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls), "prod", fmt.Sprint(tr.prodCalls)))
-			}
+	return fakeProm(t, func(q string) string { return trafficAnswer(q, ts...) })
+}
+
+// trafficAnswer is the answer to q of a Prometheus whose callers made ts.
+func trafficAnswer(q string, ts ...traffic) string {
+	var answers []string
+	for _, tr := range ts {
+		switch {
+		case strings.Contains(q, "_bucket"):
+			answers = append(answers, bucketVectorOf(tr.service, histOf(int(tr.grayCalls), func(int) float64 { return 0.02 }),
+				histOf(int(tr.prodCalls), func(int) float64 { return 0.02 })))
+		case strings.Contains(q, `outcome="error"`):
+			answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls*tr.grayErrRatio), "prod", fmt.Sprint(tr.prodCalls*tr.prodErrRatio)))
+		default:
+			answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls), "prod", fmt.Sprint(tr.prodCalls)))
 		}
-		return joinVectors(answers...)
-	})
+	}
+	return joinVectors(answers...)
 }
 
 func storedRules(t testing.TB, f *fakeNacos) graylb.Rules {

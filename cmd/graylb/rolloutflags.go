@@ -25,6 +25,7 @@ type rolloutFlags struct {
 	maxLatencyRatio  float64
 	latencySlack     time.Duration
 	failureLimit     int
+	restartLimit     int
 	leaseTTL         time.Duration
 }
 
@@ -48,6 +49,7 @@ func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long the rollout's lease outlives its last renewal (renewed every third of it): a rollout that died blocks others this long")
 	fs.DurationVar(&f.latencySlack, "latency-slack", 10*time.Millisecond, "absolute allowance added to the latency bound")
 	fs.IntVar(&f.failureLimit, "failure-limit", 2, "checks in a row that must find gray worse before it is rolled back (a difference beyond doubt rolls back at once)")
+	fs.IntVar(&f.restartLimit, "restart-limit", 2, "restarts of the gray instances since the rollout began (a new graylb.started in the registry on an address) that roll back, when prod's instances did not restart; 0: not judged")
 }
 
 // parseSteps parses --steps: increasing valid canary percentages.
@@ -100,6 +102,9 @@ func (f *rolloutFlags) check() error {
 	}
 	if f.failureLimit < 1 {
 		return errors.New("--failure-limit must be at least 1")
+	}
+	if f.restartLimit < 0 {
+		return errors.New("--restart-limit must not be negative (0: restarts not judged)")
 	}
 	if !(f.minRequests >= 1) || !(f.maxErrorIncrease >= 0 && f.maxErrorIncrease <= 1) || !(f.maxLatencyRatio >= 0) {
 		return errors.New("--min-requests must be at least 1, --max-error-increase within 0-1, --max-latency-ratio not negative")
