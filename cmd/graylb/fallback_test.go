@@ -72,7 +72,7 @@ func TestRolloutCountsFallBacks(t *testing.T) {
 		{name: "without the picks metric", fellBack: 600, ejected: 1, more: []string{"--picks-metric", ""}, code: exitNoData,
 			says: []string{"gray completed 0 calls in the step"}},
 		{name: "no gray instance registered", fellBack: 600, grayGone: true, code: exitNoData,
-			says: []string{"600 gray requests fell back to prod in the step, not counted as failed: no gray instance of svc took requests in the registry at "}},
+			says: []string{"600 gray requests that fell back to prod not counted as failed: no gray instance of svc took requests in the registry at "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeNacos(t)

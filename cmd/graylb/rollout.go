@@ -31,9 +31,9 @@ significance (docs/operations.md).
     step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one, for any service
     judged: it rolls back by itself (closed: true) and exits 3 with the evidence;
   - the gray instances of a service judged restarted --restart-limit times since the rollout
-    began while its prod instances did not (the registry, read at every check, lists them again
-    on their addresses with a new graylb.started, which nacos.Register writes): it rolls back
-    the same way;
+    began while its prod instances did not (the registry, read at every check and every 250 ms
+    between them, lists them again on their addresses after a read that did not, or with a new
+    graylb.started, which nacos.Register writes): it rolls back the same way;
   - healthy at the last step: it prints the next step (promote) and exits 0;
   - Prometheus unreachable or too little traffic: it waits and says so, never advances blind;
     after --max-wait past a step's interval without a verdict it exits 4, the rules left as
@@ -134,9 +134,9 @@ type rollout struct {
 	// expected are the rules as the rollout last wrote them (read them,
 	// before its first step): any other rules are someone else's change.
 	expected graylb.Rules
-	// watch is what the reads of the registry at the checks found of each
-	// judged service (see readRegistry).
-	watch map[string]*watched
+	// watch is what the reads of the registry found of each judged service
+	// (see readRegistry).
+	watch registryWatch
 }
 
 func (r *rollout) logf(format string, args ...any) {
@@ -198,11 +198,16 @@ func (r *rollout) run(ctx context.Context) int {
 	}()
 	r.expected = rules
 	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s, lease %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus, l.item.describe())
-	// The instances' start times before the first step: a new one at a
-	// check is a restart.
-	if _, err := r.readRegistry(ctx, set.services); err != nil && ctx.Err() == nil {
-		r.logf("reading the instances from the registry failed (the checks read them again): %v", err)
-	}
+	// The instances before the first step (what later reads find gone or
+	// with a new start time is a restart), then every registryEvery.
+	r.watchServices(set.services, r.expected)
+	r.readRegistry(ctx, set.services)
+	wctx, stopWatch := context.WithCancel(ctx)
+	waitWatch := r.watchRegistry(wctx)
+	defer func() {
+		stopWatch()
+		waitWatch()
+	}()
 	for i, p := range r.steps {
 		if i > 0 {
 			// The services whose gray instances take the step's share:
@@ -230,6 +235,7 @@ func (r *rollout) run(ctx context.Context) int {
 			return exitFailed
 		}
 		r.expected = res.After
+		r.watchServices(set.services, r.expected)
 		r.res.Canary = p
 		l.at(i+1, p)
 		nudge()
@@ -259,7 +265,8 @@ func (r *rollout) run(ctx context.Context) int {
 				r.res.Steps = append(r.res.Steps, step)
 				return r.changedByOthers(ch, fmt.Sprintf("during step %d (canary %v%%)", i+1, p))
 			}
-			restarts, err := r.readRegistry(ctx, set.services)
+			r.readRegistry(ctx, set.services)
+			restarts, err := r.watchNews()
 			for _, l := range restarts {
 				r.logf("step %d/%d: %s", i+1, len(r.steps), l)
 			}

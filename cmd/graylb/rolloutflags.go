@@ -49,7 +49,7 @@ func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long the rollout's lease outlives its last renewal (renewed every third of it): a rollout that died blocks others this long")
 	fs.DurationVar(&f.latencySlack, "latency-slack", 10*time.Millisecond, "absolute allowance added to the latency bound")
 	fs.IntVar(&f.failureLimit, "failure-limit", 2, "checks in a row that must find gray worse before it is rolled back (a difference beyond doubt rolls back at once)")
-	fs.IntVar(&f.restartLimit, "restart-limit", 2, "restarts of the gray instances since the rollout began (a new graylb.started in the registry on an address) that roll back, when prod's instances did not restart; 0: not judged")
+	fs.IntVar(&f.restartLimit, "restart-limit", 2, "restarts of the gray instances since the rollout began (an address back in the registry after a read without it, or with a new graylb.started) that roll back, when prod's instances did not restart; 0: not judged")
 }
 
 // parseSteps parses --steps: increasing valid canary percentages.
