@@ -31,7 +31,7 @@ significance (docs/operations.md).
     step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one, for any service
     judged: it rolls back by itself (closed: true) and exits 3 with the evidence;
   - the gray instances of a service judged restarted --restart-limit times since the rollout
-    began while its prod instances did not (the registry, read at every check and every 250 ms
+    began while its prod instances did not (the registry, read at every check and every 100 ms
     between them, lists them again on their addresses after a read that did not, or with a new
     graylb.started, which nacos.Register writes): it rolls back the same way;
   - healthy at the last step: it prints the next step (promote) and exits 0;
