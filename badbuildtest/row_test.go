@@ -61,6 +61,8 @@ func TestRow_TargetsAndKnownMisses(t *testing.T) {
 		r.rollback = onRestarts + " 2 times since the rollout began"
 		return r
 	}
+	knownReasons["test"] = "a reason of the test's"
+	defer delete(knownReasons, "test")
 	for _, tc := range []struct {
 		name    string
 		build   build
@@ -81,6 +83,8 @@ func TestRow_TargetsAndKnownMisses(t *testing.T) {
 			"| 17 (7); rolled back on its restarts (1 of 1 runs), 1 check(s) from the one that saw its restart number 2 | met |"},
 		{"a crash loop rolled back later", buildOf("crash"), []result{restarted(3, 7)}, 1, "**verdict missed: rolled back at the 3. check after its 2. restart**"},
 		{"errors, a prod request on gray", buildOf("errors"), []result{prodOnGray}, 1, "**prod on gray missed: 1 prod requests"},
+		{"a known miss", build{fault: "x", what: "a build of the test's", known: map[target]string{targetVerdict: "test"}}, []result{ok(4)}, 0,
+			"verdict missed: no verdict, not rolled back (known: test)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r recorder
