@@ -88,14 +88,18 @@ type report struct {
 type result struct {
 	exit       int // graylb rollout's exit status; -1: the run did not get there
 	rep        report
-	prodOnGray int           // prod requests the gray instances logged
-	restarts   int           // of the gray instances (the crash loop)
-	checks     int           // the rollout's checks in all
-	enough     int           // of them, in the deciding (last) step, with enough gray calls to judge
-	judged     string        // what the judge's last check saw, from the rollout's JSON
-	rollback   string        // why it rolled back, as it said
-	evidence   evidence      // what the callers' metrics showed while the rollout ran
-	took       time.Duration // the rollout's
+	prodOnGray int  // prod requests the gray instances logged
+	restarts   int  // of the gray instances (the crash loop)
+	checks     int  // the rollout's checks in all
+	enough     int  // of them, in the deciding (last) step, with enough gray calls to judge
+	onRestarts bool // rolled back on the gray build's restarts
+	// afterRestarts: of the checks, those from the one that saw the gray
+	// build's restartLimit-th restart on (0: it restarted fewer times)
+	afterRestarts int
+	judged        string        // what the judge's last check saw, from the rollout's JSON
+	rollback      string        // why it rolled back, as it said
+	evidence      evidence      // what the callers' metrics showed while the rollout ran
+	took          time.Duration // the rollout's
 }
 
 // runOnce runs build once with grays gray instances.
@@ -156,9 +160,11 @@ func runOnce(t *testing.T, bins programs, addr string, b build, grays int) resul
 	var err error
 	res.exit, res.took = code, took
 	res.checks, res.enough = checks(stderr, code)
+	res.afterRestarts = checksAfterRestarts(stderr)
 	res.judged = judged(stdout)
 	if m := rolledBack.FindStringSubmatch(stderr); m != nil {
 		res.rollback = m[1]
+		res.onRestarts = strings.Contains(res.rollback, onRestarts)
 	}
 	if res.evidence, err = callersEvidence(prom, svc, took); err != nil {
 		t.Errorf("reading the callers' metrics: %v", err)
@@ -207,9 +213,23 @@ func rollout(t *testing.T, bin, addr, svc, rules, prom string) (int, string, str
 	return code, out.String(), errOut.String(), took
 }
 
+// restartLimit is graylb rollout's --restart-limit at its default: the
+// gray build's restarts since the rollout began that roll it back; a
+// rollback on them says onRestarts.
+const (
+	restartLimit = 2
+	onRestarts   = "the gray build restarted"
+)
+
 var (
-	stepSet    = regexp.MustCompile(`: canary [0-9.]+% set$`)
-	stepCheck  = regexp.MustCompile(`step \d+/\d+: canary [0-9.]+%(: \S+ of \S+: (wait|healthy|worse): | healthy after |: waiting, not advancing blind: )`)
+	restartSeen = regexp.MustCompile(`restarts since the rollout began: gray (\d+), prod \d+$`)
+	stepSet     = regexp.MustCompile(`: canary [0-9.]+% set(;|$)`) // "step 2/2: canary 50% set; judging svc"
+	// A check's line: "step 1/2: canary 10%: 3s of 10s: <service>: wait: ...",
+	// or a step's last ("canary 10% healthy after 10s: ...", "waiting, not
+	// advancing blind: ..."). The rollout names the service judged since it
+	// judges every service with gray instances; a pattern without the name
+	// counted none of the checks before a step's end.
+	stepCheck  = regexp.MustCompile(`step \d+/\d+: canary [0-9.]+%(: \S+ of \S+: (\S+: )?(wait|healthy|worse): | healthy after |: waiting, not advancing blind: )`)
 	rolledBack = regexp.MustCompile(`gray is worse than prod: (.*); rolling back`)
 	notEnough  = regexp.MustCompile(`calls in the step, at least \d+ needed to judge|prometheus unreachable`)
 )
@@ -235,8 +255,28 @@ func checks(stderr string, code int) (all, enough int) {
 	return all, enough
 }
 
+// checksAfterRestarts counts the rollout's checks from the one that saw
+// the gray build's restartLimit-th restart on (it logs each restart as the
+// check's read of the registry finds it, before the check's verdict); 0
+// when it saw fewer.
+func checksAfterRestarts(stderr string) int {
+	n, seen := 0, false
+	for _, l := range strings.Split(stderr, "\n") {
+		if m := restartSeen.FindStringSubmatch(l); m != nil {
+			if k, _ := strconv.Atoi(m[1]); k >= restartLimit {
+				seen = true
+			}
+		}
+		if seen && (stepCheck.MatchString(l) || rolledBack.MatchString(l)) {
+			n++
+		}
+	}
+	return n
+}
+
 // judged reads the rollout's JSON result: the calls of each kind its last
-// check counted in the last step.
+// check counted in the last step (gray's with the gray requests that fell
+// back to prod, counted as failed calls).
 func judged(stdout string) string {
 	var res struct {
 		Steps []struct {
@@ -245,6 +285,9 @@ func judged(stdout string) string {
 				Requests float64 `json:"requests"`
 				Errors   float64 `json:"errors"`
 			}
+			Services []struct {
+				FellBack float64 `json:"grayFellBack"`
+			} `json:"services"`
 		} `json:"steps"`
 	}
 	if json.Unmarshal([]byte(stdout), &res) != nil || len(res.Steps) == 0 {
@@ -254,7 +297,11 @@ func judged(stdout string) string {
 	if s.Gray == nil || s.Prod == nil {
 		return fmt.Sprintf("at canary %v %%, no sample", s.Canary)
 	}
-	return fmt.Sprintf("gray %.0f calls (%.0f failed), prod %.0f (%.0f), at canary %v %%", s.Gray.Requests, s.Gray.Errors, s.Prod.Requests, s.Prod.Errors, s.Canary)
+	fell := ""
+	if len(s.Services) > 0 && s.Services[0].FellBack > 0 {
+		fell = fmt.Sprintf(", %.0f of them gray requests that fell back to prod", s.Services[0].FellBack)
+	}
+	return fmt.Sprintf("gray %.0f calls (%.0f failed%s), prod %.0f (%.0f), at canary %v %%", s.Gray.Requests, s.Gray.Errors, fell, s.Prod.Requests, s.Prod.Errors, s.Canary)
 }
 
 // grayBuild is the gray build's instances of a run.
@@ -355,6 +402,7 @@ func row(t reporter, p planned, rs []result, usedReasons map[string]bool) string
 	judgedText := ""
 	var ev evidence
 	var checksAll, checksEnough []int
+	var byRestarts []int // of the runs rolled back on the gray build's restarts: their checks from the one that saw the limit-th
 	// The misses of each target, each with the known reason's key ("":
 	// not a known miss).
 	type miss struct{ why, known string }
@@ -390,12 +438,19 @@ func row(t reporter, p planned, rs []result, usedReasons map[string]bool) string
 		switch {
 		case p.build.bad() && r.exit != 3:
 			missed(targetVerdict, p.build.known[targetVerdict], "%s, not rolled back", verdictName(r.exit))
-		case p.build.bad() && r.enough > 2:
+		case p.build.bad() && r.onRestarts && r.afterRestarts > 2:
+			// Its evidence is its restarts, not its calls: judged from the
+			// check that saw the restart that reached the limit.
+			missed(targetVerdict, p.build.known[targetVerdict], "rolled back at the %d. check after its %d. restart", r.afterRestarts, restartLimit)
+		case p.build.bad() && !r.onRestarts && r.enough > 2:
 			missed(targetVerdict, p.build.known[targetVerdict], "rolled back at the %d. check with enough gray calls", r.enough)
-		case !p.build.bad() && r.exit == 3 && strings.Contains(r.rollback, " took longer than "):
-			missed(targetVerdict, knownTail, "rolled back, not passed (%s)", r.rollback)
+		case !p.build.bad() && r.exit == 3:
+			missed(targetVerdict, p.build.known[targetVerdict], "rolled back, not passed (%s)", r.rollback)
 		case !p.build.bad() && r.exit != 0:
 			missed(targetVerdict, p.build.known[targetVerdict], "%s, not passed", verdictName(r.exit))
+		}
+		if r.onRestarts {
+			byRestarts = append(byRestarts, r.afterRestarts)
 		}
 	}
 	var notes []string
@@ -437,9 +492,14 @@ func row(t reporter, p planned, rs []result, usedReasons map[string]bool) string
 			verdict += "; the last check saw " + judgedText
 		}
 	}
+	checksText := spread(checksAll) + " (" + spread(checksEnough) + ")"
+	if len(byRestarts) > 0 {
+		checksText += fmt.Sprintf("; rolled back on its restarts (%d of %d runs), %s check(s) from the one that saw its restart number %d",
+			len(byRestarts), len(rs), spread(byRestarts), restartLimit)
+	}
 	return fmt.Sprintf("| %s | %d | %d | %s | %s | %d | %s | %s | %s | %s | %s |", what, p.grays, len(rs),
 		failedText(qa, failures), pct(unmarked), prodOnGray, mapText(ejections, "none"), ev, verdict,
-		spread(checksAll)+" ("+spread(checksEnough)+")", strings.Join(notes, "; "))
+		checksText, strings.Join(notes, "; "))
 }
 
 func (c *counts) plus(o counts) {

@@ -12,7 +12,8 @@
 // reached a gray instance, the rollout's verdict and after how many
 // checks. The targets: at most 1 % failed while a working instance of the
 // kind or its fall-back (prod) exists, no prod request on gray, every bad
-// build rolled back within two checks of gray having enough calls, every
+// build rolled back within two checks of gray having enough calls (one
+// rolled back on its restarts: of the check that saw its second), every
 // healthy build passed.
 //
 // It is a module of its own, with tests only: it builds the example and

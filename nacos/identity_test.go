@@ -2,6 +2,7 @@ package nacos
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -29,6 +30,16 @@ func (c *capturingRegistrar) RegisterInstance(p vo.RegisterInstanceParam) (bool,
 	return true, nil
 }
 
+// keysAndKind is a registration's metadata without the process's start
+// (MetadataStarted, which every registration carries).
+func keysAndKind(t *testing.T, m map[string]string) map[string]string {
+	t.Helper()
+	require.NotEmpty(t, m[MetadataStarted], "every registration says when its process started")
+	m = maps.Clone(m)
+	delete(m, MetadataStarted)
+	return m
+}
+
 func newLBFor(t *testing.T, opts ...graylb.Option) *graylb.LoadBalancer {
 	t.Helper()
 	lb, err := graylb.New(graylb.NewRegistry(), opts...)
@@ -47,7 +58,7 @@ func TestRegister_WithLoadBalancer(t *testing.T) {
 		WithNamingClient(f), WithLoadBalancer(lb))
 	require.NoError(t, err)
 	defer reg.Close()
-	assert.Equal(t, map[string]string{"gray-tag": "true", "version": "v2"}, f.meta[0])
+	assert.Equal(t, map[string]string{"gray-tag": "true", "version": "v2"}, keysAndKind(t, f.meta[0]))
 
 	svc := Service{Name: "svc", Host: "127.0.0.1", Port: 8081, GrayKey: "gray"}
 	_, err = Register(context.Background(), svc, WithNamingClient(f), WithLoadBalancer(lb))
@@ -76,7 +87,7 @@ func TestRegister_KeysOfTheProcess(t *testing.T) {
 	reg, err := Register(context.Background(), Service{Name: "svc", Host: "127.0.0.1", Port: 8080, Gray: &gray}, WithNamingClient(f))
 	require.NoError(t, err)
 	defer reg.Close()
-	assert.Equal(t, map[string]string{"gray-tag": "true"}, f.meta[0], "the key the process's LoadBalancer reads")
+	assert.Equal(t, map[string]string{"gray-tag": "true"}, keysAndKind(t, f.meta[0]), "the key the process's LoadBalancer reads")
 
 	_, err = Register(context.Background(), Service{Name: "svc", Host: "127.0.0.1", Port: 8081, GrayKey: "gray"}, WithNamingClient(f))
 	require.ErrorIs(t, err, ErrMismatch, "a key no LoadBalancer of the process reads")

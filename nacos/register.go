@@ -23,6 +23,17 @@ const (
 	EnvVersion = "GRAYLB_VERSION" // the instance's version metadata
 )
 
+// MetadataStarted is the metadata key under which Register writes when the
+// registering process started, in Unix milliseconds ("1767225600000"),
+// unless Service.Metadata has the key. The SDK registers again after a
+// reconnection with the same metadata, so a new value on an address is a
+// new process there: graylb rollout counts a gray build's restarts by it.
+const MetadataStarted = "graylb.started"
+
+// processStarted is MetadataStarted's value: when this package was
+// initialised, as the process started.
+var processStarted = strconv.FormatInt(time.Now().UnixMilli(), 10)
+
 // registrar is the part of the SDK's naming client Register uses with
 // WithNamingClient.
 type registrar interface {
@@ -105,10 +116,11 @@ type Service struct {
 }
 
 // Register registers svc as an ephemeral instance with its gray and
-// version metadata, through the Client given by WithClient or a Client of
-// its own (closed by Registration.Close). ctx bounds the registration. The
-// SDK registers the instance again after every reconnection. A Client
-// holds one registration per service (ErrDuplicateRegistration otherwise).
+// version metadata and the process's start (MetadataStarted), through the
+// Client given by WithClient or a Client of its own (closed by
+// Registration.Close). ctx bounds the registration. The SDK registers the
+// instance again after every reconnection. A Client holds one registration
+// per service (ErrDuplicateRegistration otherwise).
 //
 // The keys and the kind are the process's: with WithLoadBalancer, the
 // LoadBalancer's metadata keys and own flag, and a Service or environment
@@ -147,6 +159,9 @@ func Register(ctx context.Context, svc Service, opts ...Option) (*Registration, 
 	}
 	if version != "" {
 		inst.Metadata[id.versionKey] = version
+	}
+	if _, ok := inst.Metadata[MetadataStarted]; !ok {
+		inst.Metadata[MetadataStarted] = processStarted
 	}
 	reg := &Registration{Instance: inst, timeout: c.timeout, drain: c.drainWait, lb: c.lb, quiet: c.quiet, drainMax: c.drainMax}
 	if ctx == nil {

@@ -175,6 +175,14 @@ func startCaller(t *testing.T, sup graylb.Supplier, rules graylb.RuleSource) *ca
 // startCallerWith is startCaller with workers sending requests at once.
 func startCallerWith(t *testing.T, sup graylb.Supplier, rules graylb.RuleSource, workers int) *caller {
 	t.Helper()
+	return startCallerOf(t, sup, rules, workers, false)
+}
+
+// startCallerOf is startCallerWith; an observed caller also has outlier
+// detection at its defaults and otelgraylb's picks (Observer) and state
+// (Register) metrics, the ejected gray instances among them.
+func startCallerOf(t *testing.T, sup graylb.Supplier, rules graylb.RuleSource, workers int, observed bool) *caller {
+	t.Helper()
 	reg := promclient.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
@@ -182,15 +190,31 @@ func startCallerWith(t *testing.T, sup graylb.Supplier, rules graylb.RuleSource,
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
-	rec, err := otelgraylb.CallObserver(mp.Meter(otelgraylb.ScopeName))
+	meter := mp.Meter(otelgraylb.ScopeName)
+	rec, err := otelgraylb.CallObserver(meter)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := graylb.New(sup, graylb.WithRuleSource(rules), graylb.WithCallObserver(rec))
+	opts := []graylb.Option{graylb.WithRuleSource(rules), graylb.WithCallObserver(rec)}
+	if observed {
+		picks, err := otelgraylb.Observer(meter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, graylb.WithObserver(picks), graylb.WithOutlierDetection(graylb.OutlierConfig{}))
+	}
+	lb, err := graylb.New(sup, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lb.Close() })
+	if observed {
+		mreg, err := otelgraylb.Register(meter, lb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mreg.Unregister() })
+	}
 	client := &http.Client{Transport: httpctx.NewTransport(lb), Timeout: 5 * time.Second}
 
 	mux := http.NewServeMux()

@@ -93,6 +93,19 @@ const (
 	minTailCalls = 8
 )
 
+// The tail test and stalls: the calls a stall delays end together, within
+// one scrape of the caller, so they come in one check's calls; eight of
+// them (8 of 622 gray calls past prod's p99 × 1.5 + 10 ms, the machine
+// at load average 6) rolled a build identical to prod back, beyond doubt
+// in one check. A check's sample counts the step's calls from its write,
+// so the next check still holds them: asking for FailureLimit checks in a
+// row alone would have rolled it back a second later. So the tail test
+// leaves out the calls of the check that brought the most slow gray calls
+// (see burst), and the tail alone is never beyond doubt: it rolls back
+// after FailureLimit checks in a row that find it. A regression of the
+// tail brings slow calls at every check and is found all the same, a
+// check or two later.
+
 // verdict is the judge's answer.
 type verdict int
 
@@ -121,6 +134,10 @@ func (v verdict) String() string {
 type stepJudge struct {
 	th     thresholds
 	streak int
+	// earlier are gray's samples at the step's earlier checks (each from
+	// the step's write): what the tail test reads to tell a stall's
+	// cluster of slow calls from a slower tail.
+	earlier []sample
 }
 
 func newStepJudge(th thresholds) *stepJudge {
@@ -132,7 +149,8 @@ func newStepJudge(th thresholds) *stepJudge {
 
 // check judges one poll's samples (each from the step's start).
 func (j *stepJudge) check(gray, prod sample) (verdict, string) {
-	v, why := judge(gray, prod, j.th)
+	v, why := judgeAgainst(gray, prod, j.th, j.earlier)
+	j.earlier = append(j.earlier, gray)
 	switch v {
 	case verdictWorse:
 		j.streak++
@@ -157,7 +175,19 @@ func (j *stepJudge) check(gray, prod sample) (verdict, string) {
 // server) count as no calls; a gray failed-call count that is not a
 // finite, non-negative number says nothing of gray's errors, so the judge
 // waits rather than take it as none.
+//
+// The tail test finds nothing in a single check (see burst): judge
+// without a step's earlier checks judges on the errors and the calls'
+// body alone.
 func judge(gray, prod sample, th thresholds) (verdict, string) {
+	return judgeAgainst(gray, prod, th, nil)
+}
+
+// judgeAgainst is judge with gray's samples at the step's earlier checks,
+// each from the step's write, in order: the tail test leaves out the calls
+// of the check that brought the most slow gray calls, and a tail beyond
+// the allowance is at most worse (never beyond doubt) in one check.
+func judgeAgainst(gray, prod sample, th thresholds, earlier []sample) (verdict, string) {
 	grayErrs := gray.Errors
 	clean := func(s sample) sample {
 		if !(s.Requests >= 0) || math.IsInf(s.Requests, 0) {
@@ -177,10 +207,16 @@ func judge(gray, prod sample, th thresholds) (verdict, string) {
 		return verdictWait, fmt.Sprintf("gray's failed-call count in the step is %v, not a number of calls: no verdict on it", grayErrs)
 	}
 	prodBase := prod.Requests >= th.MinRequests && prod.Requests > 0
+	// worst is the smallest p-value of the three tests, calls the smallest
+	// of the errors' and the body's: the tail alone is never beyond doubt.
 	worst, why := 1.0, ""
-	note := func(p float64, text string) {
+	calls, callsWhy := 1.0, ""
+	note := func(p float64, text string, tail bool) {
 		if p < worst {
 			worst, why = p, text
+		}
+		if !tail && p < calls {
+			calls, callsWhy = p, text
 		}
 	}
 
@@ -191,7 +227,7 @@ func judge(gray, prod sample, th thresholds) (verdict, string) {
 	pErr := moreErrorsTest(gray.Errors, gray.Requests, pe, np, th.MaxErrorIncrease)
 	errText := fmt.Sprintf("gray error ratio %.2f%% (%.0f of %.0f calls) vs prod's %.2f%%%s, allowed %.2f points more (p = %s)",
 		gray.ErrorRatio()*100, gray.Errors, gray.Requests, ratioOf(prodBase, prod)*100, baseNote(prodBase, prod), th.MaxErrorIncrease*100, pText(pErr))
-	note(pErr, errText)
+	note(pErr, errText, false)
 
 	latency := ", latency not compared (no histogram for both kinds)"
 	gs, ps := spans(gray.Buckets), spans(prod.Buckets)
@@ -199,21 +235,27 @@ func judge(gray, prod sample, th thresholds) (verdict, string) {
 		slack := th.LatencySlack.Seconds()
 		theta, pBody := slowerTest(gs, ps, th.MaxLatencyRatio, slack)
 		note(pBody, fmt.Sprintf("gray's calls are slower than prod's × %g + %s: a gray call outlasts one of prod's so stretched %.0f%% of the time (p = %s; median %s vs prod's %s)",
-			th.MaxLatencyRatio, th.LatencySlack, theta*100, pText(pBody), secs(quantile(gs, 0.5)), secs(quantile(ps, 0.5))))
+			th.MaxLatencyRatio, th.LatencySlack, theta*100, pText(pBody), secs(quantile(gs, 0.5)), secs(quantile(ps, 0.5))), false)
 		bound := quantile(ps, tailQuantile)*th.MaxLatencyRatio + slack
-		slow, usual := above(gs, bound), countOf(gs)*math.Max(above(ps, bound)/countOf(ps), minTailShare)
+		burstSlow, burstCalls := burst(earlier, gs, bound)
+		slow, n := above(gs, bound)-burstSlow, countOf(gs)-burstCalls
+		usual := n * math.Max(above(ps, bound)/countOf(ps), minTailShare)
 		pTail := 1.0
 		if slow >= minTailCalls {
 			pTail = poissonTail(slow, usual)
 		}
-		note(pTail, fmt.Sprintf("%.0f of gray's %.0f calls took longer than %s (prod's p99 %s × %g + %s), where %.1f would be as many as prod's (p = %s)",
-			slow, countOf(gs), secs(bound), secs(quantile(ps, tailQuantile)), th.MaxLatencyRatio, th.LatencySlack, usual, pText(pTail)))
+		tailText := fmt.Sprintf("%.0f of gray's %.0f calls took longer than %s (prod's p99 %s × %g + %s), where %.1f would be as many as prod's (p = %s), leaving out the %.0f slow calls of %.0f of the check that brought the most",
+			slow, n, secs(bound), secs(quantile(ps, tailQuantile)), th.MaxLatencyRatio, th.LatencySlack, usual, pText(pTail), burstSlow, burstCalls)
+		if pTail < pBeyondDoubt/3 {
+			tailText += fmt.Sprintf(" (the tail alone rolls back after %d checks in a row that find it)", th.FailureLimit)
+		}
+		note(pTail, tailText, true)
 		latency = fmt.Sprintf(", median %s vs prod's %s, p99 %s vs %s", secs(quantile(gs, 0.5)), secs(quantile(ps, 0.5)),
 			secs(quantile(gs, 0.99)), secs(quantile(ps, 0.99)))
 	}
 	switch {
-	case worst < pBeyondDoubt/3:
-		return verdictUnhealthy, why
+	case calls < pBeyondDoubt/3:
+		return verdictUnhealthy, callsWhy
 	case worst < pWorse/3:
 		return verdictWorse, why
 	}
@@ -250,4 +292,25 @@ func secs(s float64) string {
 		return "unknown"
 	}
 	return time.Duration(s * float64(time.Second)).Round(10 * time.Microsecond).String()
+}
+
+// burst returns, of the step's checks (the samples earlier, then the
+// histogram now, each from the step's write), the slow gray calls (longer
+// than bound) that the check bringing the most of them brought, and the
+// calls it brought: what the tail test leaves out. A stall's cluster comes
+// in one check; at the step's first check, every call is that check's.
+func burst(earlier []sample, now []span, bound float64) (slow, calls float64) {
+	prevSlow, prevCalls := 0.0, 0.0
+	take := func(s []span) {
+		sl, n := above(s, bound), countOf(s)
+		if d := sl - prevSlow; d > slow {
+			slow, calls = d, math.Max(n-prevCalls, 0)
+		}
+		prevSlow, prevCalls = sl, n
+	}
+	for _, e := range earlier {
+		take(spans(e.Buckets))
+	}
+	take(now)
+	return slow, calls
 }

@@ -116,6 +116,72 @@ func TestIntegration_JudgeRealMetrics(t *testing.T) {
 	}
 }
 
+// A broken gray build contained by the callers' outlier detection: every
+// gray call fails, the caller ejects the gray instance within a few calls
+// and its gray requests fall back to prod. The judge reads the fall-backs
+// from the caller's picks metric (otelgraylb's Observer, scraped by a real
+// Prometheus) and rolls the build back within the first step, saying the
+// caller ejected it; before, gray completed a handful of calls in each
+// step and the rollout ended without a verdict (exit 4). A healthy build
+// under the same caller passes.
+func TestIntegration_ContainedBuildIsRolledBack(t *testing.T) {
+	integration(t)
+	for _, tc := range []struct {
+		name     string
+		errEvery int64
+		want     int
+	}{
+		{"every gray call fails", 1, exitRollback},
+		{"identical to prod", 0, exitOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := startRedis(t)
+			key := "{graylb}:rules"
+			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			defer rdb.Close()
+			rdb.Set(context.Background(), key, `{}`, 0)
+			reg, registry := graylb.NewRegistry(), newFakeNacos(t)
+			var all []graylb.Instance
+			for i, b := range []http.Handler{timedBackend(0, 1), timedBackend(0, 1), timedBackend(tc.errEvery, 1)} {
+				srv := httptest.NewServer(b)
+				t.Cleanup(srv.Close)
+				host, port := hostPortOf(t, srv.URL)
+				md := map[string]string{}
+				if i == 2 {
+					md["gray"] = "true"
+				}
+				in := graylb.NewInstance(releasedService, host, port, md)
+				if err := reg.Register(in); err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, in)
+			}
+			registry.mirror(all...)
+			src, err := redisrules.New(rdb, redisrules.WithDocument(key), redisrules.WithPollInterval(200*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			c := startCallerOf(t, reg, src, 8, true)
+			prom := startPrometheus(t, c.metrics)
+			code, out, errOut := rolloutRun(t, "rollout", "--service", releasedService, "--prometheus", prom, "--redis", addr, "--nacos", registry.addr(),
+				"--steps", "10,20", "--interval", "6s", "--poll", "1s", "--max-wait", "30s")
+			if code != tc.want {
+				t.Fatalf("exit %d, want %d:\n%s%s", code, tc.want, out, errOut)
+			}
+			if tc.want == exitRollback {
+				if strings.Contains(errOut, "canary 20% set") || !strings.Contains(out, "the callers ejected 1 gray instance") {
+					t.Fatalf("not rolled back within the first step on the caller's fall-backs:\n%s%s", out, errOut)
+				}
+				// Polls after gray first had --min-requests calls: at most two.
+				if k := strings.Count(errOut, ": worse: ") + strings.Count(errOut, ": healthy: "); k > 1 {
+					t.Errorf("rolled back %d checks after gray had enough calls, at most 2 wanted:\n%s", k+1, errOut)
+				}
+			}
+		})
+	}
+}
+
 // timedBackend answers after 15 ms plus an exponential time of mean 15 ms,
 // times slower, and 500 to every errEvery-th request (0: never).
 func timedBackend(errEvery int64, slower float64) http.Handler {

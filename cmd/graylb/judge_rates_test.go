@@ -27,11 +27,15 @@ import (
 type simBuild struct {
 	errRatio float64
 	slower   float64 // every call takes this many times as long
+	// stall: at one poll of the rollout, chosen at random, this many more
+	// gray calls end together, each after 400 ms (a stall of the caller's
+	// or the gray instance's process delays the calls in flight at once).
+	stall int
 }
 
 // simStep returns the poll-by-poll samples of one step: the calls of kind
 // made since the step's write, at each tenth of the step.
-func simStep(rng *rand.Rand, b simBuild, calls int) []sample {
+func simStep(rng *rand.Rand, b simBuild, calls int, stallAt int) []sample {
 	out := make([]sample, 10)
 	var s sample
 	bounds := []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, math.Inf(1)}
@@ -41,12 +45,19 @@ func simStep(rng *rand.Rand, b simBuild, calls int) []sample {
 	}
 	per := calls / 10
 	for poll := range out {
-		for i := 0; i < per; i++ {
+		n := per
+		if poll == stallAt {
+			n += b.stall
+		}
+		for i := 0; i < n; i++ {
 			s.Requests++
 			if rng.Float64() < b.errRatio {
 				s.Errors++
 			}
 			d := b.slower * (0.015 + rng.ExpFloat64()*0.015)
+			if poll == stallAt && i >= per {
+				d = 0.4
+			}
 			for k := range s.Buckets {
 				if d <= s.Buckets[k].Le {
 					s.Buckets[k].Count++
@@ -64,9 +75,10 @@ func simStep(rng *rand.Rand, b simBuild, calls int) []sample {
 func simRollout(rng *rand.Rand, g simBuild) (rolledBack bool, pollsAfterEnough int) {
 	th := thresholds{MinRequests: 100, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond, FailureLimit: 2}
 	prodBuild := simBuild{errRatio: 0.005, slower: 1}
+	stallAt := rng.IntN(30) // the poll of the rollout (of three steps of ten) its stall comes in
 	for step := 0; step < 3; step++ {
-		gray := simStep(rng, g, 250+rng.IntN(100))
-		prod := simStep(rng, prodBuild, 2800+rng.IntN(200))
+		gray := simStep(rng, g, 250+rng.IntN(100), stallAt-10*step)
+		prod := simStep(rng, prodBuild, 2800+rng.IntN(200), -1)
 		j := newStepJudge(th)
 		enough := -1
 		for poll := range gray {
@@ -94,6 +106,11 @@ func TestJudgeRates(t *testing.T) {
 		bad      bool
 	}{
 		{"identical to prod", simBuild{errRatio: 0.005, slower: 1}, 0.05, false},
+		// A stall of the process delays a cluster of calls, not one call
+		// here and there: the tail test, which supposes the latter, rolled
+		// back a build identical to prod in a single check when 8 gray calls
+		// of one stall took longer than prod's p99 × 1.5 + 10 ms.
+		{"identical to prod, one stall delays 10 gray calls at once", simBuild{errRatio: 0.005, slower: 1, stall: 10}, 0.05, false},
 		{"20 % errors", simBuild{errRatio: 0.20, slower: 1}, 1, true},
 		{"three times slower", simBuild{errRatio: 0.005, slower: 3}, 1, true},
 	} {

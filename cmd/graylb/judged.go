@@ -11,11 +11,29 @@ import (
 
 // serviceReport is one judged service at the last check of a step.
 type serviceReport struct {
-	Service string  `json:"service"`
-	Verdict string  `json:"verdict"`
-	Reason  string  `json:"reason"`
-	Gray    *sample `json:"gray,omitempty"`
-	Prod    *sample `json:"prod,omitempty"`
+	Service string `json:"service"`
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+	// Gray counts, beside the gray calls, the callers' gray requests that
+	// fell back to prod (GrayFellBack), as failed calls.
+	Gray *sample `json:"gray,omitempty"`
+	Prod *sample `json:"prod,omitempty"`
+	// GrayFellBack: the callers' gray requests that fell back to prod in
+	// the step, counted in Gray; GrayFellBackNotCounted says why they were
+	// not, when they were not. GrayEjectedMax: the most gray instances a
+	// caller had ejected (or paused) at once in the step.
+	GrayFellBack           float64 `json:"grayFellBack,omitempty"`
+	GrayFellBackNotCounted string  `json:"grayFellBackNotCounted,omitempty"`
+	GrayEjectedMax         float64 `json:"grayEjectedMax,omitempty"`
+	// Restarts: what the registry showed of its instances' restarts since
+	// the rollout began (by the start time nacos.Register writes).
+	Restarts *restartReport `json:"restarts,omitempty"`
+}
+
+// restartReport counts a service's restarts since the rollout began.
+type restartReport struct {
+	Gray int `json:"gray"`
+	Prod int `json:"prod"`
 }
 
 // judgedSet is what a step judges: the released service and every other
@@ -83,22 +101,38 @@ func (s judgedSet) describe() string {
 }
 
 // judgeAll judges one check of every judged service (judges by service;
-// got are the samples read; notes add to a service's reason) and returns
-// the step's verdict: unhealthy when one service is (its reason), else
-// worse when one is, else wait when one has too few calls, else healthy;
-// and each service's report.
-func judgeAll(set judgedSet, judges map[string]*stepJudge, got map[string]kindSamples, notes map[string]string) (verdict, string, []serviceReport) {
+// got are the samples read; ev what else the check knows of a service:
+// the gray requests that fell back to prod, counted in gray's calls as
+// failed ones; notes add to a service's reason) and returns the step's
+// verdict: unhealthy when one service is (its reason), else worse when one
+// is, else wait when one has too few calls, else healthy; and each
+// service's report.
+func judgeAll(set judgedSet, judges map[string]*stepJudge, got map[string]kindSamples, ev map[string]evidence, notes map[string]string) (verdict, string, []serviceReport) {
 	overall := verdictHealthy
 	var parts, bad []string
 	reports := make([]serviceReport, 0, len(set.services))
 	for _, svc := range set.services {
-		k := got[svc]
+		k, e := got[svc], ev[svc]
+		if e.fellBack > 0 {
+			k.gray.Requests += e.fellBack
+			k.gray.Errors += e.fellBack
+		}
 		v, why := judges[svc].check(k.gray, k.prod)
+		if t := e.text(); t != "" {
+			why += "; " + t
+		}
+		switch {
+		case e.restartsUnhealthy:
+			v, why = verdictUnhealthy, e.restarts+"; "+why
+		case e.restarts != "":
+			why += "; " + e.restarts
+		}
 		if n := notes[svc]; n != "" {
 			why += "; " + n
 		}
 		gray, prod := k.gray, k.prod
-		reports = append(reports, serviceReport{Service: svc, Verdict: v.String(), Reason: why, Gray: &gray, Prod: &prod})
+		reports = append(reports, serviceReport{Service: svc, Verdict: v.String(), Reason: why, Gray: &gray, Prod: &prod,
+			GrayFellBack: e.fellBack, GrayFellBackNotCounted: e.notCounted, GrayEjectedMax: e.ejected, Restarts: e.restartCounts})
 		parts = append(parts, svc+": "+v.String()+": "+why)
 		if v == verdictUnhealthy {
 			bad = append(bad, svc+": "+why)

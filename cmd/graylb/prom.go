@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -28,6 +29,18 @@ const (
 	labelInstance  = "instance" //
 	maxPromAnswer  = 16 << 20
 	maxPromVectors = 20000
+)
+
+// The callers' picks, as otelgraylb's Observer counts them
+// (graylb.picks: service, the request's kind, the pick's outcome) and its
+// Register gauges the instances ejected now (graylb.instances.ejected:
+// service, the instances' kind), under the names the OpenTelemetry
+// Prometheus exporter gives them.
+const (
+	defaultPicksMetric = "graylb_picks_total"
+	ejectedMetric      = "graylb_instances_ejected"
+	labelPickOutcome   = "graylb_outcome"
+	outcomeFellBack    = "fell_back"
 )
 
 // prometheus reads instant queries from Prometheus' HTTP API.
@@ -212,6 +225,70 @@ func promDuration(d time.Duration) string {
 		return strconv.FormatInt(ms/1000, 10) + "s"
 	}
 	return strconv.FormatInt(ms, 10) + "ms"
+}
+
+// fallBackQueries are the queries of what the callers' picks say of the
+// gray requests of services in the step.
+type fallBackQueries struct {
+	fellBack, ejected string
+}
+
+// fallBackQueriesFor builds, for services over window (the time since the
+// step's write): the gray picks that fell back to prod, by service, counted
+// as the calls are (see grown; a target counts as scraped when the window
+// began when it had samples of the picks or of the call histogram metric
+// then); and the most gray instances one caller had ejected (or paused) at
+// once in the window, by service.
+func fallBackQueriesFor(picks, metric string, services []string, window time.Duration) fallBackQueries {
+	sel := serviceSelector(services)
+	d := promDuration(window)
+	scraped := "group by (" + labelJob + ", " + labelInstance + ") (" + picks + " offset " + d + " or " + metric + "_count offset " + d + ")"
+	fell := picks + "{" + sel + "," + labelKind + "=" + promString("gray") + "," + labelPickOutcome + "=" + promString(outcomeFellBack) + "}"
+	return fallBackQueries{
+		fellBack: "sum by (" + labelService + ") (" + grown(fell, scraped, window) + ")",
+		ejected:  "max by (" + labelService + ") (max_over_time(" + ejectedMetric + "{" + sel + "," + labelKind + "=" + promString("gray") + "}[" + d + "]))",
+	}
+}
+
+// fallBack is what the callers' picks said of one service's gray
+// requests in the step.
+type fallBack struct {
+	fellBack float64 // gray picks that fell back to prod
+	ejected  float64 // the most gray instances one caller had ejected or paused at once
+}
+
+// fallBacks reads the fall-backs of each service as they were at time at
+// (zero: Prometheus' now). A service without series is absent; a value
+// that is not a finite, non-negative number counts as none.
+func (p *prometheus) fallBacks(ctx context.Context, q fallBackQueries, at time.Time) (map[string]fallBack, error) {
+	fell, err := p.query(ctx, q.fellBack, labelService, at)
+	if err != nil {
+		return nil, err
+	}
+	ejected, err := p.query(ctx, q.ejected, labelService, at)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]fallBack{}
+	for svc, v := range fell {
+		fb := out[svc]
+		fb.fellBack = count(v)
+		out[svc] = fb
+	}
+	for svc, v := range ejected {
+		fb := out[svc]
+		fb.ejected = count(v)
+		out[svc] = fb
+	}
+	return out, nil
+}
+
+// count is v when it is a finite, non-negative number, else 0.
+func count(v float64) float64 {
+	if !(v >= 0) || math.IsInf(v, 1) {
+		return 0
+	}
+	return v
 }
 
 // maxBuckets bounds a histogram's buckets per kind.

@@ -19,7 +19,10 @@ the gray kind with prod as the callers see them, on the calls made since the ste
 --service and for every other service with gray instances registered in Nacos at the step (the
 canary draws requests: each of them takes the step's share): the error ratios and the call
 durations of the callers' graylb metrics (otelgraylb's graylb.client.call.duration histogram,
-graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP API. Each check
+graylb_client_call_duration_seconds in Prometheus), read from Prometheus' HTTP API. The gray
+requests the callers sent to prod because their outlier detection ejected (or paused) the gray
+instances (otelgraylb's picks, graylb_picks_total with outcome fell_back) count as failed gray
+calls, while the rules are open and the registry lists a gray instance of the service. Each check
 tests for a difference beyond the thresholds (errors: a test for two proportions; durations: a
 rank test over the histograms and a test of the tail); a check finds gray worse at 1 %
 significance (docs/operations.md).
@@ -27,6 +30,10 @@ significance (docs/operations.md).
   - gray worse than prod beyond the thresholds (once gray completed --min-requests calls in the
     step) in --failure-limit checks in a row, or beyond doubt (0.1 %) in one, for any service
     judged: it rolls back by itself (closed: true) and exits 3 with the evidence;
+  - the gray instances of a service judged restarted --restart-limit times since the rollout
+    began while its prod instances did not (the registry, read at every check and every 100 ms
+    between them, lists them again on their addresses after a read that did not, or with a new
+    graylb.started, which nacos.Register writes): it rolls back the same way;
   - healthy at the last step: it prints the next step (promote) and exits 0;
   - Prometheus unreachable or too little traffic: it waits and says so, never advances blind;
     after --max-wait past a step's interval without a verdict it exits 4, the rules left as
@@ -127,6 +134,9 @@ type rollout struct {
 	// expected are the rules as the rollout last wrote them (read them,
 	// before its first step): any other rules are someone else's change.
 	expected graylb.Rules
+	// watch is what the reads of the registry found of each judged service
+	// (see readRegistry).
+	watch registryWatch
 }
 
 func (r *rollout) logf(format string, args ...any) {
@@ -188,6 +198,16 @@ func (r *rollout) run(ctx context.Context) int {
 	}()
 	r.expected = rules
 	r.logf("rollout of %s: steps %v%% every %s, rules in %s, metrics from %s, lease %s", r.f.service, r.steps, r.f.interval, r.st.describe(), r.f.prometheus, l.item.describe())
+	// The instances before the first step (what later reads find gone or
+	// with a new start time is a restart), then every registryEvery.
+	r.watchServices(set.services, r.expected)
+	r.readRegistry(ctx, set.services)
+	wctx, stopWatch := context.WithCancel(ctx)
+	waitWatch := r.watchRegistry(wctx)
+	defer func() {
+		stopWatch()
+		waitWatch()
+	}()
 	for i, p := range r.steps {
 		if i > 0 {
 			// The services whose gray instances take the step's share:
@@ -215,6 +235,7 @@ func (r *rollout) run(ctx context.Context) int {
 			return exitFailed
 		}
 		r.expected = res.After
+		r.watchServices(set.services, r.expected)
 		r.res.Canary = p
 		l.at(i+1, p)
 		nudge()
@@ -223,6 +244,7 @@ func (r *rollout) run(ctx context.Context) int {
 			r.logf("step %d/%d: %s: not judged: %s", i+1, len(r.steps), svc, set.notJudged[svc])
 		}
 		start := time.Now()
+		r.watchStep()
 		step := stepReport{Canary: p, NotJudged: set.notJudged}
 		judges := map[string]*stepJudge{}
 		for _, svc := range set.services {
@@ -243,7 +265,20 @@ func (r *rollout) run(ctx context.Context) int {
 				r.res.Steps = append(r.res.Steps, step)
 				return r.changedByOthers(ch, fmt.Sprintf("during step %d (canary %v%%)", i+1, p))
 			}
-			got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, stepWindow(elapsed, r.f.window)), time.Time{})
+			r.readRegistry(ctx, set.services)
+			restarts, err := r.watchNews()
+			for _, l := range restarts {
+				r.logf("step %d/%d: %s", i+1, len(r.steps), l)
+			}
+			if err != nil && ctx.Err() == nil {
+				r.logf("step %d/%d: reading the instances from the registry failed (the last reads stand): %v", i+1, len(r.steps), err)
+			}
+			window := stepWindow(elapsed, r.f.window)
+			got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, window), time.Time{})
+			var fbs map[string]fallBack
+			if err == nil && r.f.picksMetric != "" {
+				fbs, err = r.prom.fallBacks(ctx, fallBackQueriesFor(r.f.picksMetric, r.f.metric, set.services, window), time.Time{})
+			}
 			var v verdict
 			var why string
 			if err != nil {
@@ -251,8 +286,15 @@ func (r *rollout) run(ctx context.Context) int {
 					continue // the select above reports it
 				}
 				v, why = verdictWait, err.Error()
+				if bad := r.restartRollback(set.services); bad != "" {
+					v, why = verdictUnhealthy, bad
+				}
 			} else {
-				v, why, step.Services = judgeAll(set, judges, got, r.noCallsNotes(ctx, set, got))
+				ev := map[string]evidence{}
+				for _, svc := range set.services {
+					ev[svc] = r.withRestarts(svc, r.fallBackEvidence(svc, fbs[svc]))
+				}
+				v, why, step.Services = judgeAll(set, judges, got, ev, r.noCallsNotes(ctx, set, got))
 				step.Gray, step.Prod = step.Services[0].Gray, step.Services[0].Prod
 			}
 			step.Verdict, step.Reason = v.String(), why

@@ -64,18 +64,69 @@ func TestJudge(t *testing.T) {
 			t.Fatalf("%v %s", v, why)
 		}
 	})
-	t.Run("a tail three times longer, with calls enough to see it", func(t *testing.T) {
-		tail := func(n int, k float64) []bucket {
-			return histOf(n, func(i int) float64 {
-				if i%100 == 99 {
-					return k * 0.040
-				}
-				return 0.020 + 0.020*float64(i%100)/100
-			})
+}
+
+// tailOf is n calls over otelgraylb's buckets, the slowest in each hundred
+// taking k × 40 ms, the others 20 to 40 ms.
+func tailOf(n int, k float64) []bucket {
+	return histOf(n, func(i int) float64 {
+		if i%100 == 99 {
+			return k * 0.040
 		}
-		v, why := judge(sample{5000, 0, tail(5000, 3)}, sample{20000, 0, tail(20000, 1)}, th)
-		if v != verdictUnhealthy || !strings.Contains(why, "took longer than") {
-			t.Fatalf("judge = %v %q, want the tail found", v, why)
+		return 0.020 + 0.020*float64(i%100)/100
+	})
+}
+
+// The tail test over a step's checks: a slower tail rolls back after
+// FailureLimit checks in a row that find it, never at one check however
+// clear; a stall's cluster of slow calls, which the later checks of the
+// step still hold, rolls back never.
+func TestStepJudgeTail(t *testing.T) {
+	th := thresholds{MinRequests: 100, MaxErrorIncrease: 0.01, MaxLatencyRatio: 1.5, LatencySlack: 10 * time.Millisecond, FailureLimit: 2}
+	t.Run("a tail three times longer, over checks enough to see it", func(t *testing.T) {
+		j := newStepJudge(th)
+		for c := 1; c <= 10; c++ {
+			v, why := j.check(sample{Requests: float64(500 * c), Buckets: tailOf(500*c, 3)}, sample{Requests: float64(2000 * c), Buckets: tailOf(2000*c, 1)})
+			switch {
+			case v == verdictUnhealthy && c < 2:
+				t.Fatalf("rolled back at check %d: %s", c, why)
+			case v == verdictUnhealthy:
+				if !strings.Contains(why, "took longer than") {
+					t.Fatalf("rolled back at check %d, not on the tail: %s", c, why)
+				}
+				t.Logf("rolled back at check %d: %s", c, why)
+				return
+			}
+		}
+		t.Fatal("a tail three times longer was never rolled back")
+	})
+	t.Run("a stall's slow calls, however clear in one check", func(t *testing.T) {
+		// The case of a healthy build rolled back on a loaded machine: 8
+		// of gray's 622 calls took longer than prod's p99 × 1.5 + 10 ms,
+		// all of them ended by one stall; the step's later checks hold them
+		// too.
+		fast := func(i int) float64 { return 0.020 + 0.020*float64(i%100)/100 }
+		j := newStepJudge(th)
+		for c := 1; c <= 20; c++ {
+			n := 62 * c
+			gray := histOf(n, fast)
+			if c >= 10 {
+				gray = histOf(n+8, func(i int) float64 {
+					if i >= n {
+						return 0.4
+					}
+					return fast(i)
+				})
+			}
+			v, why := j.check(sample{Requests: countOf(spans(gray)), Buckets: gray}, sample{Requests: float64(600 * c), Buckets: histOf(600*c, fast)})
+			if c == 10 {
+				if v0, why0 := judge(sample{Requests: countOf(spans(gray)), Buckets: gray}, sample{Requests: float64(600 * c), Buckets: histOf(600*c, fast)}, th); v0 == verdictUnhealthy {
+					t.Errorf("one check holding the stall's calls alone judged %v: %s", v0, why0)
+				}
+			}
+			if v == verdictUnhealthy || v == verdictWorse {
+				t.Fatalf("check %d: %v: %s", c, v, why)
+			}
 		}
 	})
 }
@@ -187,8 +238,26 @@ func TestPromString(t *testing.T) {
 	}
 }
 
-// fakeProm answers instant queries with fn's answer body.
+// fakeProm answers instant queries with fn's answer body; those of the
+// callers' picks and ejections with no series, as a Prometheus of callers
+// without otelgraylb's Observer and Register does.
 func fakeProm(t testing.TB, fn func(query string) string) *httptest.Server {
+	return fakePromAll(t, func(q string) string {
+		if isFallBackQuery(q) {
+			return vector()
+		}
+		return fn(q)
+	})
+}
+
+// isFallBackQuery: q is one of the queries of the callers' picks and
+// ejections (fallBackQueriesFor).
+func isFallBackQuery(q string) bool {
+	return strings.Contains(q, defaultPicksMetric) || strings.Contains(q, ejectedMetric)
+}
+
+// fakePromAll answers every instant query with fn's answer body.
+func fakePromAll(t testing.TB, fn func(query string) string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/api/v1/query" {
 			http.NotFound(w, r)
@@ -291,21 +360,24 @@ type traffic struct {
 // promTrafficOf serves a fake Prometheus whose callers made calls of
 // several services (whatever services a query names).
 func promTrafficOf(t testing.TB, ts ...traffic) *httptest.Server {
-	return fakeProm(t, func(q string) string {
-		var answers []string
-		for _, tr := range ts {
-			switch {
-			case strings.Contains(q, "_bucket"):
-				answers = append(answers, bucketVectorOf(tr.service, histOf(int(tr.grayCalls), func(int) float64 { return 0.02 }),
-					histOf(int(tr.prodCalls), func(int) float64 { return 0.02 })))
-			case strings.Contains(q, `outcome="error"`):
-				answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls*tr.grayErrRatio), "prod", fmt.Sprint(tr.prodCalls*tr.prodErrRatio)))
-			default:
-				answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls), "prod", fmt.Sprint(tr.prodCalls)))
-			}
+	return fakeProm(t, func(q string) string { return trafficAnswer(q, ts...) })
+}
+
+// trafficAnswer is the answer to q of a Prometheus whose callers made ts.
+func trafficAnswer(q string, ts ...traffic) string {
+	var answers []string
+	for _, tr := range ts {
+		switch {
+		case strings.Contains(q, "_bucket"):
+			answers = append(answers, bucketVectorOf(tr.service, histOf(int(tr.grayCalls), func(int) float64 { return 0.02 }),
+				histOf(int(tr.prodCalls), func(int) float64 { return 0.02 })))
+		case strings.Contains(q, `outcome="error"`):
+			answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls*tr.grayErrRatio), "prod", fmt.Sprint(tr.prodCalls*tr.prodErrRatio)))
+		default:
+			answers = append(answers, vectorOf(tr.service, "gray", fmt.Sprint(tr.grayCalls), "prod", fmt.Sprint(tr.prodCalls)))
 		}
-		return joinVectors(answers...)
-	})
+	}
+	return joinVectors(answers...)
 }
 
 func storedRules(t testing.TB, f *fakeNacos) graylb.Rules {
@@ -378,6 +450,8 @@ func TestRolloutNeverAdvancesBlind(t *testing.T) {
 			switch {
 			case r.URL.Path != "/api/v1/query":
 				http.NotFound(w, r)
+			case isFallBackQuery(q):
+				w.Write([]byte(vector()))
 			case strings.HasPrefix(q, "count by (graylb_service) ("):
 				w.Write([]byte(vector("prod", "4")))
 			case strings.HasPrefix(q, "group by ("):

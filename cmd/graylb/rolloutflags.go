@@ -19,11 +19,13 @@ type rolloutFlags struct {
 	poll, maxWait    time.Duration
 	prometheus       string
 	metric           string
+	picksMetric      string
 	minRequests      float64
 	maxErrorIncrease float64
 	maxLatencyRatio  float64
 	latencySlack     time.Duration
 	failureLimit     int
+	restartLimit     int
 	leaseTTL         time.Duration
 }
 
@@ -40,12 +42,14 @@ func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&f.maxWait, "max-wait", 10*time.Minute, "how long past a step's interval to wait for enough traffic or for Prometheus before giving up")
 	fs.StringVar(&f.prometheus, "prometheus", promDefault, "Prometheus base URL [$"+envPrometheus+"]")
 	fs.StringVar(&f.metric, "metric", defaultMetric, "the call-duration histogram's Prometheus name")
+	fs.StringVar(&f.picksMetric, "picks-metric", defaultPicksMetric, "the callers' picks counter's Prometheus name (otelgraylb's Observer): gray requests that fell back to prod count as failed gray calls; empty: not read")
 	fs.Float64Var(&f.minRequests, "min-requests", 100, "calls gray (and prod, to compare with) must complete in the window before it is judged")
 	fs.Float64Var(&f.maxErrorIncrease, "max-error-increase", 0.01, "how far gray's error ratio may exceed prod's (0.01: one percentage point)")
 	fs.Float64Var(&f.maxLatencyRatio, "max-latency-ratio", 1.5, "gray's calls may take up to this times prod's (plus --latency-slack); 0 disables")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long the rollout's lease outlives its last renewal (renewed every third of it): a rollout that died blocks others this long")
 	fs.DurationVar(&f.latencySlack, "latency-slack", 10*time.Millisecond, "absolute allowance added to the latency bound")
 	fs.IntVar(&f.failureLimit, "failure-limit", 2, "checks in a row that must find gray worse before it is rolled back (a difference beyond doubt rolls back at once)")
+	fs.IntVar(&f.restartLimit, "restart-limit", 2, "restarts of the gray instances since the rollout began (an address back in the registry after a read without it, or with a new graylb.started) that roll back, when prod's instances did not restart; 0: not judged")
 }
 
 // parseSteps parses --steps: increasing valid canary percentages.
@@ -99,11 +103,17 @@ func (f *rolloutFlags) check() error {
 	if f.failureLimit < 1 {
 		return errors.New("--failure-limit must be at least 1")
 	}
+	if f.restartLimit < 0 {
+		return errors.New("--restart-limit must not be negative (0: restarts not judged)")
+	}
 	if !(f.minRequests >= 1) || !(f.maxErrorIncrease >= 0 && f.maxErrorIncrease <= 1) || !(f.maxLatencyRatio >= 0) {
 		return errors.New("--min-requests must be at least 1, --max-error-increase within 0-1, --max-latency-ratio not negative")
 	}
 	if strings.ContainsAny(f.metric, "{}[]() \"") || f.metric == "" {
 		return fmt.Errorf("--metric %q: a metric name", f.metric)
+	}
+	if strings.ContainsAny(f.picksMetric, "{}[]() \"") {
+		return fmt.Errorf("--picks-metric %q: a metric name, or empty", f.picksMetric)
 	}
 	return nil
 }
