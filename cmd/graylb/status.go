@@ -230,6 +230,9 @@ func rulesSummary(r graylb.Rules) string {
 		parts = append(parts, "CLOSED (rolled back)")
 	}
 	parts = append(parts, "canary "+strconv.FormatFloat(r.CanaryPercent, 'f', -1, 64)+"%")
+	if r.ShadowPercent > 0 {
+		parts = append(parts, "shadow "+strconv.FormatFloat(r.ShadowPercent, 'f', -1, 64)+"%")
+	}
 	parts = append(parts, fmt.Sprintf("%d gray user(s)", len(r.GrayUsers)))
 	parts = append(parts, fmt.Sprintf("%d gray address(es)", len(r.GrayAddresses)))
 	if len(r.Matches) > 0 {
