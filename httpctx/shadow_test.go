@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -300,4 +301,29 @@ func errOrNil(v any) error {
 		return err
 	}
 	return nil
+}
+
+// A build identical to prod whose answers carry a field that differs on
+// every answer (a request id) is never found differing, on any route, from
+// its first copy: a route's copies are also sent to a second prod instance
+// until two prod answers of it have been compared, so the noise is learned
+// before a copy is compared without one.
+func TestShadow_NoiseLearnedBeforeARouteIsCompared(t *testing.T) {
+	reg := graylb.NewRegistry()
+	startJSON(t, reg, "svc", false, 200, noisy("p"), 0)
+	startJSON(t, reg, "svc", false, 200, noisy("p"), 0)
+	startJSON(t, reg, "svc", true, 200, noisy("p"), 0)
+	ev := newEvents()
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{ShadowPercent: 100}), shadow.WithObserver(ev.observe))
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb)} // the noise sample at its default, 0.2
+	const routes, each = 10, 10
+	for i := range routes * each {
+		status, _ := getBody(t, client, fmt.Sprintf("http://svc/r%c/", 'a'+i%routes))
+		require.Equal(t, 200, status)
+	}
+	got := ev.count(t, routes*each, shadow.Same, shadow.Differs, shadow.Failed, shadow.Dropped)
+	assert.Zero(t, got[shadow.Differs]+got[shadow.Failed], "%v", got)
+	assert.Less(t, got[shadow.Dropped], 10, "%v: a copy is dropped only when 16 are in flight", got)
 }
