@@ -325,7 +325,7 @@ func commands(e env) *command {
 					return shortcut(ctx, g, e, setClosed(false))
 				}},
 			{name: "rollout", args: "--service SERVICE [--steps 1,5,25,50,100] [--interval 5m]", short: "step the canary, judging gray against prod from Prometheus",
-				long:    rolloutLong,
+				long:    rolloutLong + "\n\n" + shadowLong,
 				maxArgs: 0, flags: func(fs *flag.FlagSet) { ro.register(fs, e.getenv) },
 				run: func(ctx context.Context, g *globals, e env, _ []string) int { return runRollout(ctx, g, e, ro) }},
 		},

@@ -25,6 +25,7 @@ type rolloutFlags struct {
 	latencySlack     time.Duration
 	failureLimit     int
 	leaseTTL         time.Duration
+	shadow           shadowFlags // the shadow phase's (shadowphase.go)
 }
 
 func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -46,6 +47,7 @@ func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long the rollout's lease outlives its last renewal (renewed every third of it): a rollout that died blocks others this long")
 	fs.DurationVar(&f.latencySlack, "latency-slack", 10*time.Millisecond, "absolute allowance added to the latency bound")
 	fs.IntVar(&f.failureLimit, "failure-limit", 2, "checks in a row that must find gray worse before it is rolled back (a difference beyond doubt rolls back at once)")
+	f.shadow.register(fs)
 }
 
 // parseSteps parses --steps: increasing valid canary percentages.
@@ -105,5 +107,5 @@ func (f *rolloutFlags) check() error {
 	if strings.ContainsAny(f.metric, "{}[]() \"") || f.metric == "" {
 		return fmt.Errorf("--metric %q: a metric name", f.metric)
 	}
-	return nil
+	return f.shadow.check()
 }
