@@ -109,7 +109,8 @@ type shadowServiceReport struct {
 
 // shadowPhase runs the shadow phase, when --shadow asks for one: done is
 // true when the rollout ends in it, with code; false when the steps
-// follow (the shadow share back to 0).
+// follow (the shadow share back to 0). Its checks count from its write, at
+// most --window or --shadow-for back, whichever is longer.
 func (r *rollout) shadowPhase(ctx context.Context, set judgedSet, l *lease, lost <-chan error, nudge func()) (code int, done bool) {
 	sf := r.f.shadow
 	p := sf.percent
@@ -161,7 +162,7 @@ func (r *rollout) shadowPhase(ctx context.Context, set judgedSet, l *lease, lost
 			end()
 			return r.changedByOthers(ch, fmt.Sprintf("during the shadow phase (shadow %v%%)", p)), true
 		}
-		window := stepWindow(elapsed, r.f.window)
+		window := stepWindow(elapsed, max(r.f.window, sf.dur))
 		got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, window), time.Time{})
 		var copies map[string]shadowSample
 		if err == nil {
