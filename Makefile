@@ -59,7 +59,7 @@ test: lint
 	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .; \
 	echo "== go test ./gozero: a go-zero chain over the Nacos supplier (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) gozero $(GO) test -count=1 -timeout 5m -run Integration -v .; \
-	echo "== go test ./badbuildtest: bad gray builds rolled out with real processes (examples/rollout, Prometheus, graylb rollout), the short plan (real Nacos at $$addr; without -race)"; \
+	echo "== go test ./badbuildtest: bad gray builds rolled out with real processes (examples/rollout, Prometheus, graylb rollout), with and without a shadow phase first, the short plans (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) badbuildtest $(GO) test -count=1 -timeout 10m -v .; \
 	echo "== go test ./faulttest: network faults on each link through Toxiproxy, the short plan (real Nacos at $$addr; without -race)"; \
 	scripts/toxiproxy.sh start; trap '$(CURDIR)/scripts/nacos.sh stop; $(CURDIR)/scripts/toxiproxy.sh stop' EXIT; \
@@ -84,7 +84,7 @@ test-install:
 	@scripts/install-test.sh
 
 ## test-reliability: churn 30s, chaos, cluster and the deployment flows against Nacos, the bad gray
-## builds (full plan), each fuzz target FUZZTIME; writes RELIABILITY.md.
+## builds (full plans, with and without a shadow phase), each fuzz target FUZZTIME; writes RELIABILITY.md.
 test-reliability:
 	FUZZTIME=$(FUZZTIME) scripts/reliability.sh
 
