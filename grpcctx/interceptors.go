@@ -210,7 +210,7 @@ func UnaryClientInterceptor(lb *graylb.LoadBalancer, opts ...ClientOption) grpc.
 		if !co.idempotent[method] && shadow.Refuses(out) {
 			return co.refuse(cc, method)
 		}
-		if co.idempotent[method] && co.mirror.Drawn() && !isGray(out, d) {
+		if co.idempotent[method] && co.mirror.Drawn() && !isGray(out, d) && !shadow.Is(ctx) {
 			return co.mirrored(ctx, out, ab, d, method, req, reply, cc, invoker, opts)
 		}
 		return invoker(out, method, req, reply, cc, opts...)

@@ -327,3 +327,90 @@ func TestShadow_NoiseLearnedBeforeARouteIsCompared(t *testing.T) {
 	assert.Zero(t, got[shadow.Differs]+got[shadow.Failed], "%v", got)
 	assert.Less(t, got[shadow.Dropped], 10, "%v: a copy is dropped only when 16 are in flight", got)
 }
+
+// A noise sample (the mirrored request sent to prod again) is contained as
+// a copy is: the prod handler that serves it reads prod downstream, its
+// writes are refused, and nothing it calls is mirrored again. A chain
+// orders (prod and gray; each GET POSTs to ledger, then GETs from it) →
+// ledger (prod and gray), every GET mirrored and sampled: the ledger gets
+// one POST per user request. Before the noise sample was marked it wrote
+// again: 40 POSTs for 20 user requests.
+func TestShadow_NoiseSampleWritesNothing(t *testing.T) {
+	reg := graylb.NewRegistry()
+	type ledgerCounts struct{ posts, gets, sampled, shadowed atomic.Int64 }
+	ledger := func(gray bool) *ledgerCounts {
+		c := &ledgerCounts{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				c.posts.Add(1)
+			} else {
+				c.gets.Add(1)
+			}
+			switch r.Header.Get(adapter.ShadowKey) {
+			case adapter.SampleValue:
+				c.sampled.Add(1)
+			case "true":
+				c.shadowed.Add(1)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"balance":7,"ts":%d}`, stamp.Add(1))
+		}))
+		t.Cleanup(srv.Close)
+		var md map[string]string
+		if gray {
+			md = map[string]string{"gray": "true"}
+		}
+		register(t, reg, "ledger", srv, md)
+		return c
+	}
+	prodLedger, grayLedger := ledger(false), ledger(true)
+	ev := newEvents()
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{ShadowPercent: 100}), shadow.WithObserver(ev.observe))
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb, WithMirror(shadow.WithNoiseSample(1)))}
+	var reads atomic.Int64
+	for _, gray := range []bool{false, true} {
+		srv := httptest.NewServer(Middleware(lb)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			post, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://ledger/views", strings.NewReader("{}"))
+			if resp, err := client.Do(post); err == nil {
+				resp.Body.Close()
+			} else if !errors.Is(err, shadow.ErrWrite) {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			get, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://ledger/balance", nil)
+			if resp, err := client.Do(get); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				reads.Add(1)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"order":42}`)
+		})))
+		t.Cleanup(srv.Close)
+		var md map[string]string
+		if gray {
+			md = map[string]string{"gray": "true"}
+		}
+		register(t, reg, "orders", srv, md)
+	}
+	const users = 20
+	for range users {
+		status, _ := getBody(t, client, "http://orders/orders/42")
+		require.Equal(t, 200, status)
+	}
+	// The users' GETs of orders and the prod orders' GETs of ledger are
+	// mirrored; nothing else is.
+	got := ev.count(t, 4*users, shadow.Same, shadow.Differs, shadow.Failed, shadow.Dropped, shadow.BlockedWrite)
+	assert.Equal(t, map[shadow.Outcome]int{shadow.Same: 2 * users, shadow.BlockedWrite: 2 * users}, got,
+		"every copy the same as prod's answer; the copies' POSTs and the samples', each refused")
+	assert.EqualValues(t, users, prodLedger.posts.Load()+grayLedger.posts.Load(), "one POST per user request reached the ledger")
+	assert.EqualValues(t, users, prodLedger.posts.Load())
+	assert.EqualValues(t, 3*users, prodLedger.gets.Load(), "the users' reads, their samples, and the orders samples' reads (not mirrored again)")
+	assert.EqualValues(t, 2*users, prodLedger.sampled.Load())
+	assert.Zero(t, prodLedger.shadowed.Load(), "no shadow copy reached prod")
+	assert.EqualValues(t, 2*users, grayLedger.gets.Load(), "the copies of the users' reads and the orders copies' reads")
+	assert.EqualValues(t, 2*users, grayLedger.shadowed.Load())
+	assert.EqualValues(t, 3*users, reads.Load())
+}

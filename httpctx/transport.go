@@ -308,7 +308,7 @@ func (t *Transport) roundTrip(req *http.Request, mirror bool) (*http.Response, e
 	}
 	var tk *shadow.Ticket
 	var start time.Time
-	if mirror && route.Kind == graylb.Prod && shadow.Mirrored(req.Method) && replayable(req) && t.mirror.Drawn() {
+	if mirror && route.Kind == graylb.Prod && shadow.Mirrored(req.Method) && replayable(req) && t.mirror.Drawn() && !shadow.Is(ctx) {
 		if tk = t.mirror.Begin(host, shadow.HTTPRoute(req.Method, req.URL.Path)); tk != nil {
 			start = time.Now()
 		}

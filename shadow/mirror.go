@@ -64,7 +64,9 @@ func WithIgnore(paths ...string) Option {
 // WithNoiseSample sets the share of mirrored calls (0-1, default 0.2) also
 // sent to a second prod instance: the paths at which two prod answers to
 // one request differ (time stamps, ids) are learned as noise and not
-// counted against gray, as Diffy does. Until two prod answers of a route
+// counted against gray, as Diffy does. A noise sample is marked like a
+// copy (adapter.SampleValue): it routes as prod, its writes are refused on
+// every hop. Until two prod answers of a route
 // have been compared, every mirrored call of it is also sent to a second
 // prod instance (unless p is 0): no copy is compared before its route's
 // noise could be learned.
