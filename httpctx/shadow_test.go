@@ -414,3 +414,28 @@ func TestShadow_NoiseSampleWritesNothing(t *testing.T) {
 	assert.EqualValues(t, 2*users, grayLedger.shadowed.Load())
 	assert.EqualValues(t, 3*users, reads.Load())
 }
+
+// A copy's write is refused whatever it is sent to: a service without a
+// gray instance (it failed as no instance before, not told as a blocked
+// write), and a host that is not a service (an external API: it went out).
+func TestShadow_WritesRefusedBeforeRouting(t *testing.T) {
+	reg := graylb.NewRegistry()
+	ledger := startJSON(t, reg, "ledger", false, 200, noisy("l"), 0)
+	var external atomic.Int64
+	ext := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { external.Add(1) }))
+	defer ext.Close()
+	ev := newEvents()
+	lb, err := graylb.New(reg, shadow.WithObserver(ev.observe))
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb)}
+	ctx := adapter.ShadowCopy(context.Background())
+	for _, url := range []string{"http://ledger/views", ext.URL + "/charges"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("{}"))
+		_, err := client.Do(req)
+		assert.ErrorIs(t, err, shadow.ErrWrite, url)
+	}
+	assert.Equal(t, 2, ev.count(t, 2, shadow.BlockedWrite)[shadow.BlockedWrite])
+	assert.Zero(t, ledger.calls.Load())
+	assert.Zero(t, external.Load())
+}
