@@ -19,7 +19,7 @@ FUZZTIME ?= 30s
 OLDEST_GO ?= go1.23.12
 NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-allocs test-install test-reliability demo demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
+.PHONY: test test-unit test-allocs test-install test-reliability demo demo-shadow demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
 # The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
@@ -101,6 +101,12 @@ test-allocs:
 ## demo: the quickstart; needs nothing but Go.
 demo:
 	$(IN) examples $(GO) run ./quickstart
+
+## demo-shadow: the dark launch (examples/shadow); needs nothing but Go: an edge mirrors the prod
+## GETs to orders to its gray build, compares the answers and never returns them; the writes the
+## copies would make to the ledger are refused. Exits non-zero if a copy's write got through.
+demo-shadow:
+	$(IN) examples $(GO) run ./shadow
 
 ## demo-kafka: gray through Kafka (examples/kafka): starts the local broker (scripts/kafka.sh,
 ## KAFKA_PORT), runs the example (an HTTP edge produces, a prod and a gray consumer handle, each
