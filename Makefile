@@ -19,7 +19,7 @@ FUZZTIME ?= 30s
 OLDEST_GO ?= go1.23.12
 NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-allocs test-install test-reliability demo demo-shadow demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
+.PHONY: test test-unit test-allocs test-install test-reliability demo demo-shadow demo-kafka bench bench-kafka bench-shadow fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down
 
 NACOS_ADDR ?= 127.0.0.1:8848
 # The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
@@ -129,6 +129,11 @@ bench:
 bench-kafka:
 	@scripts/kafka.sh start
 	@trap '$(CURDIR)/scripts/kafka.sh stop' EXIT; $(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -only-kafka -kafka 127.0.0.1:$(KAFKA_PORT)
+
+## bench-shadow: BENCHMARKS.md's shadow rows alone: the prod requests' p50 and p99 through httpctx's
+## Transport at shadow share 0 and 10 %, in alternating rounds (bench/shadow.go, about 2 minutes).
+bench-shadow:
+	GRAYLB_SHADOW_BENCH=1 GRAYLB_SHADOW_OUT=$(CURDIR)/BENCHMARKS.md $(IN) bench $(GO) test -count=1 -timeout 10m -run '^TestShadowOverheadTable$$' -v .
 
 ## fuzz: each fuzz target of every module for FUZZTIME.
 fuzz:

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"fmt"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,8 +36,9 @@ func TestShadowOverhead_Runs(t *testing.T) {
 // TestShadowOverheadTable measures the prod requests' latency at shadow
 // share 0 and 10 % (BENCHMARKS.md): 1000 GETs a second, 20 rounds of 3 s
 // of each share, taking turns, about 2 minutes. It runs only when asked:
-// GRAYLB_SHADOW_BENCH=1 (GRAYLB_SHADOW_OUT names a file to write the rows
-// to; GRAYLB_SHADOW_RATE and GRAYLB_SHADOW_ROUNDS change the load).
+// GRAYLB_SHADOW_BENCH=1 (GRAYLB_SHADOW_OUT names BENCHMARKS.md, whose
+// shadow section's table and machine line it rewrites; GRAYLB_SHADOW_RATE
+// and GRAYLB_SHADOW_ROUNDS change the load). make bench-shadow runs it.
 func TestShadowOverheadTable(t *testing.T) {
 	if os.Getenv("GRAYLB_SHADOW_BENCH") == "" {
 		t.Skip("set GRAYLB_SHADOW_BENCH=1 to measure (about 2 minutes)")
@@ -53,7 +57,7 @@ func TestShadowOverheadTable(t *testing.T) {
 	table := ShadowTable(s, rs)
 	t.Log("\n" + table)
 	if out := os.Getenv("GRAYLB_SHADOW_OUT"); out != "" {
-		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+		if err := writeShadowSection(out, s, table); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -64,5 +68,80 @@ func TestShadowOverheadTable(t *testing.T) {
 		if float64(q.at1) > 1.05*float64(q.at0) {
 			t.Logf("%s at %v %%: %s, %.2f × share 0's %s: beyond 1.05", q.name, s.Share, q.at1, float64(q.at1)/float64(q.at0), q.at0)
 		}
+	}
+}
+
+// shadowHeading opens BENCHMARKS.md's shadow section.
+const shadowHeading = "## Shadow traffic: the prod request's latency"
+
+// writeShadowSection rewrites, in the file at path, the shadow section's
+// machine line (the one starting "Measured") and its table.
+func writeShadowSection(path string, s ShadowSetup, table string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	text := string(b)
+	i := strings.Index(text, shadowHeading)
+	if i < 0 {
+		return fmt.Errorf("%s has no section %q", path, shadowHeading)
+	}
+	lines := strings.Split(text[i:], "\n")
+	var out []string
+	tableDone := false
+	for j, l := range lines {
+		switch {
+		case j > 0 && strings.HasPrefix(l, "## "):
+			out = append(out, lines[j:]...)
+			return os.WriteFile(path, []byte(text[:i]+strings.Join(out, "\n")), 0o644)
+		case strings.HasPrefix(l, "Measured "):
+			out = append(out, fmt.Sprintf("Measured %s (%s, %s/%s, GOMAXPROCS %d, CPU: %s): %d GETs a second, %d rounds of %s at each share.",
+				time.Now().UTC().Format("2006-01-02"), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), cpuModel(), s.Rate, s.Rounds, s.Round))
+		case strings.HasPrefix(l, "|"):
+			if !tableDone {
+				out = append(out, strings.TrimSuffix(table, "\n"))
+				tableDone = true
+			}
+		default:
+			out = append(out, l)
+		}
+	}
+	return os.WriteFile(path, []byte(text[:i]+strings.Join(out, "\n")), 0o644)
+}
+
+// cpuModel is the CPU's model name as /proc/cpuinfo gives it.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// writeShadowSection rewrites the section's machine line and table, and
+// nothing else.
+func TestWriteShadowSection(t *testing.T) {
+	path := t.TempDir() + "/BENCHMARKS.md"
+	before := "# Benchmarks\n\n" + shadowHeading + "\n\nHow it is measured.\n\nMeasured once.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n## Next\n\nkept\n"
+	if err := os.WriteFile(path, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeShadowSection(path, ShadowSetup{Rate: 5, Rounds: 2, Round: time.Second}, "| x |\n|---|\n| 9 |\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	got := string(b)
+	for _, want := range []string{"How it is measured.\n\nMeasured ", "5 GETs a second, 2 rounds of 1s at each share.\n\n| x |\n|---|\n| 9 |\n\n## Next\n\nkept\n"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "| 1 | 2 |") {
+		t.Fatalf("the old table is kept:\n%s", got)
 	}
 }
