@@ -19,7 +19,7 @@ FUZZTIME ?= 30s
 OLDEST_GO ?= go1.23.12
 NEWEST_GO ?= go1.27.4
 
-.PHONY: test test-unit test-allocs test-install test-reliability demo demo-kafka bench bench-kafka fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down interop-jars
+.PHONY: test test-unit test-allocs test-install test-reliability demo demo-shadow demo-kafka bench bench-kafka bench-shadow fuzz lint tidy work release nacos-up nacos-down kafka-up kafka-down interop-jars
 
 NACOS_ADDR ?= 127.0.0.1:8848
 # The Kafka broker the kafkagray flows run against (scripts/kafka.sh; its controller on KAFKA_PORT + 1).
@@ -62,7 +62,7 @@ test: lint
 	GRAYLB_NACOS_ADDR=$$addr $(IN) docs $(GO) test -count=1 -timeout 5m -run Nacos -v .; \
 	echo "== go test ./gozero: a go-zero chain over the Nacos supplier (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) gozero $(GO) test -count=1 -timeout 5m -run Integration -v .; \
-	echo "== go test ./badbuildtest: bad gray builds rolled out with real processes (examples/rollout, Prometheus, graylb rollout), the short plan (real Nacos at $$addr; without -race)"; \
+	echo "== go test ./badbuildtest: bad gray builds rolled out with real processes (examples/rollout, Prometheus, graylb rollout), with and without a shadow phase first, the short plans (real Nacos at $$addr; without -race)"; \
 	GRAYLB_NACOS_ADDR=$$addr $(IN) badbuildtest $(GO) test -count=1 -timeout 10m -v .; \
 	echo "== go test ./faulttest: network faults on each link through Toxiproxy, the short plan (real Nacos at $$addr; without -race)"; \
 	scripts/toxiproxy.sh start; trap '$(CURDIR)/scripts/nacos.sh stop; $(CURDIR)/scripts/toxiproxy.sh stop' EXIT; \
@@ -101,7 +101,7 @@ $(INTEROP_STAMP): $(shell find interoptest/java -path '*/target' -prune -o -type
 	@touch $@
 
 ## test-reliability: churn 30s, chaos, cluster and the deployment flows against Nacos, the bad gray
-## builds (full plan), each fuzz target FUZZTIME; writes RELIABILITY.md.
+## builds (full plans, with and without a shadow phase), each fuzz target FUZZTIME; writes RELIABILITY.md.
 test-reliability:
 	FUZZTIME=$(FUZZTIME) scripts/reliability.sh
 
@@ -118,6 +118,12 @@ test-allocs:
 ## demo: the quickstart; needs nothing but Go.
 demo:
 	$(IN) examples $(GO) run ./quickstart
+
+## demo-shadow: the dark launch (examples/shadow); needs nothing but Go: an edge mirrors the prod
+## GETs to orders to its gray build, compares the answers and never returns them; the writes the
+## copies would make to the ledger are refused. Exits non-zero if a copy's write got through.
+demo-shadow:
+	$(IN) examples $(GO) run ./shadow
 
 ## demo-kafka: gray through Kafka (examples/kafka): starts the local broker (scripts/kafka.sh,
 ## KAFKA_PORT), runs the example (an HTTP edge produces, a prod and a gray consumer handle, each
@@ -140,6 +146,11 @@ bench:
 bench-kafka:
 	@scripts/kafka.sh start
 	@trap '$(CURDIR)/scripts/kafka.sh stop' EXIT; $(IN) bench $(GO) run ./cmd/report -out $(CURDIR) -only-kafka -kafka 127.0.0.1:$(KAFKA_PORT)
+
+## bench-shadow: BENCHMARKS.md's shadow rows alone: the prod requests' p50 and p99 through httpctx's
+## Transport at shadow share 0 and 10 %, in alternating rounds (bench/shadow.go, about 2 minutes).
+bench-shadow:
+	GRAYLB_SHADOW_BENCH=1 GRAYLB_SHADOW_OUT=$(CURDIR)/BENCHMARKS.md $(IN) bench $(GO) test -count=1 -timeout 10m -run '^TestShadowOverheadTable$$' -v .
 
 ## fuzz: each fuzz target of every module for FUZZTIME.
 fuzz:

@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 
-	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/routestate"
 )
 
@@ -179,9 +178,7 @@ func (a *Admitter) Admit(ctx context.Context, c Carrier, how Admission) context.
 		}
 		st = routestate.New(nil, untrusted)
 	}
-	if graylb.IsGray(st.Get(ShadowKey)) {
-		st.SetShadow()
-	}
+	markCopy(st, st.Get(ShadowKey))
 	// What each key means to this LoadBalancer: one whose names differ
 	// reads the kind, user and version there.
 	st.SetRole(routestate.RoleGray, a.grayKey)

@@ -2,7 +2,9 @@ package adapter
 
 import (
 	"context"
+	"strings"
 
+	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/internal/engine"
 	"github.com/graylb/graylb/internal/routestate"
 )
@@ -14,10 +16,52 @@ import (
 // of the copy's path knows it.
 const ShadowKey = "x-graylb-shadow"
 
+// SampleValue is ShadowKey's value on a noise sample: a mirrored prod
+// request sent to a second prod instance, whose answer tells which fields
+// differ between two prod answers (see package shadow). It routes as the
+// prod request it copies; its writes are refused like a shadow copy's.
+const SampleValue = "sample"
+
 // Shadowed reports whether the request served with ctx is a shadow copy:
 // its calls go to gray instances only (a service with none fails them),
 // and an adapter refuses its writes (package shadow).
 func Shadowed(ctx context.Context) bool { return ctx != nil && routestate.From(ctx).IsShadow() }
+
+// Copied reports whether the request served with ctx is a copy a mirror
+// made of a prod request, a shadow copy or a noise sample: an adapter
+// refuses its writes and mirrors none of its calls.
+func Copied(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
+	st := routestate.From(ctx)
+	return st.IsShadow() || st.IsSample()
+}
+
+// SampleCopy returns the context a noise sample of the request served with
+// ctx is sent with: as Detach's (not cancelled with ctx, the request's
+// routing state and the kind decided for it now, fixed), marked with
+// ShadowKey SampleValue so that every hop refuses its writes.
+func (b *Balancer) SampleCopy(ctx context.Context) context.Context {
+	d := b.e().Detach(ctx)
+	st := routestate.From(d).Detached(routestate.From(d).Decided())
+	if st.Get(ShadowKey) == "" {
+		st.Add(ShadowKey, SampleValue)
+	}
+	st.SetSample()
+	return routestate.With(d, st)
+}
+
+// markCopy marks st, admitted with value v of ShadowKey, as a shadow copy
+// ("true" in any case) or a noise sample (SampleValue).
+func markCopy(st *routestate.State, v string) {
+	switch {
+	case graylb.IsGray(v):
+		st.SetShadow()
+	case strings.EqualFold(v, SampleValue):
+		st.SetSample()
+	}
+}
 
 // ShadowCopy returns the context a shadow copy of the request served with
 // ctx is sent with: not cancelled with ctx (the copy outlives its

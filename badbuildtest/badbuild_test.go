@@ -82,6 +82,7 @@ type report struct {
 		Closed        bool    `json:"closed"`
 	} `json:"rules"`
 	GrayEjections map[string]int `json:"grayEjections"`
+	Shadow        map[string]int `json:"shadow"` // the caller's shadow events by outcome
 }
 
 // result is what one run measured.
@@ -193,12 +194,23 @@ func runOnce(t *testing.T, bins programs, addr string, b build, grays int) resul
 // and returns its exit status, its output and how long it took.
 func rollout(t *testing.T, bin, addr, svc, rules, prom string) (int, string, string, time.Duration) {
 	t.Helper()
+	return rolloutUntil(t, bin, addr, svc, rules, prom, rolloutFlags, nil)
+}
+
+// rolloutUntil is rollout with flags; when stop is given, the rollout is
+// sent SIGTERM as soon as a line of its log matches it.
+func rolloutUntil(t *testing.T, bin, addr, svc, rules, prom string, flags []string, stop *regexp.Regexp) (int, string, string, time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	args := append([]string{"rollout", "--service", svc, "--prometheus", prom, "--nacos", addr, "--data-id", rules, "--output", "json"}, rolloutFlags...)
+	args := append([]string{"rollout", "--service", svc, "--prometheus", prom, "--nacos", addr, "--data-id", rules, "--output", "json"}, flags...)
 	cmd := exec.CommandContext(ctx, bin, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	var out bytes.Buffer
+	errOut := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = &out, errOut
+	if stop != nil {
+		cmd.Stderr = &signalOn{w: errOut, re: stop, cmd: cmd}
+	}
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start)

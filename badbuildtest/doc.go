@@ -16,12 +16,16 @@
 // rolled back on its restarts: of the check that saw its second), every
 // healthy build passed.
 //
+// TestShadowPhase rolls each build out with a shadow phase first (graylb
+// rollout --shadow), the caller's requests all unmarked: was a bad build
+// stopped in the phase, a healthy one let on, a user request failed?
+//
 // It is a module of its own, with tests only: it builds the example and
-// the command from their modules in this tree and runs them. TestBadBuilds
-// skips without GRAYLB_NACOS_ADDR (host:port of the server's HTTP port),
+// the command from their modules in this tree and runs them. Both tests
+// skip without GRAYLB_NACOS_ADDR (host:port of the server's HTTP port),
 // under -race, and outside the repository (a copy fetched from a tag has
 // no sources beside it); the tests of how it reads the rollout and judges
 // the targets run anywhere. GRAYLB_BADBUILD_PLAN=full runs every build with
-// one and with two gray instances and the healthy build 20 times; the
-// short plan, the default, a few of them.
+// one and with two gray instances (in a shadow phase with one) and the
+// healthy build 20 times; the short plan, the default, a few of them.
 package badbuildtest

@@ -1,8 +1,9 @@
 // Package debugpage serves a LoadBalancer's state to operators, as Envoy's
 // /clusters or gRPC's channelz do: an HTML page and the same data as JSON,
 // read from the LoadBalancer's introspection (Snapshot, Services,
-// RulesState, Ejections, Unrouted) and its Cache's counters, with the pick
-// counts of a PickCounters when one is given.
+// RulesState, Ejections, Unrouted), its Cache's counters and its dark
+// launch's last differences (package shadow), with the pick counts of a
+// PickCounters when one is given.
 package debugpage
 
 import (
@@ -28,16 +29,18 @@ func WithPickCounters(c *PickCounters) Option {
 // ejection state, the subsets each lands in), the rules in force with
 // their source and the times of the last change and of the last refusal
 // with its error, the Cache's counters, the failed picks of names lb does
-// not route, the pick counts when WithPickCounters is given, and the
-// sections of WithSection.
+// not route, the share of prod requests mirrored to the gray build and the
+// last copies whose answers differed (both answers, bodies cut at
+// ShownBody bytes, no header), the pick counts when WithPickCounters is
+// given, and the sections of WithSection.
 //
 // It serves an HTML page that needs nothing outside it (no script, no
 // external style sheet) and, with ?format=json, the same data as JSON
 // (State). Every value is escaped: instance metadata comes from the
-// registry and is untrusted. It answers GET and HEAD only (other methods:
-// 405), and changes nothing. Mount it where only operators reach it: it
-// shows instance addresses, metadata and gray users. It is safe for
-// concurrent use.
+// registry and answers' bodies from services, all untrusted. It answers
+// GET and HEAD only (other methods: 405), and changes nothing. Mount it
+// where only operators reach it: it shows instance addresses, metadata,
+// gray users and answers. It is safe for concurrent use.
 func Handler(lb *graylb.LoadBalancer, opts ...Option) http.Handler {
 	h := &handler{lb: lb}
 	for _, o := range opts {
@@ -69,6 +72,9 @@ type State struct {
 	Rules     graylb.RulesState                       `json:"rules"`           // lb.RulesState
 	Cache     graylb.CacheStats                       `json:"cache"`           // the Cache's Stats
 	Ejections graylb.EjectionsState                   `json:"ejections"`       // lb.Ejections
+	// Shadow is the dark launch: the share mirrored and the last copies
+	// whose answers differed from prod's (package shadow).
+	Shadow ShadowState `json:"shadow"`
 	// Sections are the values of the WithSection options, in their order;
 	// omitted without any.
 	Sections []Section `json:"sections,omitempty"`
@@ -79,7 +85,7 @@ func (h *handler) state() State {
 	lb := h.lb
 	st := State{Generated: time.Now(), Keys: lb.Keys(), Services: []graylb.ServiceState{},
 		Unrouted: lb.Unrouted(), Rules: lb.RulesState(), Cache: adapter.For(lb).Cache().Stats(), Ejections: lb.Ejections(),
-		Sections: h.sectionStates()}
+		Shadow: shadowState(lb), Sections: h.sectionStates()}
 	if h.picks != nil {
 		st.Picks = map[string]map[string]map[string]uint64{}
 		if c := h.picks.Counts(graylb.UnroutedService); c != nil {

@@ -19,6 +19,7 @@ func debugRulesJSON(r graylb.Rules) string {
 
 var debugPage = template.Must(template.New("debug").Funcs(template.FuncMap{
 	"rulesJSON": debugRulesJSON,
+	"shownBody": func() int { return ShownBody },
 	"ms": func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
 	},
@@ -50,6 +51,7 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 .kind-prod { color: #1a7f37; font-weight: 600; }
 .bad { color: #cf222e; }
 .muted { color: #6e7781; }
+pre.body { max-width: 40em; max-height: 16em; overflow: auto; white-space: pre-wrap; word-break: break-all; margin: .3em 0 0; background: #f6f8fa; padding: .3em; }
 .tag { display: inline-block; border: 1px solid #d0d7de; border-radius: 3px; padding: 0 .35em; margin: 0 .15em .1em 0; background: #f6f8fa; }
 </style>
 </head>
@@ -119,6 +121,20 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 </section>
 {{end}}
 <p class="muted">Subsets: <span class="tag">prod</span> serves prod requests, <span class="tag">gray</span> gray requests, <span class="tag">all</span> every request while gray routing is off or gray requests fall back.</p>
+
+<h2>Shadow traffic</h2>
+{{with .Shadow}}<p id="shadow-share">{{if .Percent}}<span id="shadow-percent">{{.Percent}}</span>% of prod requests (GET, HEAD, OPTIONS; gRPC methods marked idempotent) are mirrored to the gray build; the copies' answers are compared with prod's and discarded.{{else}}<span class="muted">No request is mirrored: the rules' shadowPercent is 0.</span>{{end}}</p>
+{{if .Diffs}}<table id="shadow-diffs">
+<tr><th>copy (last {{len .Diffs}}, newest first)</th><th>differed by</th><th>prod's answer (returned)</th><th>the gray build's (discarded)</th></tr>
+{{range .Diffs}}<tr class="shadow-diff">
+<td><span class="mono service">{{.Service}}</span><br><span class="mono route">{{.Route}}</span><br><span class="muted">{{.At.Format "2006-01-02T15:04:05.000Z07:00"}}</span></td>
+<td class="by">{{if .Status}}<span class="tag">status</span>{{end}}{{if .Latency}}<span class="tag">latency</span>{{end}}{{if .Body}}<span class="tag">body</span>{{end}}{{with .Paths}}<br><span class="muted">at</span> {{range .}}<code class="path">{{.}}</code> {{end}}{{end}}</td>
+{{with .Primary}}<td class="answer primary">{{template "answer" .}}</td>{{end}}
+{{with .Copy}}<td class="answer copy">{{template "answer" .}}</td>{{end}}
+</tr>
+{{end}}</table>
+<p class="muted">Bodies are shown up to {{shownBody}} bytes each, as text (invalid bytes and control characters replaced); no header is kept or shown. Fields that differ between two prod answers to one request (time stamps, ids) are learned as noise and not counted.</p>
+{{else}}<p class="muted" id="shadow-no-diffs">No copy has differed from prod.</p>{{end}}{{end}}
 {{range .Sections}}
 <section class="extra" data-section="{{.Name}}">
 <h2>{{.Name}}</h2>
@@ -127,4 +143,4 @@ code, .mono { font-family: ui-monospace, monospace; font-size: .92em; }
 {{end}}
 </body>
 </html>
-`
+{{define "answer"}}{{if .Err}}<span class="bad err">{{.Err}}</span>{{else}}<span class="status">{{.Status}}</span> in <span class="latency">{{printf "%.1f" .LatencyMs}} ms</span>, {{.BodyBytes}} bytes{{if .NotKept}} <span class="muted">(longer than the mirror keeps: not compared)</span>{{end}}{{if .Cut}} <span class="muted">(first {{shownBody}} shown)</span>{{end}}{{end}}{{if .Body}}<pre class="mono body">{{.Body}}</pre>{{end}}{{end}}`

@@ -211,7 +211,7 @@ func UnaryClientInterceptor(lb *graylb.LoadBalancer, opts ...ClientOption) grpc.
 		if !idem && shadow.Refuses(out) {
 			return co.refuse(cc, method)
 		}
-		if idem && co.mirror.Drawn() && !isGray(out, d) {
+		if idem && co.mirror.Drawn() && !isGray(out, d) && !shadow.Is(ctx) {
 			return co.mirrored(ctx, out, ab, d, method, req, reply, cc, invoker, opts)
 		}
 		return invoker(out, method, req, reply, cc, opts...)

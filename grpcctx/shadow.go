@@ -122,7 +122,7 @@ func (o *clientOptions) mirrored(ctx, out context.Context, ab *adapter.Balancer,
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ctx, cancel := context.WithTimeout(o.lb.Detach(ctx), o.mirror.CopyTimeout())
+				ctx, cancel := context.WithTimeout(ab.SampleCopy(ctx), o.mirror.CopyTimeout())
 				defer cancel()
 				tk.Second(call(ctx, fresh(reply)))
 			}()

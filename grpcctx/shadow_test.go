@@ -115,3 +115,56 @@ func TestShadow_RefusesWritesOverGRPC(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "g", r.GetUsername())
 }
+
+// copyServer records, of each call, whether its server side admitted it as
+// a copy (shadow.Is) and as a shadow copy (to gray only).
+type copyServer struct {
+	testgrpc.UnimplementedTestServiceServer
+	calls, copies, shadows atomic.Int64
+}
+
+func (s *copyServer) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	s.calls.Add(1)
+	if shadow.Is(ctx) {
+		s.copies.Add(1)
+	}
+	if adapter.Shadowed(ctx) {
+		s.shadows.Add(1)
+	}
+	return &testgrpc.SimpleResponse{Username: "u"}, nil
+}
+
+// The noise sample (the call sent to prod again) carries the sample mark:
+// the prod server admits it as a copy, whose writes its calls refuse, but
+// not as a shadow copy (it routes as prod).
+func TestShadow_NoiseSampleMarkedOverGRPC(t *testing.T) {
+	reg := graylb.NewRegistry()
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{ShadowPercent: 100}))
+	require.NoError(t, err)
+	defer lb.Close()
+	prod, gray := &copyServer{}, &copyServer{}
+	for _, s := range []struct {
+		srv *copyServer
+		md  map[string]string
+	}{{prod, nil}, {gray, map[string]string{"gray": "true"}}} {
+		port := serveRaw(t, s.srv, ServerOptions(lb))
+		require.NoError(t, reg.Register(graylb.NewInstance("svc", "127.0.0.1", port, s.md)))
+	}
+	conn, err := grpc.NewClient("graylb:///svc", append(DialOptions(lb, WithMirror(shadow.WithNoiseSample(1))),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(Idempotent(unaryCall)))...)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for prod.calls.Load() < 2 || gray.calls.Load() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("prod %d calls, gray %d", prod.calls.Load(), gray.calls.Load())
+		}
+		time.Sleep(10 * time.Millisecond) // polled with a deadline: the copies go out beside the call
+	}
+	assert.EqualValues(t, 1, prod.copies.Load(), "the sample, admitted as a copy")
+	assert.Zero(t, prod.shadows.Load())
+	assert.EqualValues(t, 1, gray.copies.Load())
+	assert.EqualValues(t, 1, gray.shadows.Load())
+}

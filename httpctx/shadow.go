@@ -47,7 +47,7 @@ func (t *Transport) sendCopies(req *http.Request, tk *shadow.Ticket) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tk.Second(t.copyAnswer(req, t.lb.LoadBalancer().Detach(req.Context())))
+			tk.Second(t.copyAnswer(req, t.lb.SampleCopy(req.Context())))
 		}()
 	}
 	tk.Copy(t.copyAnswer(req, adapter.ShadowCopy(req.Context())))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -300,4 +301,141 @@ func errOrNil(v any) error {
 		return err
 	}
 	return nil
+}
+
+// A build identical to prod whose answers carry a field that differs on
+// every answer (a request id) is never found differing, on any route, from
+// its first copy: a route's copies are also sent to a second prod instance
+// until two prod answers of it have been compared, so the noise is learned
+// before a copy is compared without one.
+func TestShadow_NoiseLearnedBeforeARouteIsCompared(t *testing.T) {
+	reg := graylb.NewRegistry()
+	startJSON(t, reg, "svc", false, 200, noisy("p"), 0)
+	startJSON(t, reg, "svc", false, 200, noisy("p"), 0)
+	startJSON(t, reg, "svc", true, 200, noisy("p"), 0)
+	ev := newEvents()
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{ShadowPercent: 100}), shadow.WithObserver(ev.observe))
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb)} // the noise sample at its default, 0.2
+	const routes, each = 10, 10
+	for i := range routes * each {
+		status, _ := getBody(t, client, fmt.Sprintf("http://svc/r%c/", 'a'+i%routes))
+		require.Equal(t, 200, status)
+	}
+	got := ev.count(t, routes*each, shadow.Same, shadow.Differs, shadow.Failed, shadow.Dropped)
+	assert.Zero(t, got[shadow.Differs]+got[shadow.Failed], "%v", got)
+	assert.Less(t, got[shadow.Dropped], 10, "%v: a copy is dropped only when 16 are in flight", got)
+}
+
+// A noise sample (the mirrored request sent to prod again) is contained as
+// a copy is: the prod handler that serves it reads prod downstream, its
+// writes are refused, and nothing it calls is mirrored again. A chain
+// orders (prod and gray; each GET POSTs to ledger, then GETs from it) →
+// ledger (prod and gray), every GET mirrored and sampled: the ledger gets
+// one POST per user request. Before the noise sample was marked it wrote
+// again: 40 POSTs for 20 user requests.
+func TestShadow_NoiseSampleWritesNothing(t *testing.T) {
+	reg := graylb.NewRegistry()
+	type ledgerCounts struct{ posts, gets, sampled, shadowed atomic.Int64 }
+	ledger := func(gray bool) *ledgerCounts {
+		c := &ledgerCounts{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				c.posts.Add(1)
+			} else {
+				c.gets.Add(1)
+			}
+			switch r.Header.Get(adapter.ShadowKey) {
+			case adapter.SampleValue:
+				c.sampled.Add(1)
+			case "true":
+				c.shadowed.Add(1)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"balance":7,"ts":%d}`, stamp.Add(1))
+		}))
+		t.Cleanup(srv.Close)
+		var md map[string]string
+		if gray {
+			md = map[string]string{"gray": "true"}
+		}
+		register(t, reg, "ledger", srv, md)
+		return c
+	}
+	prodLedger, grayLedger := ledger(false), ledger(true)
+	ev := newEvents()
+	lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{ShadowPercent: 100}), shadow.WithObserver(ev.observe))
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb, WithMirror(shadow.WithNoiseSample(1)))}
+	var reads atomic.Int64
+	for _, gray := range []bool{false, true} {
+		srv := httptest.NewServer(Middleware(lb)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			post, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://ledger/views", strings.NewReader("{}"))
+			if resp, err := client.Do(post); err == nil {
+				resp.Body.Close()
+			} else if !errors.Is(err, shadow.ErrWrite) {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			get, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://ledger/balance", nil)
+			if resp, err := client.Do(get); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				reads.Add(1)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"order":42}`)
+		})))
+		t.Cleanup(srv.Close)
+		var md map[string]string
+		if gray {
+			md = map[string]string{"gray": "true"}
+		}
+		register(t, reg, "orders", srv, md)
+	}
+	const users = 20
+	for range users {
+		status, _ := getBody(t, client, "http://orders/orders/42")
+		require.Equal(t, 200, status)
+	}
+	// The users' GETs of orders and the prod orders' GETs of ledger are
+	// mirrored; nothing else is.
+	got := ev.count(t, 4*users, shadow.Same, shadow.Differs, shadow.Failed, shadow.Dropped, shadow.BlockedWrite)
+	assert.Equal(t, map[shadow.Outcome]int{shadow.Same: 2 * users, shadow.BlockedWrite: 2 * users}, got,
+		"every copy the same as prod's answer; the copies' POSTs and the samples', each refused")
+	assert.EqualValues(t, users, prodLedger.posts.Load()+grayLedger.posts.Load(), "one POST per user request reached the ledger")
+	assert.EqualValues(t, users, prodLedger.posts.Load())
+	assert.EqualValues(t, 3*users, prodLedger.gets.Load(), "the users' reads, their samples, and the orders samples' reads (not mirrored again)")
+	assert.EqualValues(t, 2*users, prodLedger.sampled.Load())
+	assert.Zero(t, prodLedger.shadowed.Load(), "no shadow copy reached prod")
+	assert.EqualValues(t, 2*users, grayLedger.gets.Load(), "the copies of the users' reads and the orders copies' reads")
+	assert.EqualValues(t, 2*users, grayLedger.shadowed.Load())
+	assert.EqualValues(t, 3*users, reads.Load())
+}
+
+// A copy's write is refused whatever it is sent to: a service without a
+// gray instance (it failed as no instance before, not told as a blocked
+// write), and a host that is not a service (an external API: it went out).
+func TestShadow_WritesRefusedBeforeRouting(t *testing.T) {
+	reg := graylb.NewRegistry()
+	ledger := startJSON(t, reg, "ledger", false, 200, noisy("l"), 0)
+	var external atomic.Int64
+	ext := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { external.Add(1) }))
+	defer ext.Close()
+	ev := newEvents()
+	lb, err := graylb.New(reg, shadow.WithObserver(ev.observe))
+	require.NoError(t, err)
+	defer lb.Close()
+	client := &http.Client{Transport: NewTransport(lb)}
+	ctx := adapter.ShadowCopy(context.Background())
+	for _, url := range []string{"http://ledger/views", ext.URL + "/charges"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("{}"))
+		_, err := client.Do(req)
+		assert.ErrorIs(t, err, shadow.ErrWrite, url)
+	}
+	assert.Equal(t, 2, ev.count(t, 2, shadow.BlockedWrite)[shadow.BlockedWrite])
+	assert.Zero(t, ledger.calls.Load())
+	assert.Zero(t, external.Load())
 }

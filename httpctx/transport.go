@@ -170,6 +170,12 @@ func (t *Transport) roundTrip(req *http.Request, mirror bool) (*http.Response, e
 		closeBody(req)
 		return nil, fmt.Errorf("%w: %q", ErrNoHost, req.URL.String())
 	}
+	// A copy's write is refused before anything else: whatever it is sent
+	// to, a service without a gray instance or a host that is no service.
+	if !shadow.Safe(req.Method) && shadow.Refuses(req.Context()) {
+		closeBody(req)
+		return nil, t.refuseWrite(req, host)
+	}
 	if !isServiceName(host) {
 		return t.base.RoundTrip(req)
 	}
@@ -211,13 +217,9 @@ func (t *Transport) roundTrip(req *http.Request, mirror bool) (*http.Response, e
 		rt = clone.tr
 	}
 
-	if !shadow.Safe(req.Method) && shadow.Refuses(ctx) {
-		closeBody(req)
-		return nil, t.refuseWrite(req, host)
-	}
 	var tk *shadow.Ticket
 	var start time.Time
-	if mirror && route.Kind == graylb.Prod && shadow.Mirrored(req.Method) && replayable(req) && t.mirror.Drawn() {
+	if mirror && route.Kind == graylb.Prod && shadow.Mirrored(req.Method) && replayable(req) && t.mirror.Drawn() && !shadow.Is(ctx) {
 		if tk = t.mirror.Begin(host, shadow.HTTPRoute(req.Method, req.URL.Path)); tk != nil {
 			start = time.Now()
 		}

@@ -2,10 +2,11 @@
 # make test-reliability: the reliability figures, regenerated into RELIABILITY.md.
 #   the test server's start-up (NACOS_STARTS fresh starts beside a build), churn 30 s under -race,
 #   chaos (SIGKILL and restart of Nacos under HTTP load), a 3-node Nacos cluster losing a node, the
-#   deployment flows (deploytest), the bad gray builds (badbuildtest, GRAYLB_BADBUILD_PLAN=full,
-#   about 20 minutes), a process's life against Nacos (GRAYLB_LIFETIME=long, about six minutes),
-#   scale (100 000 services under churn for 10 minutes, names never real beside learning, 10 000
-#   services over Nacos), and each fuzz target for FUZZTIME.
+#   deployment flows (deploytest), the bad gray builds (badbuildtest, GRAYLB_BADBUILD_PLAN=full: the
+#   canary's table, about 20 minutes, and the shadow phase's, about 15), a process's life against
+#   Nacos (GRAYLB_LIFETIME=long, about six minutes), scale (100 000 services under churn for 10
+#   minutes, names never real beside learning, 10 000 services over Nacos), and each fuzz target
+#   for FUZZTIME.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -59,6 +60,10 @@ echo "== bad gray builds rolled out with real processes, the full plan (GRAYLB_B
 badmissed=""
 (GRAYLB_BADBUILD_PLAN=full scripts/inmodule.sh badbuildtest go test -count=1 -timeout 40m -run '^TestBadBuilds$' .) ||
   badmissed="**This run missed a target that is not a known miss: the test failed (its log names the rows).** "
+echo "== bad gray builds in a shadow phase before the canary, the full plan (GRAYLB_BADBUILD_PLAN=full)"
+shadowmissed=""
+(GRAYLB_BADBUILD_PLAN=full scripts/inmodule.sh badbuildtest go test -count=1 -timeout 40m -run '^TestShadowPhase$' .) ||
+  shadowmissed="**This run missed a target: the test failed (its log names the rows).** "
 
 echo "== network faults on each link through Toxiproxy, the long plan (GRAYLB_FAULT_PLAN=long)"
 # A missed target fails the test but not this script: the rows say which (faultmissed, below).
@@ -123,6 +128,26 @@ badbuilds_how() {
   echo "number of routable gray instances changed (\`graylb_instances\`)."
   echo "The rows above are the full plan (GRAYLB_BADBUILD_PLAN=full); \`make test\` runs the short plan (one"
   echo "gray instance: 20 % errors, a stalled body, the crash loop, and the healthy build 3 times)."
+}
+
+# shadow_how: how the shadow-phase table is measured (badbuildtest's TestShadowPhase).
+shadow_how() {
+  echo "${shadowmissed}Targets: every bad build stopped in the shadow phase (exit 3, \`shadowPercent\` back to 0, no canary"
+  echo "step written), every healthy build let on to the canary (the phase healthy, \`shadowPercent\` back to 0, the"
+  echo "first step written), 0 user requests failed in the phase, 0 prod requests on gray."
+  echo
+  echo "How: \`TestShadowPhase\` (badbuildtest) runs the processes of the table above, fresh for each run, but its caller"
+  echo "sends no request marked gray (\`-qa=false\`: 100 unmarked GETs a second over the five endpoints, each answered"
+  echo "with about 1 KiB of JSON carrying a request id and a time stamp that differ on every answer), and it installs"
+  echo "\`otelgraylb.ShadowObserver\` with \`shadow.WithObserver\` (the httpctx Transport mirrors, its defaults: 16 copies"
+  echo "in flight, 64 KiB, 5 s, a noise sample of 0.2). \`graylb rollout --shadow 20% --shadow-for 20s --steps 10"
+  echo "--interval 10s --poll 1s --max-wait 15s\` at the judge's defaults (\`--max-shadow-diff\` 0.01): about 20 copies"
+  echo "a second. A healthy build's rollout is stopped (SIGTERM) once it wrote its first step. \"User requests failed"
+  echo "in the phase\" counts the caller's requests begun from the shadow share's write to the phase's end (the"
+  echo "rollout's JSON result). The build \"one answer in 20 with a field of its body changed\" (\`-fault differ5\`) is"
+  echo "one only a shadow phase sees: its users get 200, on time. \`make test\` runs the short plan (20 % errors,"
+  echo "differ5, the healthy build once); the rows above are the full plan (every bad build once, the healthy build"
+  echo "20 times)."
 }
 
 # kafka_how: how the messages table is measured (kafkagray's TestKafkaFlows).
@@ -391,6 +416,12 @@ interop_how() {
   cat "$OUT"/badbuilds.md 2>/dev/null
   echo
   badbuilds_how
+  echo
+  echo "## Bad gray builds in a shadow phase, before any user reaches them"
+  echo
+  cat "$OUT"/shadowphase.md 2>/dev/null
+  echo
+  shadow_how
   if [ -n "$traffic" ]; then echo; echo "$traffic"; fi
 } > RELIABILITY.md
 echo "wrote RELIABILITY.md"

@@ -14,8 +14,11 @@
 // goes to gray instances only (a service with none fails it), a write
 // (POST, PUT, PATCH, DELETE; a gRPC method not marked idempotent) fails
 // with an error wrapping ErrWrite unless the program allowed it
-// (AllowWrites), and no Kafka record is produced. An untrusted caller
-// cannot set the mark.
+// (AllowWrites), and no Kafka record is produced. A noise sample (the call
+// sent to a second prod instance to learn which fields differ between
+// prod answers) is marked too (adapter.SampleValue): it routes as prod,
+// its writes are refused the same way. An untrusted caller cannot set
+// either mark.
 //
 // What happens is told to the LoadBalancer's shadow observers
 // (WithObserver; otelgraylb counts it) and the last differing answers are

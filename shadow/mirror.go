@@ -64,7 +64,12 @@ func WithIgnore(paths ...string) Option {
 // WithNoiseSample sets the share of mirrored calls (0-1, default 0.2) also
 // sent to a second prod instance: the paths at which two prod answers to
 // one request differ (time stamps, ids) are learned as noise and not
-// counted against gray, as Diffy does.
+// counted against gray, as Diffy does. A noise sample is marked like a
+// copy (adapter.SampleValue): it routes as prod, its writes are refused on
+// every hop. Until two prod answers of a route
+// have been compared, every mirrored call of it is also sent to a second
+// prod instance (unless p is 0): no copy is compared before its route's
+// noise could be learned.
 func WithNoiseSample(p float64) Option {
 	return func(m *Mirror) {
 		if p >= 0 && p <= 1 {
@@ -103,7 +108,7 @@ type Mirror struct {
 	inFlight atomic.Int64
 	mu       sync.Mutex
 	noise    map[string]map[string]bool // route key → patterns learned
-	routes   map[string]bool            // route keys told so far (bounded)
+	routes   map[string]bool            // route key → two prod answers of it compared (bounded)
 }
 
 // NewMirror returns a Mirror for lb's adapters.
@@ -135,13 +140,13 @@ func (m *Mirror) Drawn() bool { return m != nil && m.lb.ShadowDraw() }
 // (and a second prod answer when it asks for one); it gives up on those
 // that do not come within twice the copy timeout and a second.
 func (m *Mirror) Begin(service, route string) *Ticket {
-	route = m.bounded(service, route)
+	route, sampled := m.bounded(service, route)
 	if m.inFlight.Add(1) > int64(m.concurrency) {
 		m.inFlight.Add(-1)
 		m.lb.Shadowed(Event{Service: service, Route: route, Outcome: Dropped})
 		return nil
 	}
-	t := &Ticket{m: m, service: service, route: route, prod2: rand.Float64() < m.noiseSample}
+	t := &Ticket{m: m, service: service, route: route, prod2: m.noiseSample > 0 && (!sampled || rand.Float64() < m.noiseSample)}
 	t.need = 2
 	if t.prod2 {
 		t.need = 3
@@ -152,19 +157,27 @@ func (m *Mirror) Begin(service, route string) *Ticket {
 
 // bounded returns route, or "other" once the Mirror knows maxRoutes
 // routes of other names: the routes an observer counts by stay few,
-// whatever paths callers send.
-func (m *Mirror) bounded(service, route string) string {
+// whatever paths callers send; and whether two prod answers of it have
+// been compared.
+func (m *Mirror) bounded(service, route string) (string, bool) {
 	key := service + " " + route
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.routes[key] {
-		return route
+	if sampled, ok := m.routes[key]; ok {
+		return route, sampled
 	}
 	if len(m.routes) >= maxRoutes {
-		return "other"
+		// One more entry per service (a service the LoadBalancer routes):
+		// whether its other routes have been sampled.
+		route, key = "other", service+" other"
+		sampled, ok := m.routes[key]
+		if !ok {
+			m.routes[key] = false
+		}
+		return route, sampled
 	}
-	m.routes[key] = true
-	return route
+	m.routes[key] = false
+	return route, false
 }
 
 // Ticket is one mirrored call, from Mirror.Start until its answers are in.
@@ -283,18 +296,23 @@ func (m *Mirror) ignored(service, route, path string, second, primary *Answer) b
 }
 
 // learn records the patterns at which two prod answers to one request
-// differ, and returns those new to the route.
+// differ, and returns those new to the route; then, the route's noise
+// known, that two of its prod answers have been compared.
 func (m *Mirror) learn(service, route string, a, b *Answer) []string {
-	if a.Status != b.Status || a.Body == nil || b.Body == nil {
-		return nil
+	key := service + " " + route
+	var paths []string
+	ok := a.Status == b.Status && a.Body != nil && b.Body != nil
+	if ok {
+		paths, ok = diffJSON(a.Body, b.Body)
 	}
-	paths, ok := diffJSON(a.Body, b.Body)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, known := m.routes[key]; known {
+		defer func() { m.routes[key] = true }()
+	}
 	if !ok || len(paths) == 0 {
 		return nil
 	}
-	key := service + " " + route
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	set := m.noise[key]
 	if set == nil {
 		if len(m.noise) >= maxRoutes {

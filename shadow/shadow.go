@@ -31,8 +31,11 @@ func (e *WriteError) Error() string {
 // Unwrap returns ErrWrite.
 func (e *WriteError) Unwrap() error { return ErrWrite }
 
-// Is reports whether the request served with ctx is a shadow copy.
-func Is(ctx context.Context) bool { return adapter.Shadowed(ctx) }
+// Is reports whether the request served with ctx is a copy a mirror made
+// of a prod request: a shadow copy (sent to the gray build) or a noise
+// sample (sent to prod again, see WithNoiseSample). Its writes are
+// refused (Refuses) and its calls are not mirrored again.
+func Is(ctx context.Context) bool { return adapter.Copied(ctx) }
 
 type allowKey struct{}
 

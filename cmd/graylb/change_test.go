@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/graylb/graylb"
 )
 
 // Any change by someone else during a step stops the rollout (exit 1):
@@ -21,6 +23,7 @@ func TestRolloutStopsOnAnyChangeByOthers(t *testing.T) {
 		{"an address removed", `{"grayUsers": ["qa"], "canaryPercent": 1}`, "grayAddresses: -10.0.0.7"},
 		{"a match rule", `{"grayUsers": ["qa"], "grayAddresses": ["10.0.0.7"], "canaryPercent": 1, "matches": [{"key": "x-lane", "exact": "a", "gray": true}]}`, "matches: 0 rule(s) → 1 rule(s)"},
 		{"closed", `{"grayUsers": ["qa"], "grayAddresses": ["10.0.0.7"], "canaryPercent": 1, "closed": true}`, "closed: false → true"},
+		{"a shadow share", `{"grayUsers": ["qa"], "grayAddresses": ["10.0.0.7"], "canaryPercent": 1, "shadowPercent": 5}`, "shadowPercent: 0 → 5"},
 		{"routing off", `{"grayUsers": ["qa"], "grayAddresses": ["10.0.0.7"], "canaryPercent": 1, "enabled": false}`, "enabled: true → false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,5 +67,14 @@ func TestRolloutDoesNotWriteOverAChange(t *testing.T) {
 	}
 	if got := f.get("DEFAULT_GROUP", "graylb-rules.json"); got != other {
 		t.Fatalf("stored %s, want %s", got, other)
+	}
+}
+
+// The three-key Redis layout cannot hold a shadow share: a write of one is
+// refused, not dropped.
+func TestThreeKeysRefuseAShadowShare(t *testing.T) {
+	err := threeKeysCanHold(graylb.Rules{ShadowPercent: 10})
+	if err == nil || !strings.Contains(err.Error(), "shadowPercent") {
+		t.Fatalf("err = %v, want shadowPercent refused", err)
 	}
 }

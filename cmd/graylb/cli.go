@@ -240,6 +240,7 @@ func commands(e env) *command {
 		return printChange(g, e, res)
 	}
 	ro := &rolloutFlags{}
+	var statusProm string
 	return &command{
 		name: "graylb",
 		long: "graylb operates gray releases of services that balance with graylb: it shows what the\n" +
@@ -253,9 +254,18 @@ func commands(e env) *command {
 					"With SERVICE..., lists every instance of each with what the rules in force make of it (gray\n" +
 					"by metadata or by address, the subsets it serves), and warnings: gray address entries that\n" +
 					"match no instance, gray instances nothing reaches, closed rules.\n" +
-					"Both show the rules and a running rollout (its lease: who, since when, which step).\n" +
+					"Both show the rules and a running rollout (its lease: who, since when, which step), and the\n" +
+					"shadow share (shadowPercent) with, given --prometheus, what the callers told of the shadow\n" +
+					"copies in the last 5 minutes (graylb_shadow_total): same, differing, failed, dropped, writes\n" +
+					"blocked.\n" +
 					"Instances always come from Nacos; the rules from the store the flags choose.",
-				maxArgs: -1, run: runStatus},
+				maxArgs: -1,
+				flags: func(fs *flag.FlagSet) {
+					fs.StringVar(&statusProm, "prometheus", e.getenv(envPrometheus), "Prometheus base URL, for the shadow copies' live counts; empty: not read [$"+envPrometheus+"]")
+				},
+				run: func(ctx context.Context, g *globals, e env, args []string) int {
+					return runStatus(ctx, g, e, args, statusProm)
+				}},
 			{name: "rules", short: "validate, get, diff or apply a rule document",
 				long: "Reads and writes the rule document (graylb.Rules as JSON).",
 				subs: []*command{
@@ -315,7 +325,7 @@ func commands(e env) *command {
 					return shortcut(ctx, g, e, setClosed(false))
 				}},
 			{name: "rollout", args: "--service SERVICE [--steps 1,5,25,50,100] [--interval 5m]", short: "step the canary, judging gray against prod from Prometheus",
-				long:    rolloutLong,
+				long:    rolloutLong + "\n\n" + shadowLong,
 				maxArgs: 0, flags: func(fs *flag.FlagSet) { ro.register(fs, e.getenv) },
 				run: func(ctx context.Context, g *globals, e env, _ []string) int { return runRollout(ctx, g, e, ro) }},
 		},

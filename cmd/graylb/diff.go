@@ -97,6 +97,9 @@ func describeChange(a, b graylb.Rules) string {
 	if a.CanaryPercent != b.CanaryPercent {
 		parts = append(parts, fmt.Sprintf("canaryPercent: %v → %v", a.CanaryPercent, b.CanaryPercent))
 	}
+	if a.ShadowPercent != b.ShadowPercent {
+		parts = append(parts, fmt.Sprintf("shadowPercent: %v → %v", a.ShadowPercent, b.ShadowPercent))
+	}
 	for _, l := range []struct {
 		name string
 		a, b []string

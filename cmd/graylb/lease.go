@@ -48,6 +48,8 @@ type leaseRecord struct {
 	Steps   []float64 `json:"steps"`
 	Step    int       `json:"step"` // the step running, from 1; 0 before the first is written
 	Canary  float64   `json:"canaryPercent"`
+	// Shadow is the shadow phase's share while it runs (before step 1).
+	Shadow  float64   `json:"shadowPercent,omitempty"`
 	Renewed time.Time `json:"renewed"`
 	Expires time.Time `json:"expires"`
 }
@@ -59,6 +61,9 @@ func (l leaseRecord) String() string {
 		steps[i] = strconv.FormatFloat(s, 'f', -1, 64)
 	}
 	at := "before its first step"
+	if l.Shadow > 0 {
+		at = fmt.Sprintf("in its shadow phase (shadow %v%%)", l.Shadow)
+	}
 	if l.Step > 0 {
 		at = fmt.Sprintf("at step %d/%d (canary %v%%)", l.Step, len(l.Steps), l.Canary)
 	}
@@ -161,7 +166,14 @@ func (l *lease) write(ctx context.Context, prev document, now time.Time) error {
 func (l *lease) at(step int, canary float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.rec.Step, l.rec.Canary = step, canary
+	l.rec.Step, l.rec.Canary, l.rec.Shadow = step, canary, 0
+}
+
+// inShadow records that the rollout is in its shadow phase at share p.
+func (l *lease) inShadow(p float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rec.Shadow = p
 }
 
 // renew writes the lease again when it is still this rollout's.

@@ -225,6 +225,9 @@ func threeKeysCanHold(r graylb.Rules) error {
 	if r.CanaryPercent != 0 {
 		extra = append(extra, "canaryPercent")
 	}
+	if r.ShadowPercent != 0 {
+		extra = append(extra, "shadowPercent")
+	}
 	if len(r.Matches) > 0 {
 		extra = append(extra, "matches")
 	}

@@ -75,8 +75,10 @@ type rolloutResult struct {
 	Canary  float64      `json:"canaryPercent"` // where the rules are left
 	Closed  bool         `json:"closed"`
 	Steps   []stepReport `json:"steps"`
-	Message string       `json:"message"`
-	Next    string       `json:"next,omitempty"`
+	// Shadow is the shadow phase (--shadow), when there was one.
+	Shadow  *shadowReport `json:"shadow,omitempty"`
+	Message string        `json:"message"`
+	Next    string        `json:"next,omitempty"`
 }
 
 func runRollout(ctx context.Context, g *globals, e env, f *rolloutFlags) int {
@@ -159,6 +161,9 @@ func (r *rollout) run(ctx context.Context) int {
 	if err == nil {
 		err = r.checkReleased(ctx, rules)
 	}
+	if err == nil {
+		err = r.f.shadow.checkRules(rules)
+	}
 	var set judgedSet
 	if err == nil {
 		set, err = r.discover(ctx, rules)
@@ -208,6 +213,9 @@ func (r *rollout) run(ctx context.Context) int {
 		stopWatch()
 		waitWatch()
 	}()
+	if code, done := r.shadowPhase(ctx, set, l, lost, nudge); done {
+		return code
+	}
 	for i, p := range r.steps {
 		if i > 0 {
 			// The services whose gray instances take the step's share:
@@ -402,6 +410,9 @@ func (r *rollout) checkJudgeable(ctx context.Context, set judgedSet) (int, error
 			return exitUsage, fmt.Errorf("%s %s: the callers of %s are scraped every %s (%s), so a step's window of %s holds %w and counts no call: set --interval (and --window, when given) to at least %s, or scrape the callers more often",
 				s.flag, s.d, strings.Join(set.services, ", "), every, which, s.d, errFewScrapes, 2*every)
 		}
+	}
+	if err := r.f.shadow.checkScrapes(every, which, set.services); err != nil {
+		return exitUsage, err
 	}
 	return exitOK, nil
 }

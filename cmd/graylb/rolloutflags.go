@@ -27,6 +27,7 @@ type rolloutFlags struct {
 	failureLimit     int
 	restartLimit     int
 	leaseTTL         time.Duration
+	shadow           shadowFlags // the shadow phase's (shadowphase.go)
 }
 
 func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -50,6 +51,7 @@ func (f *rolloutFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&f.latencySlack, "latency-slack", 10*time.Millisecond, "absolute allowance added to the latency bound")
 	fs.IntVar(&f.failureLimit, "failure-limit", 2, "checks in a row that must find gray worse before it is rolled back (a difference beyond doubt rolls back at once)")
 	fs.IntVar(&f.restartLimit, "restart-limit", 2, "restarts of the gray instances since the rollout began (an address back in the registry after a read without it, or with a new graylb.started) that roll back, when prod's instances did not restart; 0: not judged")
+	f.shadow.register(fs)
 }
 
 // parseSteps parses --steps: increasing valid canary percentages.
@@ -115,5 +117,5 @@ func (f *rolloutFlags) check() error {
 	if strings.ContainsAny(f.picksMetric, "{}[]() \"") {
 		return fmt.Errorf("--picks-metric %q: a metric name, or empty", f.picksMetric)
 	}
-	return nil
+	return f.shadow.check()
 }

@@ -53,6 +53,8 @@ type statusReport struct {
 	Services   []serviceStatus `json:"services"`
 	// Rollout is the rollout lease beside the rules.
 	Rollout *rolloutStatus `json:"rollout,omitempty"`
+	// Shadow is the shadow share and its live counts.
+	Shadow *shadowStatus `json:"shadow,omitempty"`
 }
 
 // maxAttributedAddresses: with more gray address entries, status does not
@@ -168,7 +170,7 @@ func reachWarnings(service string, st serviceStatus, rules graylb.Rules, usableG
 		w = append(w, fmt.Sprintf("%s: the rules are closed: no request reaches its %d gray instance(s) (graylb resume reopens them)", service, usableGray))
 	case grayListed > 0 && usableGray == 0:
 		w = append(w, fmt.Sprintf("%s: none of its %d gray instance(s) is healthy, enabled and weighted: gray requests fall back to every instance", service, grayListed))
-	case usableGray > 0 && !steers:
+	case usableGray > 0 && !steers && rules.ShadowPercent == 0:
 		w = append(w, fmt.Sprintf("%s: no rule sends requests to its %d gray instance(s) (no canaryPercent, grayUsers or matches): only requests that carry the gray key reach them", service, usableGray))
 	case grayListed == 0 && steers && enabled && !rules.Closed && len(st.Instances) > 0:
 		w = append(w, fmt.Sprintf("%s: the rules send requests gray but it has no gray instance: they fall back to every instance", service))
@@ -230,6 +232,9 @@ func rulesSummary(r graylb.Rules) string {
 		parts = append(parts, "CLOSED (rolled back)")
 	}
 	parts = append(parts, "canary "+strconv.FormatFloat(r.CanaryPercent, 'f', -1, 64)+"%")
+	if r.ShadowPercent > 0 {
+		parts = append(parts, "shadow "+strconv.FormatFloat(r.ShadowPercent, 'f', -1, 64)+"%")
+	}
 	parts = append(parts, fmt.Sprintf("%d gray user(s)", len(r.GrayUsers)))
 	parts = append(parts, fmt.Sprintf("%d gray address(es)", len(r.GrayAddresses)))
 	if len(r.Matches) > 0 {
@@ -247,6 +252,7 @@ func printStatus(w io.Writer, rep statusReport) {
 		fmt.Fprintf(w, "  %s\n", rulesSummary(rep.Rules))
 	}
 	printRollout(w, rep.Rollout)
+	printShadow(w, rep.Shadow)
 	for _, s := range rep.Services {
 		fmt.Fprintf(w, "\nservice %s: %d prod, %d gray routable\n", s.Service, s.Prod, s.Gray)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -11,7 +11,9 @@ import (
 	"github.com/graylb/graylb"
 )
 
-func runStatus(ctx context.Context, g *globals, e env, services []string) int {
+// runStatus is status; prom is Prometheus' base URL, for the shadow
+// copies' live counts ("" when not given).
+func runStatus(ctx context.Context, g *globals, e env, services []string, prom string) int {
 	for _, s := range services {
 		if err := graylb.ValidateServiceName(s); err != nil {
 			fmt.Fprintf(e.stderr, "graylb status: %v\n", err)
@@ -37,6 +39,7 @@ func runStatus(ctx context.Context, g *globals, e env, services []string) int {
 		rep.Warnings = append(rep.Warnings, "the stored rules are refused by every client: each keeps the rules it had (or none, when it starts now); the kinds below are those of the zero rules")
 	}
 	rep.Rollout = rolloutOf(ctx, st)
+	rep.Shadow = shadowOf(ctx, g, e, prom, services, rep.Rules.ShadowPercent)
 	if len(services) == 0 {
 		return listServices(ctx, g, e, api, rep)
 	}
@@ -140,7 +143,7 @@ func listServices(ctx context.Context, g *globals, e env, api *nacosAPI, rep sta
 	}
 	if g.output == "json" {
 		printJSON(e.stdout, map[string]any{"rules": rep.Rules, "rulesWhere": rep.RulesWhere, "rulesError": rep.RulesError,
-			"rollout": rep.Rollout, "group": g.group, "services": list, "total": total})
+			"rollout": rep.Rollout, "shadow": rep.Shadow, "group": g.group, "services": list, "total": total})
 		return exitOK
 	}
 	w := e.stdout
@@ -151,6 +154,7 @@ func listServices(ctx context.Context, g *globals, e env, api *nacosAPI, rep sta
 		fmt.Fprintf(w, "  %s\n", rulesSummary(rep.Rules))
 	}
 	printRollout(w, rep.Rollout)
+	printShadow(w, rep.Shadow)
 	fmt.Fprintln(w)
 	if len(list) == 0 {
 		fmt.Fprintf(w, "No services registered in group %s.\n", printable(g.group))

@@ -15,6 +15,7 @@ import (
 	"github.com/graylb/graylb/httpctx"
 	"github.com/graylb/graylb/nacos"
 	"github.com/graylb/graylb/otelgraylb"
+	"github.com/graylb/graylb/shadow"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -26,6 +27,7 @@ type callerConfig struct {
 	nacos, service, rules, listen string
 	rate                          int           // requests a second
 	deadline                      time.Duration // of each request, its body read whole included
+	qa                            bool          // every other request gray: true
 }
 
 // caller sends the load until ctx ends.
@@ -36,7 +38,8 @@ func caller(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&c.service, "service", "user-service", "the service called")
 	fs.StringVar(&c.rules, "rules", nacos.DefaultRulesDataID, "data id of the rules document in Nacos config (graylb rollout writes its canary there)")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:9100", "address of /metrics (Prometheus) and /report (what the users saw, JSON)")
-	fs.IntVar(&c.rate, "rate", 100, "requests a second, every other one with gray: true")
+	fs.IntVar(&c.rate, "rate", 100, "requests a second, every other one with gray: true unless -qa=false")
+	fs.BoolVar(&c.qa, "qa", true, "every other request with gray: true (QA traffic); false: every request unmarked (a shadow phase's load)")
 	fs.DurationVar(&c.deadline, "deadline", time.Second, "deadline of each request, its body read whole included")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -83,10 +86,17 @@ func caller(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The shadow copies (the rules' shadowPercent): counted by otelgraylb
+	// for graylb rollout's shadow phase, and by the tally for /report.
+	shadows, err := otelgraylb.ShadowObserver(meter)
+	if err != nil {
+		return err
+	}
 	t := newTally()
 	ejections := make(chan graylb.Ejection, 64)
 	lb, err := graylb.New(sup, graylb.WithRuleSource(rules),
 		graylb.WithCallObserver(calls), graylb.WithObserver(picks),
+		shadow.WithObserver(func(e shadow.Event) { shadows(e); t.shadowed(e) }),
 		// Outlier detection at its defaults; OnEjection only tells.
 		graylb.WithOutlierDetection(graylb.OutlierConfig{OnEjection: func(e graylb.Ejection) {
 			select {
@@ -143,8 +153,10 @@ func load(ctx context.Context, c callerConfig, client *http.Client, t *tally) {
 		case <-tick.C:
 		}
 		for due := int(time.Since(start).Seconds() * float64(c.rate)); sent < due; sent++ {
-			gray := sent%2 == 0
-			path := endpoints[(sent/2)%len(endpoints)]
+			gray, path := false, endpoints[sent%len(endpoints)]
+			if c.qa {
+				gray, path = sent%2 == 0, endpoints[(sent/2)%len(endpoints)]
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

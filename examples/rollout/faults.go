@@ -32,6 +32,7 @@ var faults = []fault{
 	{"gray-requests", "every request with gray: true answers 500"},
 	{"overloaded", "half the calls answer 429 with Retry-After: 1"},
 	{"crash", "the process exits -crash-after after its start, without deregistering"},
+	{"differ5", "one answer in 20 has a field of its body changed (200, on time)"},
 }
 
 // build is an instance's handler: the service, as the build -fault names
@@ -92,7 +93,8 @@ func (b *build) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "gray build failure", http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain")
+	body := bodyOf(r.URL.Path, n, b.fault.name == "differ5" && n%20 == 0)
+	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	switch b.fault.name {
 	case "stalled-body":

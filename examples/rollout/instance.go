@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -105,10 +106,39 @@ func serviceTime() time.Duration {
 	return time.Duration((15 + rand.ExpFloat64()*15) * float64(time.Millisecond))
 }
 
-// bodySize is the size of every answer's body.
-const bodySize = 1024
+// answer is an answer's body (JSON, about 1 KiB): the endpoint's items,
+// the same from every instance and build, beside a request id and a time
+// stamp that differ on every answer (what a shadow comparison must learn
+// as noise).
+type answer struct {
+	Path      string `json:"path"`
+	RequestID string `json:"requestId"`
+	ServedAt  string `json:"servedAt"`
+	Items     []item `json:"items"`
+}
 
-var body = []byte(strings.Repeat("user-service answers\n", bodySize)[:bodySize])
+type item struct {
+	ID    int     `json:"id"`
+	Name  string  `json:"name"`
+	Price float64 `json:"price"`
+}
+
+// bodyOf is the body of the n-th answer of an instance to path; changed
+// alters one field of the items (the fault differ5).
+func bodyOf(path string, n int64, changed bool) []byte {
+	a := answer{Path: path, RequestID: fmt.Sprintf("%016x-%d", rand.Uint64(), n), ServedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+	for i := range 12 {
+		a.Items = append(a.Items, item{ID: 1000 + i, Name: strings.Repeat(string(rune('a'+i)), 40) + path, Price: float64(100*i) + 0.5})
+	}
+	if changed {
+		a.Items[3].Price++
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		panic(err) // the program's own values
+	}
+	return b
+}
 
 // Header names of the answer.
 const (

@@ -14,14 +14,17 @@
 //
 // The caller's users: every other request is QA traffic (gray: true); the
 // others carry no gray header, so the rules' canary decides which of them
-// go gray. Each request has a deadline (1 s) within which its body is
+// go gray (-qa=false: none is QA traffic). The rules' shadowPercent
+// mirrors a share of the unmarked GETs to the gray build; the caller
+// counts the shadow copies (otelgraylb's shadow metrics, and /report). Each request has a deadline (1 s) within which its body is
 // read whole; a request fails when it gets no 200 or its body does not
 // come whole in time. The caller counts what its users saw, by kind of
 // request and second of their start, at /report (JSON).
 //
 // Each instance answers its five endpoints after 15 ms plus an exponential
-// time of mean 15 ms, with headers that say which kind of instance
-// answered (Instance-Kind) and which kind of request it read
+// time of mean 15 ms, with a JSON body of about 1 KiB (the endpoint's
+// items, a request id and a time stamp) and headers that say which kind of
+// instance answered (Instance-Kind) and which kind of request it read
 // (Request-Kind). A gray instance logs every prod request it receives,
 // which graylb never sends it.
 package main

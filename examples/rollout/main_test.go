@@ -13,6 +13,7 @@ import (
 
 	"github.com/graylb/graylb"
 	"github.com/graylb/graylb/httpctx"
+	"github.com/graylb/graylb/shadow"
 )
 
 // syncBuffer is an io.Writer for concurrent handlers and one reader.
@@ -74,6 +75,7 @@ func TestFaultsAsTheCallerSeesThem(t *testing.T) {
 		// here the prod one, as a gray request falls back to prod.
 		{"overloaded", "/users", 2, []string{"", byProd}},
 		{"crash", "/users", 1, []string{""}},
+		{"differ5", "/users", 20, []string{"", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", ""}},
 	} {
 		t.Run(tc.fault+tc.path, func(t *testing.T) {
 			reg := graylb.NewRegistry()
@@ -173,5 +175,64 @@ func TestGrayInstanceLogsProdRequests(t *testing.T) {
 func TestUnknownFaultRefused(t *testing.T) {
 	if _, err := newBuild("typo", true, &syncBuffer{}); err == nil || !strings.Contains(err.Error(), `"typo"`) {
 		t.Fatalf("got %v, want an error naming the fault", err)
+	}
+}
+
+// The builds seen through a shadow phase: every unmarked GET mirrored to
+// the gray build, its answers compared with prod's. A build identical to
+// prod never differs (its answers' request id and time stamp differ from
+// prod's on every answer: learned as noise); differ5 differs by body in 1
+// of its 20 answers.
+func TestBuildsInAShadowPhase(t *testing.T) {
+	for _, tc := range []struct {
+		fault   string
+		differs int
+	}{{"", 0}, {"differ5", 10}} {
+		t.Run(tc.fault, func(t *testing.T) {
+			reg := graylb.NewRegistry()
+			serveBuild(t, reg, "", false)
+			serveBuild(t, reg, "", false)
+			serveBuild(t, reg, tc.fault, true)
+			events := make(chan shadow.Event, 1024)
+			lb, err := graylb.New(reg, graylb.WithRules(graylb.Rules{ShadowPercent: 100}),
+				shadow.WithObserver(func(e shadow.Event) { events <- e }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lb.Close()
+			c := callerConfig{service: "svc", deadline: 5 * time.Second}
+			client := &http.Client{Transport: httpctx.NewTransport(lb)}
+			tl := newTally()
+			const calls = 200
+			for i := range calls {
+				call(context.Background(), c, client, tl, false, endpoints[i%len(endpoints)])
+			}
+			got := map[shadow.Outcome]int{}
+			byBody, other := 0, 0 // differing by body; by anything else (latency, on a loaded machine)
+			for n := 0; n < calls; {
+				select {
+				case e := <-events:
+					if e.Outcome == shadow.Noise {
+						continue
+					}
+					got[e.Outcome]++
+					n++
+					switch {
+					case e.Body:
+						byBody++
+					case e.Outcome == shadow.Differs && !e.Latency:
+						other++
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatalf("%d of %d copies told: %v", n, calls, got)
+				}
+			}
+			if byBody != tc.differs || other != 0 || got[shadow.Same]+got[shadow.Differs] != calls {
+				t.Fatalf("copies %v (%d differing by body, %d by status), want %d differing by body, none otherwise but by latency", got, byBody, other, tc.differs)
+			}
+			if r := tl.report(time.Unix(0, 0), time.Now().Add(time.Second), lb, "svc"); r.Unmarked.Failed != 0 || r.Unmarked.ServedByGray != 0 {
+				t.Fatalf("the users saw %+v: no failure, and no answer from gray", r.Unmarked)
+			}
+		})
 	}
 }

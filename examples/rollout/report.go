@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/graylb/graylb"
+	"github.com/graylb/graylb/shadow"
 )
 
 // counts are what the users of one kind of request saw.
@@ -57,10 +58,18 @@ type tally struct {
 	mu        sync.Mutex
 	seconds   map[int64]*second
 	ejections map[string]int
+	shadow    map[string]int // shadow events by outcome
 }
 
 func newTally() *tally {
-	return &tally{seconds: map[int64]*second{}, ejections: map[string]int{}}
+	return &tally{seconds: map[int64]*second{}, ejections: map[string]int{}, shadow: map[string]int{}}
+}
+
+// shadowed counts a shadow event (it must not block: a lock held briefly).
+func (t *tally) shadowed(e shadow.Event) {
+	t.mu.Lock()
+	t.shadow[e.Outcome.String()]++
+	t.mu.Unlock()
 }
 
 func (t *tally) add(start time.Time, gray bool, o outcome) {
@@ -105,6 +114,9 @@ type report struct {
 	Instances     graylb.ServiceState `json:"instances"`
 	Rules         graylb.Rules        `json:"rules"`
 	GrayEjections map[string]int      `json:"grayEjections"`
+	// Shadow: the shadow events since the start by outcome (same, differs,
+	// failed, dropped, blocked-write, noise).
+	Shadow map[string]int `json:"shadow"`
 }
 
 // report sums the seconds in [from, to): those that began at or after
@@ -114,7 +126,7 @@ func (t *tally) report(from, to time.Time, lb *graylb.LoadBalancer, service stri
 	if from.After(time.Unix(first, 0)) {
 		first++
 	}
-	r := report{From: time.Unix(first, 0), To: time.Unix(max(end, first), 0), Failures: map[string]int{}, GrayEjections: map[string]int{}}
+	r := report{From: time.Unix(first, 0), To: time.Unix(max(end, first), 0), Failures: map[string]int{}, GrayEjections: map[string]int{}, Shadow: map[string]int{}}
 	t.mu.Lock()
 	for s, b := range t.seconds {
 		if s >= first && s < end {
@@ -127,6 +139,9 @@ func (t *tally) report(from, to time.Time, lb *graylb.LoadBalancer, service stri
 	}
 	for k, v := range t.ejections {
 		r.GrayEjections[k] = v
+	}
+	for k, v := range t.shadow {
+		r.Shadow[k] = v
 	}
 	t.mu.Unlock()
 	r.Instances, _ = lb.Snapshot(service)

@@ -48,6 +48,10 @@ type State struct {
 	// shadow: the request is a shadow copy (a mirrored prod request): its
 	// calls go to gray instances only and write nothing.
 	shadow bool
+	// sample: the request is a noise sample (a mirrored prod request sent
+	// to prod again): its calls route as a prod request's and write
+	// nothing.
+	sample bool
 	// The first pairs and values live in the State itself: admitting a
 	// request's few routing keys is one allocation.
 	pairBuf [inlinePairs]Pair
@@ -129,6 +133,12 @@ func (s *State) SetShadow() { s.shadow = true }
 // IsShadow reports whether the request is a shadow copy.
 func (s *State) IsShadow() bool { return s != nil && s.shadow }
 
+// SetSample marks a State not yet on any context as a noise sample's.
+func (s *State) SetSample() { s.sample = true }
+
+// IsSample reports whether the request is a noise sample.
+func (s *State) IsSample() bool { return s != nil && s.sample }
+
 // Decided returns the decision fixed for the request (see Detached).
 func (s *State) Decided() Decided {
 	if s == nil {
@@ -146,7 +156,7 @@ func (s *State) Detached(d Decided) *State {
 		for _, p := range s.pairs {
 			out.Add(p.Name, p.Value)
 		}
-		out.untrusted, out.roles, out.shadow = s.untrusted, s.roles, s.shadow
+		out.untrusted, out.roles, out.shadow, out.sample = s.untrusted, s.roles, s.shadow, s.sample
 		out.drawn.Store(s.drawn.Load())
 	}
 	return out
