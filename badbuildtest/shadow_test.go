@@ -69,7 +69,8 @@ var shadowKnown = map[string]string{"crash": "crash-shadow"}
 var shadowKnownReasons = map[string]string{
 	"crash-shadow": "the crash loop answers every copy it gets as prod does; its copies fail only while it restarts " +
 		"(a refused connection to the only gray instance: 2 of 385 in a phase of 20 s with 2 restarts, 0.5 %), within " +
-		"--max-error-increase of prod's error ratio, so the phase finds it healthy. The canary's table misses it too (crash)",
+		"--max-error-increase of prod's error ratio, so the phase finds it healthy; the canary's steps roll it back on its " +
+		"restarts (--restart-limit)",
 }
 
 // differ5 is the build whose answers differ from prod's, which only a
