@@ -26,7 +26,8 @@ whose body differed, fields learned as noise left out, against --max-shadow-diff
 stays where it was (it must be 0): no user request is sent to gray by it.
 
   - the gray build worse (the same levels of evidence as a step's, --failure-limit checks in a
-    row): shadowPercent back to 0, the canary never raised, exit 3 with the evidence;
+    row), or restarted --restart-limit times while prod did not: shadowPercent back to 0, the
+    canary never raised, exit 3 with the evidence;
   - healthy at --shadow-for: shadowPercent back to 0, then the steps;
   - no verdict within --max-wait past --shadow-for: shadowPercent back to 0, exit 4.`
 
@@ -162,6 +163,14 @@ func (r *rollout) shadowPhase(ctx context.Context, set judgedSet, l *lease, lost
 			end()
 			return r.changedByOthers(ch, fmt.Sprintf("during the shadow phase (shadow %v%%)", p)), true
 		}
+		r.readRegistry(ctx, set.services)
+		restarts, rerr := r.watchNews()
+		for _, l := range restarts {
+			r.logf("shadow phase: %s", l)
+		}
+		if rerr != nil && ctx.Err() == nil {
+			r.logf("shadow phase: reading the instances from the registry failed (the last reads stand): %v", rerr)
+		}
 		window := stepWindow(elapsed, max(r.f.window, sf.dur))
 		got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, window), time.Time{})
 		var copies map[string]shadowSample
@@ -177,6 +186,11 @@ func (r *rollout) shadowPhase(ctx context.Context, set judgedSet, l *lease, lost
 			v, why = verdictWait, err.Error()
 		} else {
 			v, why, rep.Services = judgeShadowAll(set, judges, got, copies)
+		}
+		// A build that restarts (a crash loop answers its copies as prod
+		// does between crashes) is stopped on its restarts, as in a step.
+		if bad := r.restartRollback(set.services); bad != "" && v != verdictUnhealthy {
+			v, why = verdictUnhealthy, bad
 		}
 		rep.Verdict, rep.Reason = v.String(), why
 		switch {

@@ -238,3 +238,34 @@ func TestLeaseInShadow(t *testing.T) {
 		t.Fatal(s)
 	}
 }
+
+// A crash loop answers its copies as prod does between its crashes, so
+// its answers alone find it healthy: its restarts (a new graylb.started on
+// its address at two checks) stop it in the shadow phase, as in a step.
+func TestShadowPhaseStopsACrashLoop(t *testing.T) {
+	f := newFakeNacos(t)
+	f.register("svc", startedHosts("p1", "g1"))
+	h := recordRules(t, f)
+	var mu sync.Mutex
+	queries := 0
+	prom := promShadow(t, traffic{"svc", 1000, 0.001, 5000, 0.001}, func() *shadowSample {
+		mu.Lock()
+		defer mu.Unlock()
+		// A few queries make a check: the gray process starts anew twice,
+		// several checks apart.
+		if queries++; queries == 10 || queries == 20 {
+			f.register("svc", startedHosts("p1", fmt.Sprintf("g%d", queries/10+1)))
+		}
+		return &shadowSample{Same: 990, Differs: 6, Failed: 4, ByStatus: 1, ByBody: 3, ByLatency: 2, Noise: 2}
+	})
+	code, out, errOut := runCLI(t, nil, shadowArgs(f, prom, "--shadow-for", "10s")...)
+	if code != exitRollback {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if got := h.describe(); got != "10/0 0/0" {
+		t.Fatalf("the rules went through (shadow/canary) %s, want 10/0 0/0", got)
+	}
+	if !strings.Contains(out, "stopped in the shadow phase") || !strings.Contains(out, "the gray build restarted 2 times since the rollout began") {
+		t.Fatalf("the result does not name the restarts:\n%s%s", out, errOut)
+	}
+}
