@@ -64,6 +64,9 @@ echo "== bad gray builds in a shadow phase before the canary, the full plan (GRA
 shadowmissed=""
 (GRAYLB_BADBUILD_PLAN=full scripts/inmodule.sh badbuildtest go test -count=1 -timeout 40m -run '^TestShadowPhase$' .) ||
   shadowmissed="**This run missed a target: the test failed (its log names the rows).** "
+echo "== a shadow copy's writes contained along a chain (examples/shadow, make demo-shadow)"
+shadowdemo=ok
+scripts/inmodule.sh examples go run ./shadow > "$OUT"/shadow-demo.txt 2>&1 || shadowdemo=failed
 
 echo "== network faults on each link through Toxiproxy, the long plan (GRAYLB_FAULT_PLAN=long)"
 # A missed target fails the test but not this script: the rows say which (faultmissed, below).
@@ -422,6 +425,14 @@ interop_how() {
   cat "$OUT"/shadowphase.md 2>/dev/null
   echo
   shadow_how
+  echo
+  echo "Containment along a chain: \`examples/shadow\` (\`make demo-shadow\`; it exits 1 when a copy's write"
+  echo "gets through or a user gets the gray build's answer), client → edge → orders (one prod, one gray build"
+  echo "whose totals are wrong) → POST ledger, every prod GET of orders mirrored (\`shadowPercent\` 100). This run: $shadowdemo."
+  echo
+  echo '```'
+  grep -v '^scripts/' "$OUT"/shadow-demo.txt
+  echo '```'
   if [ -n "$traffic" ]; then echo; echo "$traffic"; fi
 } > RELIABILITY.md
 echo "wrote RELIABILITY.md"
