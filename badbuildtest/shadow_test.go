@@ -69,8 +69,9 @@ var shadowKnown = map[string]string{"crash": "crash-shadow"}
 var shadowKnownReasons = map[string]string{
 	"crash-shadow": "the crash loop answers every copy it gets as prod does; its copies fail only while it restarts " +
 		"(a refused connection to the only gray instance: 2 of 385 in a phase of 20 s with 2 restarts, 0.5 %), within " +
-		"--max-error-increase of prod's error ratio, so the phase finds it healthy; the canary's steps roll it back on its " +
-		"restarts (--restart-limit)",
+		"--max-error-increase of prod's error ratio; the phase stops it on its restarts (--restart-limit 2) only when " +
+		"its second restart, about 20 s after its first start, falls within the phase of 20 s (measured: at 19 s), " +
+		"and the canary's steps roll it back on them otherwise",
 }
 
 // differ5 is the build whose answers differ from prod's, which only a
