@@ -2,9 +2,10 @@
 # scripts/alloctests.sh [-list]
 #
 # Runs every allocation test of every module without the race detector: each Test function that
-# calls testing.AllocsPerRun, in the package and module that hold it (scripts/inmodule.sh). The
-# full suite runs the nested modules under -race, where sync.Pool drops items at random and these
-# tests skip; this pass is where their counts are checked. With -list it prints
+# calls testing.AllocsPerRun, or runs the conformance suite (adaptertest.Run, whose Allocations
+# subtest measures the allocations an adapter adds), in the package and module that hold it
+# (scripts/inmodule.sh). The full suite runs the nested modules under -race, where sync.Pool drops
+# items at random and these tests skip; this pass is where their counts are checked. With -list it prints
 # "<module dir> <package dir> <test>" for each test instead of running them.
 #
 # The tests are found, not named: a test that measures allocations runs here whatever its name.
@@ -32,7 +33,7 @@ found=$(awk '
 		sub(/[\[(].*/, "", fn)
 	}
 	/^[ \t]*\/\// { next }
-	/testing\.AllocsPerRun\(/ {
+	/testing\.AllocsPerRun\(|adaptertest\.Run\(/ {
 		if (fn !~ /^Test/) {
 			printf "alloctests.sh: %s:%d calls testing.AllocsPerRun outside a Test function (in %s): the pass cannot run it\n", FILENAME, FNR, (fn == "" ? "no function" : fn) > "/dev/stderr"
 			bad = 1

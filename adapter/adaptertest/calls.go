@@ -213,8 +213,13 @@ func abruptDeath(t *testing.T, d *Driver) {
 
 // allocations: a call through the adapter's client allocates at most
 // Driver.MaxAllocs more than the same call to the same server through the
-// transport without graylb (Driver.Direct).
+// transport without graylb (Driver.Direct). Under the race detector the
+// counts vary (sync.Pool drops items at random): it skips, and make test
+// runs it without (scripts/alloctests.sh).
 func allocations(t *testing.T, d *Driver) {
+	if raceEnabled {
+		t.Skip("allocation counts vary under the race detector; make test-allocs measures them without it")
+	}
 	if d.Direct == nil {
 		t.Skipf("%s declares no allocation bound (Driver.Direct is nil)", d.Name)
 	}
