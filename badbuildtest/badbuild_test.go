@@ -97,10 +97,14 @@ type result struct {
 	// afterRestarts: of the checks, those from the one that saw the gray
 	// build's restartLimit-th restart on (0: it restarted fewer times)
 	afterRestarts int
-	judged        string        // what the judge's last check saw, from the rollout's JSON
-	rollback      string        // why it rolled back, as it said
-	evidence      evidence      // what the callers' metrics showed while the rollout ran
-	took          time.Duration // the rollout's
+	// afterFirstRestart: those from the one that saw its first restart on
+	// (0: none seen): a build that answers well until it crashes has no
+	// evidence against it before
+	afterFirstRestart int
+	judged            string        // what the judge's last check saw, from the rollout's JSON
+	rollback          string        // why it rolled back, as it said
+	evidence          evidence      // what the callers' metrics showed while the rollout ran
+	took              time.Duration // the rollout's
 }
 
 // runOnce runs build once with grays gray instances.
@@ -161,7 +165,8 @@ func runOnce(t *testing.T, bins programs, addr string, b build, grays int) resul
 	var err error
 	res.exit, res.took = code, took
 	res.checks, res.enough = checks(stderr, code)
-	res.afterRestarts = checksAfterRestarts(stderr)
+	res.afterRestarts = checksAfterRestarts(stderr, restartLimit)
+	res.afterFirstRestart = checksAfterRestarts(stderr, 1)
 	res.judged = judged(stdout)
 	if m := rolledBack.FindStringSubmatch(stderr); m != nil {
 		res.rollback = m[1]
@@ -268,14 +273,14 @@ func checks(stderr string, code int) (all, enough int) {
 }
 
 // checksAfterRestarts counts the rollout's checks from the one that saw
-// the gray build's restartLimit-th restart on (it logs each restart as the
+// the gray build's limit-th restart on (it logs each restart as the
 // check's read of the registry finds it, before the check's verdict); 0
 // when it saw fewer.
-func checksAfterRestarts(stderr string) int {
+func checksAfterRestarts(stderr string, limit int) int {
 	n, seen := 0, false
 	for _, l := range strings.Split(stderr, "\n") {
 		if m := restartSeen.FindStringSubmatch(l); m != nil {
-			if k, _ := strconv.Atoi(m[1]); k >= restartLimit {
+			if k, _ := strconv.Atoi(m[1]); k >= limit {
 				seen = true
 			}
 		}
@@ -454,6 +459,14 @@ func row(t reporter, p planned, rs []result, usedReasons map[string]bool) string
 			// Its evidence is its restarts, not its calls: judged from the
 			// check that saw the restart that reached the limit.
 			missed(targetVerdict, p.build.known[targetVerdict], "rolled back at the %d. check after its %d. restart", r.afterRestarts, restartLimit)
+		case p.build.bad() && !r.onRestarts && r.afterFirstRestart > 0:
+			// Rolled back on its calls once it crashed: until its first
+			// restart it answered as a healthy build does, and the check
+			// that saw the restart counted few calls of the crash. Judged
+			// from the check after it.
+			if after := r.afterFirstRestart - 1; after > 2 {
+				missed(targetVerdict, p.build.known[targetVerdict], "rolled back at the %d. check after the one that saw its first restart", after)
+			}
 		case p.build.bad() && !r.onRestarts && r.enough > 2:
 			missed(targetVerdict, p.build.known[targetVerdict], "rolled back at the %d. check with enough gray calls", r.enough)
 		case !p.build.bad() && r.exit == 3:

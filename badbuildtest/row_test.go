@@ -61,6 +61,15 @@ func TestRow_TargetsAndKnownMisses(t *testing.T) {
 		r.rollback = onRestarts + " 2 times since the rollout began"
 		return r
 	}
+	// crashedOnce: rolled back on its calls, after checks from the one
+	// that saw its first restart (that one included), enough checks with
+	// enough gray calls.
+	crashedOnce := func(after, enough int) result {
+		r := ok(3)
+		r.checks, r.enough, r.afterFirstRestart = 10, enough, after
+		r.rollback = "gray error ratio 12.33% (61 of 498 calls)"
+		return r
+	}
 	knownReasons["test"] = "a reason of the test's"
 	defer delete(knownReasons, "test")
 	for _, tc := range []struct {
@@ -82,6 +91,10 @@ func TestRow_TargetsAndKnownMisses(t *testing.T) {
 		{"a crash loop rolled back at its 2nd restart", buildOf("crash"), []result{restarted(1, 7)}, 0,
 			"| 17 (7); rolled back on its restarts (1 of 1 runs), 1 check(s) from the one that saw its restart number 2 | met |"},
 		{"a crash loop rolled back later", buildOf("crash"), []result{restarted(3, 7)}, 1, "**verdict missed: rolled back at the 3. check after its 2. restart**"},
+		// Rolled back on its calls after its first crash, before a second:
+		// judged from the check that saw its first restart.
+		{"a crash loop rolled back on its calls after its first crash", buildOf("crash"), []result{crashedOnce(3, 9)}, 0, "| met |"},
+		{"a crash loop rolled back late after its first crash", buildOf("crash"), []result{crashedOnce(4, 9)}, 1, "**verdict missed: rolled back at the 3. check after the one that saw its first restart**"},
 		{"errors, a prod request on gray", buildOf("errors"), []result{prodOnGray}, 1, "**prod on gray missed: 1 prod requests"},
 		{"a known miss", build{fault: "x", what: "a build of the test's", known: map[target]string{targetVerdict: "test"}}, []result{ok(4)}, 0,
 			"verdict missed: no verdict, not rolled back (known: test)"},
@@ -170,7 +183,7 @@ func TestChecks_ReadsTheRolloutsProgress(t *testing.T) {
 		if all, enough := checks(tc.stderr, tc.code); all != tc.all || enough != tc.enough {
 			t.Errorf("%s: %d checks, %d with enough calls; want %d, %d", tc.name, all, enough, tc.all, tc.enough)
 		}
-		if n := checksAfterRestarts(tc.stderr); n != tc.afterRestarts {
+		if n := checksAfterRestarts(tc.stderr, restartLimit); n != tc.afterRestarts {
 			t.Errorf("%s: %d checks from the one that saw the %d. restart, want %d", tc.name, n, restartLimit, tc.afterRestarts)
 		}
 	}
