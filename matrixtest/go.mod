@@ -118,6 +118,10 @@ replace github.com/graylb/graylb/gozero => ../gozero
 
 replace github.com/graylb/graylb/grpcctx => ../grpcctx
 
+replace github.com/graylb/graylb/kafkagray => ../kafkagray
+
 replace github.com/graylb/graylb/kratos => ../kratos
 
 replace github.com/graylb/graylb/nacos => ../nacos
+
+replace github.com/graylb/graylb/otelgraylb => ../otelgraylb
