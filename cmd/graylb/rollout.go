@@ -273,14 +273,7 @@ func (r *rollout) run(ctx context.Context) int {
 				r.res.Steps = append(r.res.Steps, step)
 				return r.changedByOthers(ch, fmt.Sprintf("during step %d (canary %v%%)", i+1, p))
 			}
-			r.readRegistry(ctx, set.services)
-			restarts, err := r.watchNews()
-			for _, l := range restarts {
-				r.logf("step %d/%d: %s", i+1, len(r.steps), l)
-			}
-			if err != nil && ctx.Err() == nil {
-				r.logf("step %d/%d: reading the instances from the registry failed (the last reads stand): %v", i+1, len(r.steps), err)
-			}
+			r.checkRegistry(ctx, set.services, fmt.Sprintf("step %d/%d", i+1, len(r.steps)))
 			window := stepWindow(elapsed, r.f.window)
 			got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, window), time.Time{})
 			var fbs map[string]fallBack

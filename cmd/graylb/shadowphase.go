@@ -163,14 +163,7 @@ func (r *rollout) shadowPhase(ctx context.Context, set judgedSet, l *lease, lost
 			end()
 			return r.changedByOthers(ch, fmt.Sprintf("during the shadow phase (shadow %v%%)", p)), true
 		}
-		r.readRegistry(ctx, set.services)
-		restarts, rerr := r.watchNews()
-		for _, l := range restarts {
-			r.logf("shadow phase: %s", l)
-		}
-		if rerr != nil && ctx.Err() == nil {
-			r.logf("shadow phase: reading the instances from the registry failed (the last reads stand): %v", rerr)
-		}
+		r.checkRegistry(ctx, set.services, "shadow phase")
 		window := stepWindow(elapsed, max(r.f.window, sf.dur))
 		got, err := r.prom.compare(ctx, queriesFor(r.f.metric, set.services, window), time.Time{})
 		var copies map[string]shadowSample

@@ -203,6 +203,20 @@ func (r *rollout) watchStep() {
 	}
 }
 
+// checkRegistry is a check's read of the judged services' instances: it
+// logs, after where (the step or the phase), each restart found since the
+// last check and a read that failed.
+func (r *rollout) checkRegistry(ctx context.Context, services []string, where string) {
+	r.readRegistry(ctx, services)
+	restarts, err := r.watchNews()
+	for _, l := range restarts {
+		r.logf("%s: %s", where, l)
+	}
+	if err != nil && ctx.Err() == nil {
+		r.logf("%s: reading the instances from the registry failed (the last reads stand): %v", where, err)
+	}
+}
+
 // watchNews returns the restarts seen since the last call, a line each,
 // and the last read's error, if one failed since.
 func (r *rollout) watchNews() ([]string, error) {
